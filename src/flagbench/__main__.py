@@ -1,0 +1,3 @@
+from flagbench.cli import main
+
+raise SystemExit(main())

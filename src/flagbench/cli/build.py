@@ -1,0 +1,12 @@
+"""`flagbench build` (not built yet)."""
+from __future__ import annotations
+
+from flagbench.errors import UserError
+
+
+def register(sub):
+    return sub.add_parser("build", help="(not built yet)")
+
+
+def run(args) -> int:
+    raise UserError("not built yet")

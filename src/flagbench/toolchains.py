@@ -1,0 +1,144 @@
+"""Which compiler, disassembler and runner to use for each target.
+
+One table, `TARGETS`, says it for the seven architectures; the functions below
+resolve it against what is installed. Tool versions are recorded with every
+build and measurement, so they are read once per process and cached.
+"""
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+CLANG = "clang-19"
+LLD = "ld.lld-19"
+LLVM_OBJDUMP = "llvm-objdump-19"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    triplet: str
+    gcc: str | None          # gcc driver for this target, None when Debian has none
+    clang: bool              # clang-19 can compile for it
+    objdump: str             # the disassembler that knows the target
+    qemu: str | None         # qemu-user runner; None: native (x86_64) or cannot run
+    static_libc: bool        # a static glibc link works; False: freestanding _start
+    packages: tuple[str, ...]  # Debian packages that provide the above
+    runnable: bool = True
+    default_compiler: str = "gcc"
+    # Flags every build for this target gets; qemu 7.2 has no LoongArch LSX (SIGILL).
+    base_cflags: tuple[str, ...] = ()
+
+    def compiler_argv(self, compiler: str) -> list[str]:
+        """The argv prefix that invokes `compiler` ("gcc", "clang", or a path) for this target."""
+        if compiler in ("gcc", "cc"):
+            if self.gcc is None:
+                raise LookupError(f"no gcc for {self.name} in Debian; use clang")
+            return [self.gcc]
+        if compiler in ("clang", CLANG):
+            if not self.clang:
+                raise LookupError(f"clang has no {self.name} backend")
+            return [CLANG, f"--target={self.triplet}"]
+        return [compiler]  # an explicit driver such as gcc-12 or a cross gcc path
+
+
+CROSS_BINUTILS = ("binutils-multiarch",)
+
+TARGETS: dict[str, Target] = {t.name: t for t in (
+    Target("x86_64", "x86_64-linux-gnu", "gcc", True, "objdump", None, True,
+           ("gcc", "binutils", "valgrind")),
+    Target("aarch64", "aarch64-linux-gnu", "aarch64-linux-gnu-gcc", True,
+           "aarch64-linux-gnu-objdump", "qemu-aarch64", True,
+           ("gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "qemu-user")),
+    Target("arm", "arm-linux-gnueabihf", "arm-linux-gnueabihf-gcc", True,
+           "arm-linux-gnueabihf-objdump", "qemu-arm", True,
+           ("gcc-arm-linux-gnueabihf", "libc6-dev-armhf-cross", "qemu-user")),
+    Target("riscv64", "riscv64-linux-gnu", "riscv64-linux-gnu-gcc", True,
+           "riscv64-linux-gnu-objdump", "qemu-riscv64", True,
+           ("gcc-riscv64-linux-gnu", "libc6-dev-riscv64-cross", "qemu-user")),
+    Target("loongarch64", "loongarch64-linux-gnu", None, True, LLVM_OBJDUMP,
+           "qemu-loongarch64", False, ("clang-19", "lld-19", "llvm-19", "qemu-user"),
+           default_compiler="clang", base_cflags=("-mno-lsx",)),
+    Target("hppa", "hppa-linux-gnu", "hppa-linux-gnu-gcc", False,
+           "hppa-linux-gnu-objdump", "qemu-hppa", True,
+           ("gcc-hppa-linux-gnu", "libc6-dev-hppa-cross", "qemu-user")),
+    Target("hppa64", "hppa64-linux-gnu", "hppa64-linux-gnu-gcc", False,
+           "hppa64-linux-gnu-objdump", None, False, ("gcc-hppa64-linux-gnu",),
+           runnable=False),
+)}
+
+# ELF e_machine values (elf.h) to target names; PA-RISC splits on ELF class.
+EM_TARGETS = {62: "x86_64", 183: "aarch64", 40: "arm", 243: "riscv64", 258: "loongarch64"}
+EM_PARISC = 15
+
+
+def target_for_elf(e_machine: int, is64: bool) -> str | None:
+    """The target name an ELF header (machine, class) belongs to, or None."""
+    if e_machine == EM_PARISC:
+        return "hppa64" if is64 else "hppa"
+    return EM_TARGETS.get(e_machine)
+
+
+def get_target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise LookupError(f"unknown target {name!r} (known: {', '.join(TARGETS)})") from None
+
+
+def have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
+@functools.cache
+def tool_version(tool: str) -> str:
+    """First line of `tool --version`, or '' when the tool is absent or silent."""
+    path = shutil.which(tool)
+    if path is None:
+        return ""
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def doctor_rows() -> list[dict]:
+    """Per target: each tool, whether it is here, and what to install when not."""
+    rows = []
+    for t in TARGETS.values():
+        tools = {
+            "gcc": t.gcc,
+            "clang": CLANG if t.clang else None,
+            "objdump": t.objdump,
+            "runner": t.qemu if t.qemu else ("native" if t.runnable else None),
+        }
+        if t.default_compiler == "clang" or t.name == "loongarch64":
+            tools["linker"] = LLD
+        present = {k: (v is None or v == "native" or have(v)) for k, v in tools.items()}
+        missing = [p for p in t.packages if not _package_tools_present(t, p)]
+        rows.append({
+            "target": t.name,
+            "tools": tools,
+            "present": present,
+            "install": sorted(set(missing)),
+        })
+    return rows
+
+
+def _package_tools_present(t: Target, package: str) -> bool:
+    """Whether the tool a package stands for is here (checked by executable, not dpkg)."""
+    probe = {
+        "qemu-user": t.qemu or "qemu-aarch64",
+        "clang-19": CLANG, "lld-19": LLD, "llvm-19": LLVM_OBJDUMP,
+        "gcc": "gcc", "binutils": "objdump", "valgrind": "valgrind",
+    }.get(package)
+    if probe is None and package.startswith("gcc-"):
+        probe = t.gcc
+    if probe is None:  # libc6-dev-*-cross: look for its crt1.o
+        import os
+        return os.path.exists(f"/usr/{t.triplet}/lib/crt1.o")
+    return have(probe)
