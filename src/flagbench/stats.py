@@ -1,0 +1,195 @@
+"""Verdicts for benchmark samples: is variant B faster, slower, or `~` the same as A?
+
+Modelled on benchstat: medians, a 95 % confidence interval for the ratio new/old,
+a two-sided Mann-Whitney U test, and `~` unless both say the difference is real.
+
+Why this interval: the Hodges-Lehmann / Moses interval on log(values). The ratio
+new/old is a shift of log(time); the interval is read off the sorted pairwise
+log-differences log(new_i) - log(old_j) at ranks given by the exact null
+distribution of the U statistic. It needs no normality and no random resampling
+(a bootstrap of medians is lumpy at n = 6..10), and it is the inversion of the
+same U test we report, so the interval excludes 1 exactly when the test rejects
+(ties aside). Fewer than 6 samples on a side cannot give a 95 % interval that can
+exclude anything useful, so then we report no interval, no p-value, and `~`.
+
+>>> c = compare([10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.1, 10.0],
+...             [12.1, 11.9, 12.0, 12.2, 12.0, 11.8, 12.3, 12.1, 12.0])
+>>> c.verdict, round(c.ratio, 2), c.ci_low > 1, c.p_value < 0.05
+('slower', 1.2, True, True)
+>>> compare([1, 2, 3], [1, 2, 3]).verdict, compare([1, 2, 3], [1, 2, 3]).ci_low
+('~', None)
+>>> compare_exact(1000, 1250).ratio
+1.25
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+MIN_SAMPLES_CI = 6        # below this: no interval, no p-value, verdict "~"
+MIN_SAMPLES_QUIET = 9     # below this: a "too few samples" warning (as compare.py)
+HIGH_SPREAD = 0.10        # IQR/median above this: a "high spread" warning
+EXACT_METRIC_PREFIXES = ("insns", "instructions", "loads", "stores")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metric: str
+    n_old: int
+    n_new: int
+    median_old: float
+    median_new: float
+    ratio: float                  # median_new / median_old
+    ci_low: float | None          # 95 % CI of the ratio new/old
+    ci_high: float | None
+    p_value: float | None         # Mann-Whitney U, two-sided
+    verdict: str                  # "faster" | "slower" | "~" | "exact"
+    warnings: tuple[str, ...] = ()
+    higher_is_better: bool = False
+    alpha: float = 0.05
+
+    @property
+    def change(self) -> float:
+        """Relative change new/old - 1, e.g. 0.05 for +5 %."""
+        return self.ratio - 1.0
+
+
+def higher_is_better(metric: str) -> bool:
+    """Throughput metrics (MB/s, per_second, ops/s) improve upwards; times and counts downwards.
+
+    >>> higher_is_better("MB/s"), higher_is_better("per_second"), higher_is_better("ns_per_iter")
+    (True, True, False)
+    """
+    m = metric.lower()
+    return m.endswith("/s") or m.endswith("per_second") or m.endswith("per_sec") or m in ("throughput",)
+
+
+def is_exact_metric(metric: str) -> bool:
+    """Deterministic counts (callgrind / qemu plugin) need no statistics.
+
+    >>> is_exact_metric("insns_per_iter"), is_exact_metric("loads_4"), is_exact_metric("wall_ns")
+    (True, True, False)
+    """
+    return metric.lower().startswith(EXACT_METRIC_PREFIXES)
+
+
+def _ratio(new: float, old: float) -> float:
+    if old == 0:
+        return 1.0 if new == 0 else math.inf
+    return new / old
+
+
+def _spread(values: np.ndarray) -> float:
+    median = float(np.median(values))
+    if median == 0:
+        return 0.0
+    q1, q3 = np.percentile(values, [25, 75])
+    return float(q3 - q1) / abs(median)
+
+
+@lru_cache(maxsize=256)
+def _u_null_cdf(m: int, n: int) -> tuple[float, ...]:
+    """P(U <= u) for u = 0..m*n under H0 (no ties), by counting rank arrangements.
+
+    U counts pairs (old < new). The largest of the m+n values is either a "new" one,
+    above all m olds (adds m), or an "old" one (adds 0):
+    c(m, n, u) = c(m, n-1, u-m) + c(m-1, n, u).
+    """
+    prev = [np.ones(1) for _ in range(n + 1)]          # i = 0 olds: U = 0 for every j
+    for i in range(1, m + 1):
+        row = [np.ones(1)]                               # j = 0 news: U = 0
+        for j in range(1, n + 1):
+            dist = np.zeros(i * j + 1)
+            dist[i: i + i * (j - 1) + 1] += row[j - 1]   # largest is new
+            dist[: (i - 1) * j + 1] += prev[j]           # largest is old
+            row.append(dist)
+        prev = row
+    dist = prev[n]
+    return tuple(np.cumsum(dist) / dist.sum())
+
+
+def _rank_k(m: int, n: int, alpha: float) -> int:
+    """The k of the Moses interval [D_(k), D_(mn+1-k)]: the largest k with P(U <= k-1) <= alpha/2."""
+    if m * n <= 2500:
+        cdf = _u_null_cdf(m, n)
+        k = 0
+        while k < len(cdf) and cdf[k] <= alpha / 2:
+            k += 1
+        return max(k, 1)
+    from scipy.stats import norm
+    mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
+    return max(int(math.floor(mean - norm.ppf(1 - alpha / 2) * sd)), 1)
+
+
+def ratio_interval(old: Sequence[float], new: Sequence[float], alpha: float = 0.05) -> tuple[float, float] | None:
+    """Hodges-Lehmann / Moses (1 - alpha) interval of the ratio new/old; None if it cannot be had.
+
+    >>> lo, hi = ratio_interval([10, 11, 10, 12, 11, 10], [20, 22, 20, 24, 22, 20])
+    >>> lo > 1.5 and hi < 2.5
+    True
+    """
+    m, n = len(old), len(new)
+    if min(m, n) < MIN_SAMPLES_CI:
+        return None
+    a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+    if (a <= 0).any() or (b <= 0).any():
+        return None
+    diffs = np.sort((np.log(b)[:, None] - np.log(a)[None, :]).ravel())
+    k = _rank_k(m, n, alpha)
+    return float(math.exp(diffs[k - 1])), float(math.exp(diffs[m * n - k]))
+
+
+def compare(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = False,
+            alpha: float = 0.05, metric: str = "") -> Comparison:
+    """Compare two samples of a noisy metric (times by default: lower is better)."""
+    a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("compare needs at least one sample on each side")
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    warnings: list[str] = []
+    n_min = min(a.size, b.size)
+    if n_min < MIN_SAMPLES_CI:
+        warnings.append(f"too few samples for a confidence interval (n={n_min} < {MIN_SAMPLES_CI})")
+    elif n_min < MIN_SAMPLES_QUIET:
+        warnings.append(f"too few samples (n={n_min} < {MIN_SAMPLES_QUIET}): interval is wide")
+    for side, values in (("old", a), ("new", b)):
+        spread = _spread(values)
+        if spread > HIGH_SPREAD:
+            warnings.append(f"high spread in {side}: IQR/median {spread:.0%}")
+
+    ci = ratio_interval(a, b, alpha) if n_min >= MIN_SAMPLES_CI else None
+    if n_min >= MIN_SAMPLES_CI and ci is None:
+        warnings.append("values <= 0: no ratio interval")
+    p_value = None
+    if n_min >= MIN_SAMPLES_CI:
+        from scipy.stats import mannwhitneyu
+        if np.array_equal(np.unique(a), np.unique(b)) and np.unique(a).size == 1:
+            p_value = 1.0  # all values identical: scipy would divide by zero
+        else:
+            p_value = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+    verdict = "~"
+    if ci is not None and p_value is not None and p_value < alpha and not (ci[0] <= 1.0 <= ci[1]):
+        new_is_bigger = ci[0] > 1.0
+        verdict = "faster" if new_is_bigger == higher_is_better else "slower"
+    return Comparison(metric=metric, n_old=int(a.size), n_new=int(b.size), median_old=med_a,
+                      median_new=med_b, ratio=_ratio(med_b, med_a),
+                      ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],
+                      p_value=p_value, verdict=verdict, warnings=tuple(warnings),
+                      higher_is_better=higher_is_better, alpha=alpha)
+
+
+def compare_exact(old: float, new: float, *, metric: str = "") -> Comparison:
+    """Deterministic counts (instructions, loads, stores): the numbers and their ratio, verdict "exact".
+
+    >>> c = compare_exact(400, 300, metric="insns")
+    >>> c.verdict, c.ratio, c.ci_low, c.p_value
+    ('exact', 0.75, None, None)
+    """
+    return Comparison(metric=metric, n_old=1, n_new=1, median_old=float(old), median_new=float(new),
+                      ratio=_ratio(float(new), float(old)), ci_low=None, ci_high=None, p_value=None,
+                      verdict="exact", warnings=())

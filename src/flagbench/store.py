@@ -1,0 +1,215 @@
+"""Every benchmark sample, with where it came from, in one SQLite file (default ./flagbench.db).
+
+Each write is its own transaction, committed before `add_sample` returns, in WAL mode:
+a run killed with SIGKILL keeps every sample it had taken, and a new run of the same
+experiment resumes from `finished_cells`. (synchronous=NORMAL: in WAL mode that survives
+a killed process; only a power cut could lose the last few samples.)
+
+>>> import tempfile, pathlib
+>>> db = Store(pathlib.Path(tempfile.mkdtemp()) / "fb.db")
+>>> run = db.start_run("demo", "abc123", {"note": "doctest"})
+>>> db.add_sample(run, "loop", "O2/x86_64/gcc", "ns_per_iter", 29.6, unit="ns", executor="native")
+>>> db.finish_cell(run, "loop", "O2/x86_64/gcc", "ok")
+>>> db.finished_cells(run), db.latest_run("abc123") == run
+({('loop', 'O2/x86_64/gcc')}, True)
+>>> s = db.samples(run)[0]
+>>> s["variant"], s["target"], s["compiler"], s["value"]
+('O2', 'x86_64', 'gcc', 29.6)
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import socket
+import sqlite3
+import threading
+from pathlib import Path
+
+from flagbench import __version__
+from flagbench.errors import UserError
+
+SCHEMA_VERSION = 1
+DEFAULT_DB = Path("flagbench.db")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    experiment TEXT NOT NULL,
+    experiment_hash TEXT NOT NULL,
+    started TEXT NOT NULL,
+    provenance TEXT NOT NULL          -- JSON: cpu, kernel, load average, host, flagbench version, ...
+);
+CREATE TABLE IF NOT EXISTS samples (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    bench TEXT NOT NULL,
+    cell TEXT NOT NULL,               -- variant/target/compiler[:k=v,k=v]
+    metric TEXT NOT NULL,
+    value REAL NOT NULL,
+    unit TEXT NOT NULL,
+    executor TEXT NOT NULL,
+    taken TEXT NOT NULL,
+    provenance TEXT NOT NULL          -- JSON: compiler versions, flags, ... of this sample
+);
+CREATE INDEX IF NOT EXISTS samples_by_run ON samples(run_id, bench, cell);
+CREATE TABLE IF NOT EXISTS cells (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    bench TEXT NOT NULL,
+    cell TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'failed')),
+    reason TEXT,
+    finished TEXT NOT NULL,
+    PRIMARY KEY (run_id, bench, cell)
+);
+"""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_provenance() -> dict:
+    """What the machine looked like when a run started."""
+    uname = os.uname()
+    try:
+        load = list(os.getloadavg())
+    except OSError:
+        load = None
+    return {"cpu": _cpu_model(), "cpus": os.cpu_count(), "kernel": f"{uname.sysname} {uname.release} {uname.version}",
+            "machine": uname.machine, "loadavg": load, "host": socket.gethostname(), "time": _now(),
+            "flagbench": __version__}
+
+
+def split_cell(cell: str) -> dict:
+    """"variant/target/compiler:size=4096,dalign=3" -> its parts; params keep their order.
+
+    >>> split_cell("strict/loongarch64/clang:size=4096,dalign=3")
+    {'variant': 'strict', 'target': 'loongarch64', 'compiler': 'clang', 'params': {'size': '4096', 'dalign': '3'}}
+    """
+    head, _, tail = cell.partition(":")
+    parts = head.split("/")
+    parts += [""] * (3 - len(parts))
+    params = {}
+    for item in filter(None, tail.split(",")):
+        key, _, value = item.partition("=")
+        params[key] = value
+    return {"variant": parts[0], "target": parts[1], "compiler": "/".join(parts[2:]), "params": params}
+
+
+class Store:
+    """The sample store. Safe to share between threads; several processes may write at once (WAL)."""
+
+    def __init__(self, path: Path = DEFAULT_DB, *, create: bool = True):
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise UserError(f"{self.path}: no such results database (run `flagbench run` first, or pass --db)")
+        if self.path.is_dir():
+            raise UserError(f"{self.path}: is a directory, not a results database")
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._db.row_factory = sqlite3.Row
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise UserError(f"{self.path}: results database schema {version} is newer than this "
+                                f"flagbench understands ({SCHEMA_VERSION}); upgrade flagbench")
+            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if version == 0 and tables - {"runs", "samples", "cells"}:
+                raise UserError(f"{self.path}: an SQLite file, but not a flagbench results database")
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            if version < SCHEMA_VERSION:
+                with self._lock:
+                    self._db.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+        except sqlite3.DatabaseError as e:
+            raise UserError(f"{self.path}: cannot use as results database: {e}") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _write(self, sql: str, params: tuple) -> sqlite3.Cursor:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params)   # autocommit: durable once this returns
+            except sqlite3.DatabaseError as e:
+                raise UserError(f"{self.path}: cannot write results: {e}") from None
+
+    def _read(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.DatabaseError as e:
+                raise UserError(f"{self.path}: cannot read results: {e}") from None
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def start_run(self, experiment: str, experiment_hash: str, provenance: dict | None = None) -> int:
+        """A new run; host facts not given in `provenance` are filled in from this machine."""
+        prov = {**host_provenance(), **(provenance or {})}
+        cur = self._write("INSERT INTO runs (experiment, experiment_hash, started, provenance) VALUES (?, ?, ?, ?)",
+                          (experiment, experiment_hash, _now(), json.dumps(prov, default=str)))
+        return int(cur.lastrowid)
+
+    def latest_run(self, experiment_hash: str) -> int | None:
+        rows = self._read("SELECT max(id) FROM runs WHERE experiment_hash = ?", (experiment_hash,))
+        return rows[0][0]
+
+    def runs(self) -> list[dict]:
+        rows = self._read("""SELECT r.*, (SELECT count(*) FROM samples s WHERE s.run_id = r.id) AS n_samples,
+                                    (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.status = 'failed') AS n_failed
+                             FROM runs r ORDER BY r.id""")
+        return [{**dict(r), "provenance": json.loads(r["provenance"])} for r in rows]
+
+    def run(self, run_id: int) -> dict:
+        for r in self.runs():
+            if r["id"] == run_id:
+                return r
+        raise UserError(f"{self.path}: no run {run_id} (runs: {', '.join(str(r['id']) for r in self.runs()) or 'none'})")
+
+    # -- samples and cells -------------------------------------------------------------------
+
+    def add_sample(self, run_id: int, bench: str, cell: str, metric: str, value: float, *, unit: str,
+                   executor: str, provenance: dict | None = None) -> None:
+        self._write("""INSERT INTO samples (run_id, bench, cell, metric, value, unit, executor, taken, provenance)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    (run_id, bench, cell, metric, float(value), unit, executor, _now(),
+                     json.dumps(provenance or {}, default=str)))
+
+    def finish_cell(self, run_id: int, bench: str, cell: str, status: str, reason: str | None = None) -> None:
+        if status not in ("ok", "failed"):
+            raise ValueError(f"cell status must be 'ok' or 'failed', not {status!r}")
+        self._write("""INSERT INTO cells (run_id, bench, cell, status, reason, finished) VALUES (?, ?, ?, ?, ?, ?)
+                       ON CONFLICT (run_id, bench, cell) DO UPDATE
+                       SET status = excluded.status, reason = excluded.reason, finished = excluded.finished""",
+                    (run_id, bench, cell, status, reason, _now()))
+
+    def finished_cells(self, run_id: int) -> set[tuple[str, str]]:
+        return {(r["bench"], r["cell"]) for r in self._read("SELECT bench, cell FROM cells WHERE run_id = ?", (run_id,))}
+
+    def cells(self, run_id: int) -> list[dict]:
+        """Every finished cell with its status and, for failures, the reason."""
+        return [dict(r) for r in self._read("SELECT * FROM cells WHERE run_id = ? ORDER BY bench, cell", (run_id,))]
+
+    def samples(self, run_id: int) -> list[dict]:
+        """Every sample of a run in the order taken, its cell split into variant/target/compiler/params."""
+        rows = self._read("SELECT * FROM samples WHERE run_id = ? ORDER BY id", (run_id,))
+        return [{**dict(r), **split_cell(r["cell"]), "provenance": json.loads(r["provenance"])} for r in rows]

@@ -1,0 +1,89 @@
+"""Verdicts on samples drawn from known distributions (seeded, so the tests are repeatable)."""
+import doctest
+
+import numpy as np
+import pytest
+from scipy.stats import mannwhitneyu
+
+from flagbench import stats
+from flagbench.stats import compare, compare_exact, higher_is_better, ratio_interval
+
+
+def lognormal(rng, n, median, sigma=0.03):
+    return list(median * np.exp(rng.normal(0, sigma, n)))
+
+
+def test_known_slowdown_is_slower_and_interval_covers_true_ratio():
+    rng = np.random.default_rng(1)
+    old, new = lognormal(rng, 15, 100.0), lognormal(rng, 15, 120.0)
+    c = compare(old, new, metric="ns_per_iter")
+    assert c.verdict == "slower"
+    assert c.ci_low < 1.2 < c.ci_high and c.ci_low > 1.0
+    assert c.p_value < 0.001 and c.n_old == c.n_new == 15
+    assert c.warnings == ()
+    assert compare(new, old).verdict == "faster"
+
+
+def test_throughput_direction_is_reversed():
+    rng = np.random.default_rng(2)
+    old, new = lognormal(rng, 12, 500.0), lognormal(rng, 12, 600.0)   # MB/s went up
+    assert compare(old, new, higher_is_better=True).verdict == "faster"
+    assert compare(old, new, higher_is_better=higher_is_better("MB/s")).verdict == "faster"
+    assert compare(old, new).verdict == "slower"   # as a time it would be worse
+
+
+def test_identical_distributions_are_mostly_same():
+    rng = np.random.default_rng(3)
+    verdicts = [compare(lognormal(rng, 10, 50.0, 0.05), lognormal(rng, 10, 50.0, 0.05)).verdict
+                for _ in range(200)]
+    false_positives = sum(v != "~" for v in verdicts)
+    assert false_positives <= 200 * 0.05 + 6     # alpha = 0.05, with binomial slack
+
+
+def test_interval_agrees_with_the_u_test():
+    """The Moses interval is the inversion of the U test: it excludes 1 exactly when p < alpha."""
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        old = lognormal(rng, 8, 10.0, 0.05)
+        new = lognormal(rng, 8, 10.0 * rng.uniform(0.95, 1.05), 0.05)
+        lo, hi = ratio_interval(old, new)
+        p = mannwhitneyu(old, new, alternative="two-sided", method="exact").pvalue
+        assert (p < 0.05) == (not lo <= 1.0 <= hi)
+
+
+def test_few_samples_give_no_interval_and_a_warning():
+    c = compare([10, 11, 12, 10, 11], [20, 21, 22, 20, 21])
+    assert c.ci_low is None and c.ci_high is None and c.p_value is None
+    assert c.verdict == "~"
+    assert any("too few samples" in w for w in c.warnings)
+    assert c.ratio == pytest.approx(21 / 11)
+    mid = compare([10, 11, 12, 10, 11, 10], [20, 21, 22, 20, 21, 20])
+    assert mid.ci_low is not None and mid.verdict == "slower"
+    assert any("too few samples (n=6" in w for w in mid.warnings)
+
+
+def test_high_spread_is_warned():
+    c = compare([10, 20, 10, 20, 10, 20, 15, 15, 12], [10, 10.1, 10, 10.1, 10, 10.1, 10, 10, 10])
+    assert any("high spread in old" in w for w in c.warnings)
+    assert not any("in new" in w for w in c.warnings)
+
+
+def test_constant_samples_and_non_positive_values():
+    assert compare([5.0] * 9, [5.0] * 9).verdict == "~"
+    c = compare([0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6])
+    assert c.ci_low is None and c.verdict == "~"
+    assert any("<= 0" in w for w in c.warnings)
+    with pytest.raises(ValueError):
+        compare([], [1.0])
+
+
+def test_exact_counts():
+    c = compare_exact(1_000_000, 1_170_000, metric="insns")
+    assert c.verdict == "exact" and c.ratio == pytest.approx(1.17) and c.change == pytest.approx(0.17)
+    assert compare_exact(0, 0).ratio == 1.0
+    assert stats.is_exact_metric("insns") and not stats.is_exact_metric("MB/s")
+
+
+def test_docstring_examples():
+    result = doctest.testmod(stats)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,118 @@
+"""The sample store: what is committed survives a SIGKILL, resume sees finished cells, bad files are UserErrors."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from flagbench.errors import UserError
+from flagbench.store import SCHEMA_VERSION, Store, split_cell
+
+WRITER = r"""
+import sys
+from pathlib import Path
+from flagbench.store import Store
+db = Store(Path(sys.argv[1]))
+run = db.start_run("exp", "hash1", {})
+print(run, flush=True)
+i = 0
+while True:
+    cell = f"v{i % 2}/x86_64/gcc:size={i}"
+    db.add_sample(run, "loop", cell, "ns_per_iter", float(i), unit="ns", executor="native")
+    db.finish_cell(run, "loop", cell, "ok")
+    print(i, flush=True)   # printed only after both writes returned
+    i += 1
+"""
+
+
+def test_sigkill_keeps_every_committed_sample(tmp_path):
+    path = tmp_path / "fb.db"
+    child = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True)
+    run_id = int(child.stdout.readline())
+    acknowledged = -1
+    while acknowledged < 30:                     # wait for a few dozen committed samples, not for a time
+        acknowledged = int(child.stdout.readline())
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL
+
+    db = Store(path)
+    values = [s["value"] for s in db.samples(run_id)]
+    assert len(values) >= acknowledged + 1       # everything the child reported as written is there
+    assert values == [float(i) for i in range(len(values))]
+    finished = db.finished_cells(run_id)
+    assert ("loop", "v0/x86_64/gcc:size=0") in finished
+    assert len(finished) >= acknowledged + 1
+    assert db.latest_run("hash1") == run_id      # a resumed `run` finds it
+
+
+def test_resume_sees_ok_and_failed_cells_and_refinishing_updates(tmp_path):
+    db = Store(tmp_path / "fb.db")
+    run = db.start_run("exp", "h", {"variants": ["a", "b"]})
+    db.finish_cell(run, "b1", "a/x86_64/gcc", "ok")
+    db.finish_cell(run, "b1", "b/x86_64/gcc", "failed", "SIGBUS")
+    assert db.finished_cells(run) == {("b1", "a/x86_64/gcc"), ("b1", "b/x86_64/gcc")}
+    db.finish_cell(run, "b1", "b/x86_64/gcc", "ok")
+    assert [c["status"] for c in db.cells(run)] == ["ok", "ok"]
+    other = db.start_run("exp", "h", {})
+    assert db.finished_cells(other) == set()
+    assert db.latest_run("h") == other and db.latest_run("nope") is None
+    with pytest.raises(ValueError):
+        db.finish_cell(run, "b1", "a/x86_64/gcc", "meh")
+
+
+def test_provenance_per_run_and_per_sample(tmp_path):
+    db = Store(tmp_path / "fb.db")
+    run = db.start_run("exp", "h", {"note": "x"})
+    db.add_sample(run, "sweep", "fast/aarch64/clang:size=4096,dalign=3,salign=1", "MB/s", 1234.5, unit="MB/s",
+                  executor="qemu", provenance={"cflags": ["-O2"], "tools": {"clang": "clang version 19"}})
+    info = db.run(run)
+    prov = info["provenance"]
+    assert prov["note"] == "x" and prov["flagbench"] and prov["kernel"].startswith(os.uname().sysname)
+    assert prov["cpu"] and len(prov["loadavg"]) == 3 and prov["host"]
+    assert info["n_samples"] == 1
+    s = db.samples(run)[0]
+    assert (s["variant"], s["target"], s["compiler"]) == ("fast", "aarch64", "clang")
+    assert s["params"] == {"size": "4096", "dalign": "3", "salign": "1"}
+    assert s["provenance"]["cflags"] == ["-O2"] and s["executor"] == "qemu" and s["unit"] == "MB/s"
+    raw = sqlite3.connect(tmp_path / "fb.db")
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    with pytest.raises(UserError, match="no run 99"):
+        db.run(99)
+
+
+def test_two_stores_on_one_file_see_each_others_writes(tmp_path):
+    a, b = Store(tmp_path / "fb.db"), Store(tmp_path / "fb.db")
+    run = a.start_run("exp", "h", {})
+    b.add_sample(run, "x", "v/x86_64/gcc", "wall_ns", 5, unit="ns", executor="native")
+    assert len(a.samples(run)) == 1
+
+
+def test_bad_paths_and_files_are_user_errors(tmp_path):
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all\n" * 200)
+    with pytest.raises(UserError, match="garbage.db"):
+        Store(garbage)
+    with pytest.raises(UserError):
+        Store(tmp_path / "no" / "such" / "dir" / "fb.db")
+    with pytest.raises(UserError, match="directory"):
+        Store(tmp_path)
+    with pytest.raises(UserError, match="no such results database"):
+        Store(tmp_path / "missing.db", create=False)
+    assert not (tmp_path / "missing.db").exists()
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)")
+    with pytest.raises(UserError, match="not a flagbench"):
+        Store(foreign)
+    newer = tmp_path / "newer.db"
+    sqlite3.connect(newer).execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(UserError, match="newer"):
+        Store(newer)
+
+
+def test_split_cell_without_params_or_compiler():
+    assert split_cell("a/b/c") == {"variant": "a", "target": "b", "compiler": "c", "params": {}}
+    assert split_cell("a")["target"] == ""
