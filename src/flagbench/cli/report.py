@@ -1,12 +1,51 @@
-"""`flagbench report` (not built yet)."""
+"""`flagbench report [RUN]`: the tables of a stored run again, as text, md, json or csv.
+
+RUN is a run id (see `flagbench report --list`) or an experiment name (its latest run);
+without it, the latest run in the database.
+"""
 from __future__ import annotations
 
-from flagbench.errors import UserError
+from pathlib import Path
+
+FORMATS = ("text", "md", "json", "csv")
 
 
 def register(sub):
-    return sub.add_parser("report", help="(not built yet)")
+    p = sub.add_parser("report", help="print the tables of a stored run (default: the latest)")
+    p.add_argument("run_ref", nargs="?", metavar="RUN", help="run id or experiment name (default: latest run)")
+    p.add_argument("--db", type=Path, default=Path("flagbench.db"), help="results database (default ./flagbench.db)")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--list", action="store_true", help="list the stored runs instead")
+    return p
+
+
+def _pick_run(runs: list[dict], ref: str | None, db: Path) -> int:
+    from flagbench.errors import UserError
+
+    if not runs:
+        raise UserError(f"{db}: no runs stored yet")
+    if ref is None:
+        return runs[-1]["id"]
+    if ref.isdigit():
+        if any(r["id"] == int(ref) for r in runs):
+            return int(ref)
+        raise UserError(f"{db}: no run {ref} (runs {runs[0]['id']}..{runs[-1]['id']}; see --list)")
+    named = [r["id"] for r in runs if r["experiment"] == ref]
+    if not named:
+        raise UserError(f"{db}: no run {ref!r}: give a run id or an experiment name (see --list)")
+    return named[-1]
 
 
 def run(args) -> int:
-    raise UserError("not built yet")
+    from flagbench.report import report_run
+    from flagbench.store import Store
+
+    with Store(args.db, create=False) as store:
+        runs = store.runs()
+        if args.list:
+            for r in runs:
+                print(f"{r['id']:>4}  {r['started']}  {r['experiment']}  {r['experiment_hash'][:12]}  "
+                      f"{r['n_samples']} samples, {r['n_failed']} failed cells")
+            return 0
+        print(report_run(store, _pick_run(runs, args.run_ref, args.db), args.format), end="")
+    return 0

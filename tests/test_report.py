@@ -1,0 +1,149 @@
+"""`flagbench report`: tables from a real store, in every format, through the real CLI."""
+import csv
+import doctest
+import io
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from flagbench import report, store
+from flagbench.report import build_tables, render
+from flagbench.store import Store
+
+
+def flagbench(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture
+def db(tmp_path):
+    """A stored run: a memcpy sweep (template 20 % faster for small sizes), a wis run, exact counts, one failure."""
+    path = tmp_path / "fb.db"
+    s = Store(path)
+    s.start_run("older", "h0", {})
+    run = s.start_run("memcpy-arm", "h1", {"variants": ["kernel", "template"]})
+    rng = np.random.default_rng(7)
+    expected = {}
+    for size in (4096, 32, 100):                          # stored out of order on purpose
+        for dalign, salign in ((1, 3), (0, 0)):
+            for variant in ("template", "kernel"):
+                speedup = 1.2 if (variant == "template" and size < 4096) else 1.0
+                values = 100.0 * speedup * np.exp(rng.normal(0, 0.02, 10))
+                cell = f"{variant}/x86_64/gcc:size={size},dalign={dalign},salign={salign}"
+                expected[(size, dalign, variant)] = float(np.median(values))
+                for v in values:
+                    s.add_sample(run, "memcpy", cell, "MB/s", v, unit="MB/s", executor="native")
+                s.add_sample(run, "memcpy", cell.replace("x86_64", "aarch64"), "insns", 1000 * speedup,
+                             unit="insns", executor="qemu")
+    for mode in ("threads", "processes"):
+        for tasks in (2, 1):
+            for variant in ("kernel", "template"):
+                for v in 1e6 * tasks * np.exp(rng.normal(0, 0.02, 9)):
+                    s.add_sample(run, "getppid", f"{variant}/x86_64/gcc:mode={mode},tasks={tasks}",
+                                 "per_second", v, unit="iter/s", executor="native")
+    s.finish_cell(run, "memcpy", "broken/x86_64/gcc:size=1,dalign=1,salign=0", "failed", "SIGBUS")
+    s.close()
+    return path, run, expected
+
+
+def test_memcpy_table_is_alignment_by_size_with_verdicts(db):
+    path, run, expected = db
+    out = flagbench("report", "--db", str(path), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["run"]["id"] == run and doc["run"]["experiment"] == "memcpy-arm"
+    [sweep] = [t for t in doc["tables"] if t["bench"] == "memcpy" and t["metric"] == "MB/s"]
+    assert sweep["variants"] == ["kernel", "template"] and sweep["baseline"] == "kernel"
+    assert sweep["param_keys"] == ["dalign", "salign", "size"]
+    rows = [(r["params"]["dalign"], r["params"]["size"]) for r in sweep["rows"]]
+    assert rows == [("0", "32"), ("0", "100"), ("0", "4096"), ("1", "32"), ("1", "100"), ("1", "4096")]
+    for r in sweep["rows"]:
+        size, dalign = int(r["params"]["size"]), int(r["params"]["dalign"])
+        assert r["variants"]["kernel"]["median"] == pytest.approx(expected[(size, dalign, "kernel")])
+        assert r["variants"]["template"]["n"] == 10
+        verdict = r["comparisons"]["template"]["verdict"]
+        assert verdict == ("faster" if size < 4096 else "~")   # MB/s: higher is better
+    assert doc["failures"][0]["reason"] == "SIGBUS"
+
+
+def test_exact_counts_and_wis_mode_by_tasks(db):
+    path, run, _ = db
+    doc = json.loads(flagbench("report", str(run), "--db", str(path), "--format", "json").stdout)
+    [counts] = [t for t in doc["tables"] if t["metric"] == "insns"]
+    assert counts["exact"] and counts["target"] == "aarch64"
+    small = counts["rows"][0]["comparisons"]["template"]
+    assert small["verdict"] == "exact" and small["ratio"] == pytest.approx(1.2)
+    [wis] = [t for t in doc["tables"] if t["bench"] == "getppid"]
+    assert [(r["params"]["mode"], r["params"]["tasks"]) for r in wis["rows"]] == [
+        ("processes", "1"), ("processes", "2"), ("threads", "1"), ("threads", "2")]
+
+
+def test_text_md_csv_formats(db):
+    path, run, expected = db
+    text = flagbench("report", "--db", str(path)).stdout
+    assert "memcpy · MB/s · x86_64/gcc" in text and "faster" in text and "FAILED" in text and "SIGBUS" in text
+    md = flagbench("report", "memcpy-arm", "--db", str(path), "--format", "md").stdout
+    section = md.split("**memcpy** · MB/s · x86_64/gcc")[1].split("**")[0]
+    table = [line for line in section.splitlines() if line.startswith("|")]
+    assert [c.strip() for c in table[0].split("|")[1:-1]] == [
+        "dalign", "salign", "size", "kernel", "template", "template vs kernel"]
+    assert len(table) == 2 + 6 and len({len(line) for line in table}) == 1   # aligned: pasteable as plain text
+    first = [c.strip() for c in table[2].split("|")[1:-1]]
+    assert first[:5] == ["0", "0", "32", f"{expected[(32, 0, 'kernel')]:.2f}", f"{expected[(32, 0, 'template')]:.2f}"]
+    assert first[5].endswith("faster") and first[5].startswith("+")
+    assert f"{expected[(32, 0, 'kernel')]:.2f}" in md
+    rows = list(csv.DictReader(io.StringIO(flagbench("report", "--db", str(path), "--format", "csv").stdout)))
+    one = [r for r in rows if r["params"] == "size=32,dalign=0,salign=0" and r["metric"] == "MB/s"]
+    assert [r["variant"] for r in one] == ["kernel", "template"]
+    assert one[1]["verdict"] == "faster" and float(one[1]["ratio"]) > 1.1
+    assert float(one[0]["median"]) == pytest.approx(expected[(32, 0, "kernel")])
+    assert any(r["verdict"] == "failed" and r["warnings"] == "SIGBUS" for r in rows)
+
+
+def test_list_and_pick_runs(db):
+    path, run, _ = db
+    listing = flagbench("report", "--db", str(path), "--list").stdout.splitlines()
+    assert len(listing) == 2 and "memcpy-arm" in listing[1]
+    older = flagbench("report", "older", "--db", str(path), "--format", "json")
+    assert json.loads(older.stdout)["tables"] == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--db", "missing.db"], "no such results database"),
+    (["42", "--db", "fb.db"], "no run 42"),
+    (["nosuch", "--db", "fb.db"], "no run 'nosuch'"),
+    (["--db", "garbage.db"], "garbage.db"),
+    (["--db", "fb.db", "--format", "xml"], "invalid choice"),
+])
+def test_bad_input_is_one_line_exit_2(db, args, message):
+    path, _, _ = db
+    (path.parent / "garbage.db").write_bytes(b"\x00not a database" * 100)
+    out = flagbench("report", *args, cwd=path.parent)
+    assert out.returncode == 2
+    assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_empty_database_is_a_user_error(tmp_path):
+    Store(tmp_path / "fb.db").close()
+    out = flagbench("report", "--db", str(tmp_path / "fb.db"))
+    assert out.returncode == 2 and "no runs stored yet" in out.stderr
+
+
+def test_variant_order_falls_back_to_sorted_and_missing_baseline_gives_dash():
+    samples = [dict(bench="b", metric="wall_ns", unit="ns", variant=v, target="x86_64", compiler="gcc",
+                    params={"n": n}, value=1.0) for v, n in (("zeta", "1"), ("alpha", "1"), ("zeta", "2"))]
+    [t] = build_tables(samples)
+    assert t.variants == ["alpha", "zeta"]
+    md = render([t], "md")
+    last = [c.strip() for c in md.splitlines()[-2].split("|")[1:-1]]
+    assert last == ["2", "-", "1.00", "-"]
+
+
+@pytest.mark.parametrize("module", [report, store])
+def test_docstring_examples(module):
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0
