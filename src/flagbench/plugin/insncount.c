@@ -1,0 +1,137 @@
+/*
+ * flagbench insncount: a qemu-user TCG plugin that counts executed guest
+ * instructions exactly, and (unless mem=off) guest loads and stores by width.
+ *
+ * Arguments (qemu -plugin insncount.so,outfile=PATH,mem=on|off):
+ *   outfile=PATH  where "key value" lines are written at exit (qemu_plugin_outs
+ *                 prints only with -d plugin, so a file is the reliable channel)
+ *   mem=off       skip the per-access memory callback (faster; insns only)
+ *
+ * No Debian package ships qemu-plugin.h, so the subset of the
+ * QEMU_PLUGIN_VERSION 1 API (qemu 4.2 .. 8.1, Debian 12 ships 7.2) used here is
+ * declared below. The enum values must match qemu's exactly.
+ *
+ * Instructions are counted with one inline add per translation block (the
+ * block's length), which is exact for blocks that run to their end; a block
+ * cut short by a guest fault overcounts by the rest of that block, which only
+ * happens on a crash. Inline adds are not atomic: counts are exact for a
+ * single-threaded guest; memory counters use atomic adds and are always exact.
+ */
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* ---- the QEMU_PLUGIN_VERSION 1 API subset (see include/qemu/qemu-plugin.h) ---- */
+typedef uint64_t qemu_plugin_id_t;
+typedef uint32_t qemu_plugin_meminfo_t;
+struct qemu_plugin_tb;
+struct qemu_plugin_insn;
+
+typedef struct qemu_info_t {
+    const char *target_name;
+    struct { int min; int cur; } version;
+    bool system_emulation;
+    union { struct { int smp_vcpus; int max_vcpus; } system; };
+} qemu_info_t;
+
+enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
+enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_R = 1, QEMU_PLUGIN_MEM_W, QEMU_PLUGIN_MEM_RW };
+enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
+
+typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
+typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
+typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
+                                          uint64_t vaddr, void *userdata);
+
+void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
+void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *tb, enum qemu_plugin_op op,
+                                              void *ptr, uint64_t imm);
+size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                      enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                      void *userdata);
+unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
+void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
+
+EXPORT int qemu_plugin_version = 1;
+/* ---- end of the API subset ---- */
+
+#define N_WIDTHS 6 /* 1, 2, 4, 8, 16 bytes, and "other" (wider vector accesses) */
+static const char *const width_names[N_WIDTHS] = {"1", "2", "4", "8", "16", "other"};
+
+static uint64_t insns;                      /* bumped by inline TCG code */
+static _Atomic uint64_t loads[N_WIDTHS], stores[N_WIDTHS];
+static char outfile[4096];
+static bool count_mem = true;
+static pid_t owner_pid;                     /* forked guest children must not overwrite the file */
+
+static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
+{
+    (void)vcpu; (void)vaddr; (void)udata;
+    unsigned int shift = qemu_plugin_mem_size_shift(info);
+    unsigned int slot = shift < N_WIDTHS - 1 ? shift : N_WIDTHS - 1;
+    if (qemu_plugin_mem_is_store(info))
+        atomic_fetch_add_explicit(&stores[slot], 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&loads[slot], 1, memory_order_relaxed);
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &insns, n);
+    if (!count_mem)
+        return;
+    for (size_t i = 0; i < n; i++)
+        qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i), on_mem,
+                                         QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, NULL);
+}
+
+static void write_counts(qemu_plugin_id_t id, void *udata)
+{
+    (void)id; (void)udata;
+    if (getpid() != owner_pid || !outfile[0])
+        return;
+    FILE *f = fopen(outfile, "w");
+    if (!f)
+        return;
+    fprintf(f, "insns %llu\n", (unsigned long long)insns);
+    if (count_mem) {
+        for (int i = 0; i < N_WIDTHS; i++)
+            fprintf(f, "loads_%s %llu\n", width_names[i], (unsigned long long)loads[i]);
+        for (int i = 0; i < N_WIDTHS; i++)
+            fprintf(f, "stores_%s %llu\n", width_names[i], (unsigned long long)stores[i]);
+    }
+    fclose(f);
+}
+
+EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
+{
+    if (info->system_emulation)
+        return -1; /* user-mode only: counts of a whole machine mean nothing here */
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "outfile=", 8) == 0) {
+            snprintf(outfile, sizeof outfile, "%s", argv[i] + 8);
+        } else if (strcmp(argv[i], "mem=off") == 0) {
+            count_mem = false;
+        } else if (strcmp(argv[i], "mem=on") == 0) {
+            count_mem = true;
+        } else {
+            fprintf(stderr, "insncount: unknown argument %s\n", argv[i]);
+            return -1;
+        }
+    }
+    owner_pid = getpid();
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, write_counts, NULL);
+    return 0;
+}

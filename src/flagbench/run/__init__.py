@@ -1,0 +1,1 @@
+"""Running benchmarks: executors (native time, callgrind, qemu + plugin) and will-it-scale."""

@@ -1,0 +1,352 @@
+"""Executors: run one benchmark program once and say what it measured.
+
+Three ways to measure: wall time on this host (NativeExecutor), exact
+instruction counts under callgrind (host binaries) or under qemu-user with the
+project's TCG plugin (other targets). Every program runs with the same minimal
+environment, an absolute path and a fixed cwd, because instruction counts move
+with the size of the environment and argv. A failing program never raises: the
+Measurement says why it failed (signal name, timeout, exit status, garbage).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import platform
+import random
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, Sequence, TypeVar
+
+from flagbench.errors import UserError
+from flagbench.toolchains import get_target
+
+FIXED_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+FIXED_CWD = "/"
+HOST_TARGET = "x86_64"
+_METRIC_LINE = re.compile(r"^([A-Za-z_][\w.:/%-]*)\s+(\S+)$")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    metrics: dict[str, float]
+    stdout: str
+    failure: str | None  # None = ok; "SIGSEGV", "timeout after 30 s", "exit status 3", "garbage output: ..."
+    stderr: str = ""
+    argv: tuple[str, ...] = field(default=())  # what was run, for the record
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+class Executor(Protocol):
+    name: str
+
+    def measure(self, argv: list[str], *, target: str, timeout: float = 60) -> Measurement: ...
+
+
+def parse_metrics(stdout: str) -> tuple[dict[str, float], str | None]:
+    """The harness's "key value" lines as metrics, and the first line that is not one.
+
+    Blank lines and lines starting with '#' are allowed; anything else is garbage.
+    """
+    metrics: dict[str, float] = {}
+    for line in stdout.splitlines():
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        m = _METRIC_LINE.match(text)
+        value = _number(m.group(2)) if m else None
+        if value is None:
+            return metrics, text[:80]
+        metrics[m.group(1)] = value
+    return metrics, None
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _failure_from_status(returncode: int) -> str | None:
+    if returncode < 0:
+        return signal_name(-returncode)
+    if returncode != 0:
+        return f"exit status {returncode}"
+    return None
+
+
+def absolute_argv(argv: Sequence[str]) -> list[str]:
+    """argv with its program as an absolute path (counts depend on argv[0])."""
+    if not argv:
+        raise UserError("nothing to run: empty command")
+    prog = argv[0]
+    if os.sep in prog:
+        path = Path(prog).resolve()
+        if not path.is_file():
+            raise UserError(f"{prog}: no such program")
+    else:
+        found = shutil.which(prog)
+        if found is None:
+            raise UserError(f"{prog}: not found on PATH")
+        path = Path(found).resolve()
+    return [str(path), *argv[1:]]
+
+
+@dataclass
+class _Completed:
+    returncode: int | None  # None: killed after the timeout
+    stdout: str
+    stderr: str
+    wall_ns: int
+
+
+def _run(argv: list[str], timeout: float, cpu: int | None = None) -> _Completed:
+    """Run argv in its own process group with the fixed env; kill the whole group on timeout."""
+    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    start = time.perf_counter_ns()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(FIXED_ENV), cwd=FIXED_CWD,
+                            start_new_session=True, preexec_fn=preexec)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        returncode: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        returncode = None
+    wall = time.perf_counter_ns() - start
+    return _Completed(returncode, out.decode(errors="replace"), err.decode(errors="replace"), wall)
+
+
+def _finish(done: _Completed, argv: list[str], timeout: float, metrics: dict[str, float],
+            parse_stdout: bool, failure: str | None = None) -> Measurement:
+    if done.returncode is None:
+        failure = f"timeout after {timeout:g} s"
+    failure = failure or _failure_from_status(done.returncode or 0)
+    if parse_stdout and failure is None:
+        parsed, garbage = parse_metrics(done.stdout)
+        if garbage is not None:
+            failure = f"garbage output: {garbage!r}"
+        # The executor's own metrics (insns, wall_ns) win over same-named program lines.
+        metrics = {**parsed, **metrics}
+    return Measurement(metrics, done.stdout, failure, done.stderr[-4000:], tuple(argv))
+
+
+def _default_cpu() -> int | None:
+    cpus = sorted(os.sched_getaffinity(0))
+    return cpus[-1] if cpus else None
+
+
+@functools.cache
+def perf_available() -> bool:
+    """Whether `perf stat -e task-clock,page-faults` works here (software events only)."""
+    if shutil.which("perf") is None:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "perf.csv"
+        try:
+            proc = subprocess.run(["perf", "stat", "-x,", "-e", "task-clock,page-faults",
+                                   "-o", str(out), "--", "/bin/true"],
+                                  capture_output=True, timeout=30, env=dict(FIXED_ENV))
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return proc.returncode == 0 and bool(_parse_perf_csv(out))
+
+
+def _parse_perf_csv(path: Path) -> dict[str, float]:
+    """task-clock (msec) -> task_clock_ns; page-faults -> page_faults."""
+    metrics: dict[str, float] = {}
+    if not path.exists():
+        return metrics
+    for line in path.read_text(errors="replace").splitlines():
+        fields = line.split(",")
+        if len(fields) < 3 or line.startswith("#"):
+            continue
+        value = _number(fields[0])
+        if value is None:
+            continue
+        if fields[2] == "task-clock":
+            metrics["task_clock_ns"] = value * 1e6 if fields[1] == "msec" else value
+        elif fields[2] == "page-faults":
+            metrics["page_faults"] = value
+    return metrics
+
+
+def _perf_signal(stderr: str) -> str | None:
+    """perf stat exits 0 when its child dies of a signal and prints "PROG: Bus error"."""
+    for signum in signal.Signals:
+        text = signal.strsignal(signum)
+        if text and re.search(rf": {re.escape(text)}$", stderr, re.M):
+            return signum.name
+    return None
+
+
+class NativeExecutor:
+    """Wall time of the whole process on this host, pinned to one CPU; optional perf events."""
+
+    name = "native"
+
+    def __init__(self, *, cpu: int | None = -1, perf: bool = False, parse_stdout: bool = True):
+        self.cpu = _default_cpu() if cpu == -1 else cpu
+        if perf and not perf_available():
+            raise UserError("perf stat -e task-clock,page-faults does not work here "
+                            "(apt-get install linux-perf; check kernel.perf_event_paranoid)")
+        self.perf = perf
+        self.parse_stdout = parse_stdout
+
+    def measure(self, argv: list[str], *, target: str = HOST_TARGET, timeout: float = 60) -> Measurement:
+        if target != HOST_TARGET:
+            raise UserError(f"cannot time {target} programs natively on this {HOST_TARGET} host")
+        argv = absolute_argv(argv)
+        if not self.perf:
+            done = _run(argv, timeout, self.cpu)
+            return _finish(done, argv, timeout, {"wall_ns": float(done.wall_ns)}, self.parse_stdout)
+        with tempfile.TemporaryDirectory(prefix="flagbench-perf-") as tmp:
+            out = Path(tmp) / "perf.csv"
+            wrapped = [shutil.which("perf") or "perf", "stat", "-x,", "-e", "task-clock,page-faults",
+                       "-o", str(out), "--", *argv]
+            done = _run(wrapped, timeout, self.cpu)
+            metrics = {"wall_ns": float(done.wall_ns), **_parse_perf_csv(out)}
+        return _finish(done, wrapped, timeout, metrics, self.parse_stdout, _perf_signal(done.stderr))
+
+
+class CallgrindExecutor:
+    """Exact instruction count (Ir) of a host program under valgrind's callgrind."""
+
+    name = "callgrind"
+
+    def __init__(self, *, parse_stdout: bool = True):
+        if shutil.which("valgrind") is None:
+            raise UserError("instruction counts on x86_64 need valgrind: apt-get install valgrind")
+        self.parse_stdout = parse_stdout
+
+    def measure(self, argv: list[str], *, target: str = HOST_TARGET, timeout: float = 60) -> Measurement:
+        if target != HOST_TARGET:
+            raise UserError(f"callgrind runs {HOST_TARGET} programs only, not {target}")
+        argv = absolute_argv(argv)
+        with tempfile.TemporaryDirectory(prefix="flagbench-cg-") as tmp:
+            out = Path(tmp) / "callgrind.out"
+            wrapped = [shutil.which("valgrind") or "valgrind", "-q", "--tool=callgrind",
+                       f"--callgrind-out-file={out}", "--cache-sim=no", "--branch-sim=no", *argv]
+            done = _run(wrapped, timeout)
+            insns = _callgrind_total(out)
+        metrics = {} if insns is None else {"insns": insns}
+        failure = None
+        if insns is None and done.returncode == 0:
+            failure = "callgrind wrote no instruction total"
+        return _finish(done, wrapped, timeout, metrics, self.parse_stdout, failure)
+
+
+def _callgrind_total(path: Path) -> float | None:
+    if not path.exists():
+        return None
+    summary = None
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith(("summary:", "totals:")):
+            fields = line.split()
+            if len(fields) >= 2 and fields[1].isdigit():
+                summary = float(fields[1])  # the first event is Ir
+    return summary
+
+
+class QemuExecutor:
+    """Exact executed-instruction count (and loads/stores by width) under qemu-user + plugin."""
+
+    name = "qemu"
+
+    def __init__(self, target: str, *, count_memory: bool = True, parse_stdout: bool = True):
+        from flagbench.run.qemu_plugin import plugin_path
+
+        spec = _known_target(target)
+        if spec.qemu is None:
+            raise UserError(f"no qemu-user runner for {target}")
+        runner = shutil.which(spec.qemu)
+        if runner is None:
+            raise UserError(f"running {target} programs needs {spec.qemu}: apt-get install qemu-user")
+        self.target = target
+        self.runner = runner
+        self.plugin = plugin_path()
+        if "," in str(self.plugin):
+            raise UserError(f"qemu cannot load a plugin from a path with a comma: {self.plugin}")
+        self.count_memory = count_memory
+        self.parse_stdout = parse_stdout
+
+    @property
+    def name_with_target(self) -> str:
+        return f"qemu-{self.target}"
+
+    def measure(self, argv: list[str], *, target: str | None = None, timeout: float = 60) -> Measurement:
+        if target is not None and target != self.target:
+            raise UserError(f"this executor runs {self.target} programs, not {target}")
+        argv = absolute_argv(argv)
+        with tempfile.TemporaryDirectory(prefix="flagbench-qemu-") as tmp:
+            out = Path(tmp) / "counts"
+            options = f"{self.plugin},outfile={out},mem={'on' if self.count_memory else 'off'}"
+            wrapped = [self.runner, "-plugin", options, *argv]
+            done = _run(wrapped, timeout)
+            counts, bad = parse_metrics(out.read_text()) if out.exists() else ({}, None)
+        failure = None
+        if done.returncode == 0 and ("insns" not in counts or bad is not None):
+            failure = "the qemu plugin wrote no instruction count"
+        return _finish(done, wrapped, timeout, counts, self.parse_stdout, failure)
+
+
+def _known_target(target: str):
+    try:
+        return get_target(target)
+    except LookupError as e:
+        raise UserError(str(e)) from None
+
+
+def executor_for(target: str, kind: str) -> Executor:
+    """The executor that measures `kind` ("time" or "insns") for programs of `target`."""
+    spec = _known_target(target)
+    if not spec.runnable:
+        raise UserError(f"{target} programs cannot run on this machine (no qemu-user for it)")
+    if kind == "time":
+        if target != HOST_TARGET or platform.machine() != HOST_TARGET:
+            raise UserError(f"time is measured natively on {HOST_TARGET} only; "
+                            f"use kind 'insns' for {target} (qemu instruction counts)")
+        return NativeExecutor()
+    if kind == "insns":
+        if target == HOST_TARGET:
+            return CallgrindExecutor()
+        return QemuExecutor(target)
+    raise UserError(f"unknown measurement kind {kind!r} (known: time, insns)")
+
+
+T = TypeVar("T")
+
+
+def interleave(cells: Sequence[T], samples_per_cell: int, seed: int) -> list[T]:
+    """Every cell `samples_per_cell` times, in rounds: each round is a fresh random
+    permutation of all cells, so no cell's samples bunch up at one end of the run
+    (slow drifts of the machine hit every variant alike)."""
+    rng = random.Random(seed)
+    order: list[T] = []
+    for _ in range(samples_per_cell):
+        round_ = list(cells)
+        rng.shuffle(round_)
+        order.extend(round_)
+    return order
