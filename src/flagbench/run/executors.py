@@ -279,11 +279,13 @@ class QemuExecutor:
         from flagbench.run.qemu_plugin import plugin_path
 
         spec = _known_target(target)
-        if spec.qemu is None:
+        # The host's own programs can run under qemu-x86_64 too (counts comparable with other targets').
+        qemu = spec.qemu or ("qemu-x86_64" if target == HOST_TARGET else None)
+        if qemu is None:
             raise UserError(f"no qemu-user runner for {target}")
-        runner = shutil.which(spec.qemu)
+        runner = shutil.which(qemu)
         if runner is None:
-            raise UserError(f"running {target} programs needs {spec.qemu}: apt-get install qemu-user")
+            raise UserError(f"running {target} programs needs {qemu}: apt-get install qemu-user")
         self.target = target
         self.runner = runner
         self.plugin = plugin_path()
