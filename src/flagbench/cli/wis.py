@@ -1,12 +1,93 @@
-"""`flagbench wis` (not built yet)."""
+"""`flagbench wis TESTCASE.c`: will-it-scale throughput by mode and task count."""
 from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
 
 from flagbench.errors import UserError
 
 
 def register(sub):
-    return sub.add_parser("wis", help="(not built yet)")
+    p = sub.add_parser("wis", help="run a will-it-scale testcase (processes and threads, 1..N tasks)",
+                       description="Build an unmodified will-it-scale testcase with flagbench's "
+                       "driver and report iterations per second (all tasks together) per mode "
+                       "and task count, warm-up samples dropped.")
+    p.add_argument("testcase", help="testcase .c file (testcase, testcase_description, "
+                   "optional testcase_prepare/testcase_cleanup)")
+    p.add_argument("--tasks", default="1", help="task counts: 1,2,4 or 1-4 (default 1)")
+    p.add_argument("--mode", choices=("processes", "threads", "both"), default="both")
+    p.add_argument("--duration", type=float, default=5.0, help="seconds measured per cell (default 5)")
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds dropped first (default 2)")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds per sample (default 1)")
+    p.add_argument("--cflags", default="", help="extra compiler flags, one string: '-O3 -march=native'")
+    p.add_argument("--compiler", default="gcc", help="host compiler (default gcc)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def parse_tasks(text: str) -> list[int]:
+    tasks: list[int] = []
+    try:
+        for part in text.split(","):
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                tasks.extend(range(lo, hi + 1))
+            else:
+                tasks.append(int(part))
+    except ValueError:
+        raise UserError(f"--tasks {text!r}: expected numbers like 1,2,4 or 1-4") from None
+    if not tasks or min(tasks) < 1:
+        raise UserError(f"--tasks {text!r}: task counts start at 1")
+    return tasks
 
 
 def run(args) -> int:
-    raise UserError("not built yet")
+    from pathlib import Path
+
+    from flagbench.run.wis import MODES, run_wis
+
+    modes = MODES if args.mode == "both" else (args.mode,)
+    try:
+        cflags = shlex.split(args.cflags)
+    except ValueError as e:
+        raise UserError(f"--cflags: {e}") from None
+    results = run_wis(Path(args.testcase), parse_tasks(args.tasks), modes, args.duration,
+                      args.warmup, cflags, args.compiler, interval=args.interval,
+                      on_progress=lambda msg: print(f"wis: {msg}", file=sys.stderr, flush=True))
+    if args.format == "json":
+        json.dump({"testcase": args.testcase, "duration": args.duration, "warmup": args.warmup,
+                   "interval": args.interval, "cflags": cflags, "compiler": args.compiler,
+                   "results": results}, sys.stdout, indent=2)
+        print()
+    else:
+        print_table(results)
+    return 1 if any(r["failure"] for r in results) else 0
+
+
+def print_table(results: list[dict]) -> None:
+    description = next((r["description"] for r in results if r["description"]), None)
+    if description:
+        print(description)
+    print(f"{'mode':<10} {'tasks':>5} {'per_second':>14} {'per task':>12} {'scaling':>8} "
+          f"{'samples':>7} {'spread':>7}")
+    one_task = {r["mode"]: r["per_second"] for r in results if r["tasks"] == 1 and r["per_second"]}
+    for r in results:
+        if r["failure"]:
+            print(f"{r['mode']:<10} {r['tasks']:>5} FAILED: {r['failure']}")
+            continue
+        rate, samples = r["per_second"], r["samples"]
+        base = one_task.get(r["mode"])
+        scaling = f"x{rate / base:.2f}" if base else "-"
+        print(f"{r['mode']:<10} {r['tasks']:>5} {rate:>14,.0f} {rate / r['tasks']:>12,.0f} "
+              f"{scaling:>8} {len(samples):>7} {_spread(samples):>7}")
+
+
+def _spread(samples: list[float]) -> str:
+    """Coefficient of variation of the kept samples, the noise to expect between cells."""
+    if len(samples) < 2:
+        return "-"
+    mean = sum(samples) / len(samples)
+    var = sum((s - mean) ** 2 for s in samples) / (len(samples) - 1)
+    return f"{100 * var ** 0.5 / mean:.1f}%" if mean else "-"
