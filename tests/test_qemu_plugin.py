@@ -137,3 +137,17 @@ def test_guest_crash_is_recorded_by_signal(tmp_path):
     subprocess.run(["aarch64-linux-gnu-gcc", "-O1", "-static", "-o", str(exe), str(src)], check=True)
     m = QemuExecutor("aarch64").measure([str(exe)], target="aarch64")
     assert m.failure == "SIGSEGV"
+
+
+def test_plugin_is_built_once_per_source(tmp_path, monkeypatch):
+    from flagbench.run import qemu_plugin
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = qemu_plugin.plugin_path()
+    assert first.parent == tmp_path / "cache" / "flagbench" and first.stat().st_size > 0
+    stamp = first.stat().st_mtime_ns
+    assert qemu_plugin.plugin_path() == first and first.stat().st_mtime_ns == stamp
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(first)], capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert "qemu_plugin_install" in symbols and "qemu_plugin_version" in symbols
+    assert "write_counts" not in symbols  # only the two entry points are exported
