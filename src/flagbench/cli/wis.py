@@ -1,7 +1,6 @@
 """`flagbench wis TESTCASE.c`: will-it-scale throughput by mode and task count."""
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import sys
@@ -21,7 +20,7 @@ def register(sub):
     p.add_argument("--duration", type=float, default=5.0, help="seconds measured per cell (default 5)")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds dropped first (default 2)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds per sample (default 1)")
-    p.add_argument("--cflags", default="", help="extra compiler flags, one string: '-O3 -march=native'")
+    p.add_argument("--cflags", default="", help="extra compiler flags as one string; write --cflags=-O3 when it is a single flag")
     p.add_argument("--compiler", default="gcc", help="host compiler (default gcc)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     return p

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from flagbench.errors import UserError
+from flagbench.toolchains import CLANG
 from flagbench.run.executors import FIXED_CWD, FIXED_ENV, signal_name
 
 DRIVER = Path(__file__).resolve().parent / "wis_main.c"
@@ -33,6 +34,8 @@ def build_testcase(testcase: Path, mode: str, out_dir: Path, cflags: Sequence[st
     """Compile testcase + driver for one mode; UserError with the compiler's message on failure."""
     if mode not in MODES:
         raise UserError(f"unknown wis mode {mode!r} (known: {', '.join(MODES)})")
+    if compiler == "clang":
+        compiler = CLANG
     if shutil.which(compiler) is None:
         raise UserError(f"compiler {compiler} not found (apt-get install gcc / clang-19)")
     exe = out_dir / f"{testcase.stem}_{mode}"
@@ -96,7 +99,7 @@ def _run_one(exe: Path, mode: str, tasks: int, n_warmup: int, n_kept: int, inter
         timer.start()  # a hung testcase is killed, with all its tasks
         try:
             for line in proc.stdout:  # line-buffered by the driver: one sample per interval
-                _take_line(line, result, n_warmup, interval, on_sample)
+                _take_line(line, result, n_warmup, on_sample)
             proc.wait()
         except ValueError as e:
             result["failure"] = f"garbage output: {e}"
@@ -121,8 +124,7 @@ def _run_one(exe: Path, mode: str, tasks: int, n_warmup: int, n_kept: int, inter
     return result
 
 
-def _take_line(line: str, result: dict, n_warmup: int, interval: float,
-               on_sample: SampleCallback | None) -> None:
+def _take_line(line: str, result: dict, n_warmup: int, on_sample: SampleCallback | None) -> None:
     fields = line.split()
     if line.startswith("# description "):
         result["description"] = line[len("# description "):].strip()
