@@ -20,7 +20,8 @@ def register(sub):
     p.add_argument("--duration", type=float, default=5.0, help="seconds measured per cell (default 5)")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds dropped first (default 2)")
     p.add_argument("--interval", type=float, default=1.0, help="seconds per sample (default 1)")
-    p.add_argument("--cflags", default="", help="extra compiler flags as one string; write --cflags=-O3 when it is a single flag")
+    p.add_argument("--cflags", default="", help="extra compiler flags as one string; "
+                   "write --cflags=-O3 when it is a single flag")
     p.add_argument("--compiler", default="gcc", help="host compiler (default gcc)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     return p
