@@ -16,6 +16,9 @@
  * cut short by a guest fault overcounts by the rest of that block, which only
  * happens on a crash. Inline adds are not atomic: counts are exact for a
  * single-threaded guest; memory counters use atomic adds and are always exact.
+ * Widths are qemu's accesses: qemu 7.2 splits a 16-byte vector load or store
+ * into two 8-byte accesses, so loads_16 stays 0 there. The memory callback costs
+ * about 7x in run time (0.44 s vs 0.06 s for 50 M aarch64 instructions).
  */
 #include <stdatomic.h>
 #include <stdbool.h>
