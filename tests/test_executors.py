@@ -12,6 +12,8 @@ from flagbench.run.executors import (CallgrindExecutor, NativeExecutor, QemuExec
                                      executor_for, interleave, parse_metrics, perf_available)
 
 PROGRAM = r"""
+#define _GNU_SOURCE
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,12 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "hang")) for (;;) pause();
     if (!strcmp(mode, "exit3")) return 3;
     if (!strcmp(mode, "garbage")) { puts("hello world, not a metric"); return 0; }
+    if (!strcmp(mode, "cpus")) {
+        cpu_set_t set;
+        sched_getaffinity(0, sizeof set, &set);
+        printf("cpus %d\n", CPU_COUNT(&set));
+        return 0;
+    }
     if (!strcmp(mode, "env")) { printf("env_count %d\n", (int)(getenv("HOME") != 0)); return 0; }
     volatile unsigned long sum = 0;
     for (unsigned long i = 0; i < 100000; i++) sum += i;
@@ -51,9 +59,14 @@ def test_native_parses_metrics_and_times(program):
     assert "wall_ns" in m.metrics  # a value is there; its size is never asserted
 
 
-def test_fixed_environment(program):
-    # HOME is set in the test's environment but must not reach the program.
+def test_fixed_environment(program, monkeypatch):
+    monkeypatch.setenv("HOME", "/root")  # set here, it must not reach the program
     assert NativeExecutor().measure([str(program), "env"]).metrics["env_count"] == 0
+
+
+def test_native_pins_to_one_cpu(program):
+    assert NativeExecutor().measure([str(program), "cpus"]).metrics["cpus"] == 1
+    assert NativeExecutor(cpu=None).measure([str(program), "cpus"]).metrics["cpus"] >= 1
 
 
 @pytest.mark.parametrize("mode, failure", [
