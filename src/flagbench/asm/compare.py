@@ -1,0 +1,132 @@
+"""Old vs new, function by function: same / changed / added / removed, and how much.
+
+The two disassemblies run in parallel (one process each, so both cores work while objdump
+streams); functions are compared on their normalised text, and only the changed ones are
+diffed line by line.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from flagbench.asm.disasm import Disassembly, Function, disassemble
+from flagbench.asm.elfinfo import read_header
+from flagbench.errors import UserError
+
+STATUSES = ("changed", "added", "removed", "same")
+# Below this much ELF input, a second process costs more than it saves.
+PARALLEL_BYTES = 4 << 20
+
+
+@dataclass
+class FunctionDiff:
+    name: str
+    status: str               # same / changed / added / removed
+    old: Function | None
+    new: Function | None
+    changed_lines: int = 0    # lines that differ (difflib), 0 when same
+
+    @property
+    def size_old(self) -> int:
+        return len(self.old.lines) if self.old else 0
+
+    @property
+    def size_new(self) -> int:
+        return len(self.new.lines) if self.new else 0
+
+
+@dataclass
+class Comparison:
+    old: Disassembly
+    new: Disassembly
+    functions: list[FunctionDiff]   # changed (most first), added, removed, then same; by name within
+    warning: str | None = None
+
+    def counts(self) -> dict[str, int]:
+        out = dict.fromkeys(STATUSES, 0)
+        for f in self.functions:
+            out[f.status] += 1
+        return out
+
+    def get(self, name: str) -> FunctionDiff:
+        for f in self.functions:
+            if f.name == name:
+                return f
+        close = difflib.get_close_matches(name, [f.name for f in self.functions], n=3)
+        hint = f" (close: {', '.join(close)})" if close else ""
+        raise UserError(f"no function {name!r} in {self.old.path} or {self.new.path}{hint}")
+
+
+def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tuple[Disassembly, Disassembly, str | None]:
+    """Both files, checked first (so bad input fails before any work), in parallel when large."""
+    t_old, _, _ = read_header(old)
+    t_new, _, _ = read_header(new)
+    warning = None
+    if t_old != t_new:
+        warning = f"{old} is {t_old} but {new} is {t_new}: every function will differ"
+    if parallel is None:
+        parallel = os.path.getsize(old) + os.path.getsize(new) > PARALLEL_BYTES
+    if not parallel:
+        return disassemble(old), disassemble(new), warning
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        fo, fn = pool.submit(disassemble, old), pool.submit(disassemble, new)
+        return fo.result(), fn.result(), warning
+
+
+def compare(old: Path | str, new: Path | str, *, parallel: bool | None = None, rank: bool = True) -> Comparison:
+    d_old, d_new, warning = disassemble_pair(Path(old), Path(new), parallel)
+    return compare_disassemblies(d_old, d_new, rank=rank, warning=warning)
+
+
+def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool = True,
+                          warning: str | None = None) -> Comparison:
+    out: list[FunctionDiff] = []
+    for name, f in d_old.functions.items():
+        g = d_new.functions.get(name)
+        if g is None:
+            out.append(FunctionDiff(name, "removed", f, None))
+        elif f.text == g.text:
+            out.append(FunctionDiff(name, "same", f, g))
+        else:
+            out.append(FunctionDiff(name, "changed", f, g, changed_lines(f, g) if rank else 0))
+    for name, g in d_new.functions.items():
+        if name not in d_old.functions:
+            out.append(FunctionDiff(name, "added", None, g))
+    order = {s: i for i, s in enumerate(STATUSES)}
+    out.sort(key=lambda d: (order[d.status], -d.changed_lines, d.name))
+    return Comparison(d_old, d_new, out, warning)
+
+
+def _opcodes(a: list[str], b: list[str]):
+    return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+
+
+def changed_lines(f: Function, g: Function) -> int:
+    """How many lines differ: per non-equal block, the longer side."""
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in _opcodes(f.lines, g.lines) if tag != "equal")
+
+
+def side_by_side(d: FunctionDiff) -> list[tuple[str, str, str]]:
+    """Rows (mark, old line, new line); mark is ' ' same, '|' changed, '<' only old, '>' only new."""
+    a = d.old.lines if d.old else []
+    b = d.new.lines if d.new else []
+    rows = []
+    for tag, i1, i2, j1, j2 in _opcodes(a, b):
+        if tag == "equal":
+            rows += [(" ", x, y) for x, y in zip(a[i1:i2], b[j1:j2])]
+            continue
+        left, right = a[i1:i2], b[j1:j2]
+        for k in range(max(len(left), len(right))):
+            x = left[k] if k < len(left) else ""
+            y = right[k] if k < len(right) else ""
+            rows.append(("|" if x and y else "<" if x else ">", x, y))
+    return rows
+
+
+if __name__ == "__main__":  # python -m flagbench.asm.compare OLD NEW: counts only, for quick checks
+    c = compare(sys.argv[1], sys.argv[2], rank=False)
+    print(c.counts())

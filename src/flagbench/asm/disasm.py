@@ -1,0 +1,213 @@
+"""Disassemble an ELF file per function, normalised so that layout alone makes no diff.
+
+objdump is asked not to print addresses (`--no-addresses`), so what is left to normalise is
+what still depends on placement: relocations (folded into their instruction as a
+layout-independent name, see `elfinfo.ElfInfo.describe`), branch targets (offsets within the
+function or symbol+offset), RIP-relative displacements, address-sized immediates in
+executables, and the NOP padding that alignment adds after a function.
+
+Whole function bodies go through a few regular expressions rather than a Python loop per
+line: a vmlinux has three million instruction lines, and the list of changed functions
+has to come back in about the time objdump itself takes.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from flagbench.asm.elfinfo import ElfInfo, read_elf
+from flagbench.errors import UserError
+from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
+
+
+@dataclass
+class Function:
+    name: str          # unique within the file: a repeated static name gets "#2", "#3"
+    section: str
+    text: str          # normalised instructions, one per line
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n") if self.text else []
+
+
+@dataclass
+class Disassembly:
+    path: Path
+    target: str
+    tool: str          # "objdump-name version"
+    functions: dict[str, Function]
+
+
+def objdump_argv(tool: str, path: Path, relocatable: bool) -> list[str]:
+    if tool == LLVM_OBJDUMP or "llvm-objdump" in tool:
+        return [tool, "-d", "-r", "--no-show-raw-insn", "--no-leading-addr", str(path)]
+    argv = [tool, "-d", "-w", "--no-show-raw-insn", "--no-addresses"]
+    return argv + (["-r"] if relocatable else []) + [str(path)]
+
+
+def disassemble(path: Path | str) -> Disassembly:
+    path = Path(path)
+    elf = read_elf(path)
+    tool = get_target(elf.target).objdump
+    if shutil.which(tool) is None:
+        raise UserError(f"{tool} not found: it disassembles {elf.target} "
+                        f"(install {' '.join(get_target(elf.target).packages)} or llvm-19)")
+    norm = Normaliser(elf)
+    proc = subprocess.Popen(objdump_argv(tool, path, elf.relocatable), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace")
+    functions: dict[str, Function] = {}
+    for section, name, body in _blocks(proc.stdout):
+        key = name
+        n = 2
+        while key in functions:
+            key = f"{name}#{n}"
+            n += 1
+        functions[key] = Function(key, section, norm.body(body, name))
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        raise UserError(f"{tool} failed on {path}: {err.strip().splitlines()[-1] if err.strip() else proc.returncode}")
+    return Disassembly(path, elf.target, f"{tool} {tool_version(tool)}".strip(), functions)
+
+
+_HEADER = re.compile(r"<(.+)>:$")
+
+
+def _raw_blocks(stream):
+    """objdump's output split on blank lines, read in large chunks."""
+    pending = ""
+    while chunk := stream.read(1 << 20):
+        blocks = (pending + chunk).split("\n\n")
+        pending = blocks.pop()
+        yield from blocks
+    yield pending
+
+
+def _blocks(stream):
+    """(section, function name, raw body) per function; `.L` label blocks join their function."""
+    section, name, parts = "", None, []
+    for block in _raw_blocks(stream):
+        head, _, body = block.lstrip("\n").partition("\n")
+        if head.startswith("Disassembly of section "):
+            if name is not None:
+                yield section, name, "\n".join(parts)
+                name, parts = None, []
+            section = head[len("Disassembly of section "):].rstrip(":")
+            continue
+        m = _HEADER.search(head)
+        if m is None:
+            continue  # the "file format" banner
+        label = m.group(1)
+        if label.startswith((".L", "$")) and name is not None:
+            parts.append(f"{label}:\n{body}")   # a local label the assembler kept (riscv)
+            continue
+        if name is not None:
+            yield section, name, "\n".join(parts)
+        name, parts = label, [body]
+    if name is not None:
+        yield section, name, "\n".join(parts)
+
+
+# Relocations that say nothing about the instruction's meaning.
+_NOISE_RELOC = re.compile(r"\tR_(?:RISCV_RELAX|RISCV_ALIGN|LARCH_RELAX|LARCH_ALIGN|RISCV_PCREL_LO12_[IS]"
+                          r"|X86_64_NONE|AARCH64_NONE|ARM_V4BX)\t[^\t\n]*")
+_RELOC_LINE = re.compile(r"^([^\n]*?)\t(R_\w+)\t([^\t\n]*)[^\n]*$", re.M)
+_TARGET = re.compile(r"(?:(?<![\w%$.#])-?(?:0x)?[0-9a-f]+ )?<([^>\n]*)>")
+_RIP = re.compile(r"-?0x[0-9a-f]+\(%rip\)([^\n#]*?)\s*# <([^>\n]*)>")
+_SPACE = re.compile(r"[ \t]+")
+_LEADING = re.compile(r"^ ", re.M)
+_COMMENT_TARGET = re.compile(r"\s*# <[^>\n]*>")
+_EXPR = re.compile(r"^(.*?)([+-]0x[0-9a-f]+)?$")
+_X86_PCREL = ("R_X86_64_PC32", "R_X86_64_PLT32", "R_X86_64_GOTPCREL", "R_X86_64_GOTPCRELX",
+              "R_X86_64_REX_GOTPCRELX", "R_X86_64_PC64")
+_IMMEDIATE = re.compile(r"(?<![\w.+])(\$?)(-?)0x([0-9a-f]{6,16})\b")
+# What alignment pads with, on every target: NOP spellings, int3 fill, zero fill ("..."),
+# hppa64's `break 0,0`, arm's `mov r8, r8`.
+_PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg %ax,%ax|int3|\.\.\.|c\.nop"
+                      r"|break 0,0|mov r8, r8|lea 0x0\(%[er]si,%[er]iz,1\),%[er]si"
+                      r"|\.inst 0x00000000.*|udf #0|\.short 0x0000|\.word 0x00000000|\(bad\))(?: .*)?$")
+
+
+class Normaliser:
+    def __init__(self, elf: ElfInfo):
+        self.elf = elf
+        self.x86 = elf.target == "x86_64"
+        self.riscv = elf.target == "riscv64" and elf.relocatable
+        self.lo, self.hi = elf.address_range
+        self.mask = (1 << 64) - 1 if elf.is64 else (1 << 32) - 1
+        self._local = {}
+        for s in elf.symbols:
+            if s.name.startswith(".L"):
+                self._local.setdefault(s.name, []).append(s)
+
+    def body(self, body: str, fname: str) -> str:
+        if "\tR_" in body:
+            body = re.sub(r"\n[ \t]*(?=R_[A-Z0-9_]+\t)", "\t", body)   # llvm / riscv: relocs on lines of their own
+            body = _NOISE_RELOC.sub("", body)
+            body = _RELOC_LINE.sub(self._fold, body)
+        if self.riscv and "# <" in body:
+            body = _COMMENT_TARGET.sub("", body)   # objdump's guess from auipc state, stale across functions
+        if "(%rip)" in body:
+            body = _RIP.sub(r"<\2>(%rip)\1", body)
+        if "<" in body:
+            body = _TARGET.sub(r"<\1>", body)
+            body = body.replace(f"<{fname}+", "<.+").replace(f"<{fname}>", "<.>")
+        if not self.elf.relocatable and self.hi:
+            body = _IMMEDIATE.sub(self._address, body)
+        body = _LEADING.sub("", _SPACE.sub(" ", body))
+        lines = body.split("\n")
+        while lines and (not lines[-1] or _PADDING.match(lines[-1])):
+            lines.pop()
+        return "\n".join(lines)
+
+    def _fold(self, m: re.Match) -> str:
+        insn, rtype, expr = m.group(1), m.group(2), m.group(3).strip()
+        name_part, add_part = _EXPR.match(expr).groups()
+        addend = int(add_part, 16) if add_part else 0
+        pcrel = self.x86 and rtype in _X86_PCREL
+        has_target = "<" in insn
+        if pcrel and ("$" not in insn or has_target):
+            addend += 4   # the field is 4 bytes before the end of the instruction
+        name = self._resolve(name_part, addend, pcrel)
+        if has_target:
+            insn = _COMMENT_TARGET.sub("", insn) if "(%rip)" in insn else insn
+            if "<" in insn:
+                return _TARGET.sub(lambda _m: f"<{name}>", insn, count=1)
+        if self.x86:
+            if "0x0(%rip)" in insn:
+                return insn.replace("0x0(%rip)", f"{name}(%rip)", 1)
+            if "$0x0" in insn:
+                return re.sub(r"\$0x0\b", lambda _m: f"${name}", insn, count=1)
+            if re.search(r"(?<![\w$])0x0\b", insn):
+                return re.sub(r"(?<![\w$])0x0\b", lambda _m: name, insn, count=1)
+        if insn.lstrip().startswith((".word", ".long", ".quad", ".dword")):
+            return re.sub(r"0x[0-9a-f]+", lambda _m: f"<{name}>", insn, count=1)
+        return f"{insn} <{name}>"
+
+    def _resolve(self, name: str, addend: int, pcrel: bool) -> str:
+        """symbol+addend, with sections and local labels turned into what they point at."""
+        elf = self.elf
+        if name.startswith(".L") and len(self._local.get(name, ())) == 1:
+            s = self._local[name][0]
+            return elf.describe(s.shndx, s.value + addend)
+        index = elf.section_index(name) if name.startswith(".") else None
+        if index is None:
+            return name if addend == 0 else f"{name}{addend:+#x}".replace("+-", "-")
+        if pcrel:   # an x86 rip-relative field with an immediate after it: find the real start
+            for extra in (0, 1, 2, 4):
+                desc = elf.describe(index, addend + extra)
+                if "+0x" not in desc or desc.startswith(('"', "&", "=")):
+                    return desc
+        return elf.describe(index, addend)
+
+    def _address(self, m: re.Match) -> str:
+        value = int(m.group(3), 16)
+        if m.group(2):
+            value = -value & self.mask
+        if not self.lo <= value < self.hi:
+            return m.group(0)
+        desc = self.elf.describe_address(value)
+        return f"{m.group(1)}<{desc}>" if desc else m.group(0)
