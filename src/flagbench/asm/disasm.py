@@ -115,19 +115,23 @@ def _blocks(stream):
 _NOISE_RELOC = re.compile(r"\tR_(?:RISCV_RELAX|RISCV_ALIGN|LARCH_RELAX|LARCH_ALIGN|RISCV_PCREL_LO12_[IS]"
                           r"|X86_64_NONE|AARCH64_NONE|ARM_V4BX)\t[^\t\n]*")
 _RELOC_LINE = re.compile(r"^([^\n]*?)\t(R_\w+)\t([^\t\n]*)[^\n]*$", re.M)
-_TARGET = re.compile(r"(?:(?<![\w%$.#])-?(?:0x)?[0-9a-f]+ )?<([^>\n]*)>")
-_RIP = re.compile(r"-?0x[0-9a-f]+\(%rip\)([^\n#]*?)\s*# <([^>\n]*)>")
-_SPACE = re.compile(r"[ \t]+")
-_LEADING = re.compile(r"^ ", re.M)
+# Patterns start with a literal where they can: Python's re then skips ahead instead of
+# trying every position, which is most of the time on a vmlinux.
+_TARGET_ADDR = re.compile(r"([ ,(\t#])-?(?:0x)?[0-9a-f]+ <")     # "je 88 <f+0x88>" -> "je <f+0x88>"
+_TARGET = re.compile(r"<([^>\n]*)>")
+_RIP = re.compile(r"0x[0-9a-f]+\(%rip\)([^\n#]*?)\s*# <([^>\n]*)>")
+# A replacement that swallows the "-" left in front of its match (the patterns start at "0x").
+_DROP_MINUS = "\0"
+_LEADING = re.compile(r"^[ \t]+", re.M)
 _COMMENT_TARGET = re.compile(r"\s*# <[^>\n]*>")
 _EXPR = re.compile(r"^(.*?)([+-]0x[0-9a-f]+)?$")
 _X86_PCREL = ("R_X86_64_PC32", "R_X86_64_PLT32", "R_X86_64_GOTPCREL", "R_X86_64_GOTPCRELX",
               "R_X86_64_REX_GOTPCRELX", "R_X86_64_PC64")
-_IMMEDIATE = re.compile(r"(?<![\w.+])(\$?)(-?)0x([0-9a-f]{6,16})\b")
+_IMMEDIATE = re.compile(r"0x([0-9a-f]{6,16})(?![0-9a-f])")
 # What alignment pads with, on every target: NOP spellings, int3 fill, zero fill ("..."),
 # hppa64's `break 0,0`, arm's `mov r8, r8`.
-_PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg %ax,%ax|int3|\.\.\.|c\.nop"
-                      r"|break 0,0|mov r8, r8|lea 0x0\(%[er]si,%[er]iz,1\),%[er]si"
+_PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|int3|\.\.\.|c\.nop"
+                      r"|break 0,0|mov r8, r8|lea +0x0\(%[er]si,%[er]iz,1\),%[er]si"
                       r"|\.inst 0x00000000.*|udf #0|\.short 0x0000|\.word 0x00000000|\(bad\))(?: .*)?$")
 
 
@@ -136,6 +140,7 @@ class Normaliser:
         self.elf = elf
         self.x86 = elf.target == "x86_64"
         self.riscv = elf.target == "riscv64" and elf.relocatable
+        self.llvm = "llvm" in get_target(elf.target).objdump
         self.lo, self.hi = elf.address_range
         self.mask = (1 << 64) - 1 if elf.is64 else (1 << 32) - 1
         self._local = {}
@@ -144,6 +149,11 @@ class Normaliser:
                 self._local.setdefault(s.name, []).append(s)
 
     def body(self, body: str, fname: str) -> str:
+        if body.endswith("int3"):
+            # vmlinux pads sections with megabytes of int3: cut the run in one step. rstrip may
+            # eat the tail of the last real line ("ret"); the next newline restores that line.
+            end = body.find("\n", len(body.rstrip("\n\tint3 ")))
+            body = body[:end] if end != -1 else body
         if "\tR_" in body:
             body = re.sub(r"\n[ \t]*(?=R_[A-Z0-9_]+\t)", "\t", body)   # llvm / riscv: relocs on lines of their own
             body = _NOISE_RELOC.sub("", body)
@@ -151,13 +161,19 @@ class Normaliser:
         if self.riscv and "# <" in body:
             body = _COMMENT_TARGET.sub("", body)   # objdump's guess from auipc state, stale across functions
         if "(%rip)" in body:
-            body = _RIP.sub(r"<\2>(%rip)\1", body)
+            body = _RIP.sub(self._rip, body)
         if "<" in body:
-            body = _TARGET.sub(r"<\1>", body)
+            body = _TARGET_ADDR.sub(r"\1<", body)
             body = body.replace(f"<{fname}+", "<.+").replace(f"<{fname}>", "<.>")
         if not self.elf.relocatable and self.hi:
             body = _IMMEDIATE.sub(self._address, body)
-        body = _LEADING.sub("", _SPACE.sub(" ", body))
+        if _DROP_MINUS in body:
+            body = body.replace("-" + _DROP_MINUS, "")
+        if self.llvm:
+            body = _LEADING.sub("", body)
+        else:
+            body = body.replace("\n\t", "\n").removeprefix("\t")
+        body = body.replace("\t", " ")
         lines = body.split("\n")
         while lines and (not lines[-1] or _PADDING.match(lines[-1])):
             lines.pop()
@@ -203,11 +219,22 @@ class Normaliser:
                     return desc
         return elf.describe(index, addend)
 
+    @staticmethod
+    def _rip(m: re.Match) -> str:
+        text = m.string
+        start = m.start()
+        neg = start and text[start - 1] == "-"
+        return f"{_DROP_MINUS}<{m.group(2)}>(%rip){m.group(1)}" if neg else f"<{m.group(2)}>(%rip){m.group(1)}"
+
     def _address(self, m: re.Match) -> str:
-        value = int(m.group(3), 16)
-        if m.group(2):
+        text, start = m.string, m.start()
+        before = text[start - 1] if start else " "
+        if before.isalnum() or before in "_.+":
+            return m.group(0)
+        value = int(m.group(1), 16)
+        if before == "-":
             value = -value & self.mask
         if not self.lo <= value < self.hi:
             return m.group(0)
         desc = self.elf.describe_address(value)
-        return f"{m.group(1)}<{desc}>" if desc else m.group(0)
+        return f"{_DROP_MINUS}<{desc}>" if before == "-" and desc else f"<{desc}>" if desc else m.group(0)
