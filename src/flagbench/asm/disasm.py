@@ -70,7 +70,7 @@ def disassemble(path: Path | str) -> Disassembly:
     err = proc.stderr.read()
     if proc.wait() != 0:
         raise UserError(f"{tool} failed on {path}: {err.strip().splitlines()[-1] if err.strip() else proc.returncode}")
-    return Disassembly(path, elf.target, f"{tool} {tool_version(tool)}".strip(), functions)
+    return Disassembly(path, elf.target, tool_version(tool) or tool, functions)
 
 
 _HEADER = re.compile(r"<(.+)>:$")

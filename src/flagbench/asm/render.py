@@ -1,0 +1,173 @@
+"""What `flagbench asm` prints: the function list, the instruction mix, side-by-side diffs;
+as text (coloured on a terminal), markdown or JSON."""
+from __future__ import annotations
+
+import json
+import sys
+
+from flagbench.asm.compare import Comparison, FunctionDiff, side_by_side
+from flagbench.asm.mix import Mix, mix
+
+FORMATS = ("text", "md", "json")
+LIST_STATUSES = ("changed", "added", "removed")
+
+
+class Mixes:
+    """Instruction mixes per function, old and new, computed once per distinct text."""
+
+    def __init__(self, c: Comparison):
+        self.c = c
+        self._cache: dict[tuple[str, str], Mix] = {}
+
+    def of(self, side: str, d: FunctionDiff) -> Mix | None:
+        f = d.old if side == "old" else d.new
+        if f is None:
+            return None
+        target = self.c.old.target if side == "old" else self.c.new.target
+        key = (target, f.text)
+        if key not in self._cache:
+            self._cache[key] = mix(target, f.lines)
+        return self._cache[key]
+
+    def total(self, side: str) -> Mix:
+        out = Mix()
+        for d in self.c.functions:
+            m = self.of(side, d)
+            if m is not None:
+                out += m
+        return out
+
+
+def mix_rows(old: Mix | None, new: Mix | None) -> list[tuple[str, int, int]]:
+    """(metric, old, new) for every metric either side has."""
+    o, n = old or Mix(), new or Mix()
+    rows = [("insns", o.insns, n.insns)]
+    for label, a, b in (("load", o.loads, n.loads), ("store", o.stores, n.stores)):
+        for w in sorted(set(a) | set(b)):
+            rows.append((f"{label}s {w}B", a.get(w, 0), b.get(w, 0)))
+    rows += [("calls direct", o.calls_direct, n.calls_direct),
+             ("calls indirect", o.calls_indirect, n.calls_indirect),
+             ("call sequence insns", o.call_seq_insns, n.call_seq_insns),
+             ("branches", o.branches, n.branches)]
+    for op in sorted(set(o.string_ops) | set(n.string_ops)):
+        rows.append((op, o.string_ops.get(op, 0), n.string_ops.get(op, 0)))
+    return rows
+
+
+def to_json(c: Comparison, chosen: list[str], everything: bool = True) -> str:
+    mixes = Mixes(c)
+    functions = []
+    for d in c.functions:
+        if not everything and d.status == "same" and d.name not in chosen:
+            continue
+        mo, mn = mixes.of("old", d), mixes.of("new", d)
+        functions.append({
+            "name": d.name, "status": d.status, "changed_lines": d.changed_lines,
+            "mix": {"old": mo.to_json() if mo else None, "new": mn.to_json() if mn else None},
+        })
+    out = {
+        "old": {"path": str(c.old.path), "target": c.old.target, "tool": c.old.tool},
+        "new": {"path": str(c.new.path), "target": c.new.target, "tool": c.new.tool},
+        "counts": c.counts(),
+        "functions": functions,
+        "total": {"old": mixes.total("old").to_json(), "new": mixes.total("new").to_json()},
+    }
+    if c.warning:
+        out["warning"] = c.warning
+    if chosen:
+        out["diffs"] = {name: [list(r) for r in side_by_side(c.get(name))] for name in chosen}
+    return json.dumps(out, indent=2)
+
+
+def _delta(a: int, b: int) -> str:
+    return f"{b - a:+d}" if b != a else "0"
+
+
+def _summary(c: Comparison) -> str:
+    k = c.counts()
+    return (f"{len(c.functions)} functions: {k['same']} same, {k['changed']} changed, "
+            f"{k['added']} added, {k['removed']} removed")
+
+
+def to_markdown(c: Comparison, chosen: list[str], limit: int) -> str:
+    mixes = Mixes(c)
+    out = [f"**asm** `{c.old.path}` → `{c.new.path}` ({c.old.target}) · {_summary(c)}", ""]
+    if c.warning:
+        out += [f"> warning: {c.warning}", ""]
+    listed = [d for d in c.functions if d.status in LIST_STATUSES][:limit]
+    if listed:
+        out += ["| function | status | lines changed | insns old | insns new |", "|---|---|--:|--:|--:|"]
+        for d in listed:
+            mo, mn = mixes.of("old", d), mixes.of("new", d)
+            out.append(f"| `{d.name}` | {d.status} | {d.changed_lines} | "
+                       f"{mo.insns if mo else '-'} | {mn.insns if mn else '-'} |")
+        out.append("")
+    out += _md_mix("Total", mixes.total("old"), mixes.total("new"))
+    for name in chosen:
+        d = c.get(name)
+        out += _md_mix(f"`{name}` ({d.status})", mixes.of("old", d), mixes.of("new", d))
+        out += ["```diff"] + [_plain_row(r, 48, diff_marks=True) for r in side_by_side(d)] + ["```", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _md_mix(title: str, old: Mix | None, new: Mix | None) -> list[str]:
+    out = [f"{title}:", "", "| metric | old | new | delta |", "|---|--:|--:|--:|"]
+    out += [f"| {m} | {a} | {b} | {_delta(a, b)} |" for m, a, b in mix_rows(old, new)]
+    return out + [""]
+
+
+def _plain_row(row: tuple[str, str, str], width: int, diff_marks: bool = False) -> str:
+    mark, a, b = row
+    lead = {" ": " ", "|": "!", "<": "-", ">": "+"}[mark] if diff_marks else ""
+    return f"{lead}{a:<{width}} {mark} {b}".rstrip()
+
+
+def print_text(c: Comparison, chosen: list[str], limit: int, file=None) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    file = file or sys.stdout
+    console = Console(file=file, highlight=False, soft_wrap=True, emoji=False)
+    mixes = Mixes(c)
+    console.print(f"old: {c.old.path}  ({c.old.target}, {c.old.tool})")
+    console.print(f"new: {c.new.path}  ({c.new.target}, {c.new.tool})")
+    if c.warning:
+        console.print(Text(f"warning: {c.warning}", style="yellow"))
+    console.print(_summary(c))
+    listed = [d for d in c.functions if d.status in LIST_STATUSES]
+    if listed:
+        console.print()
+        width = max(8, min(48, max(len(d.name) for d in listed[:limit])))
+        console.print(f"{'function':<{width}} {'status':<8} {'lines':>6} {'insns':>13}")
+        style = {"changed": "yellow", "added": "green", "removed": "red"}
+        for d in listed[:limit]:
+            mo, mn = mixes.of("old", d), mixes.of("new", d)
+            insns = f"{mo.insns if mo else '-'} -> {mn.insns if mn else '-'}"
+            line = Text(f"{d.name:<{width}} ")
+            line.append(f"{d.status:<8}", style=style[d.status])
+            line.append(f" {d.changed_lines or '':>6} {insns:>13}")
+            console.print(line)
+        if len(listed) > limit:
+            console.print(f"... {len(listed) - limit} more (--limit)")
+    _text_mix(console, "total", mixes.total("old"), mixes.total("new"))
+    for name in chosen:
+        d = c.get(name)
+        console.print()
+        console.print(Text(f"{name} ({d.status}, {d.changed_lines} lines differ)", style="bold"))
+        rows = side_by_side(d)
+        width = max([len(a) for _, a, _ in rows] + [8])
+        colour = {" ": None, "|": "yellow", "<": "red", ">": "green"}
+        for row in rows:
+            console.print(Text(_plain_row(row, width), style=colour[row[0]] or ""))
+        _text_mix(console, name, mixes.of("old", d), mixes.of("new", d))
+
+
+def _text_mix(console, title: str, old: Mix | None, new: Mix | None) -> None:
+    from rich.text import Text
+    rows = mix_rows(old, new)
+    console.print()
+    console.print(f"{'mix: ' + title:<24} {'old':>9} {'new':>9} {'delta':>8}")
+    for metric, a, b in rows:
+        line = Text(f"{metric:<24} {a:>9} {b:>9} ")
+        line.append(f"{_delta(a, b):>8}", style="yellow" if a != b else "")
+        console.print(line)
