@@ -102,7 +102,7 @@ def _blocks(stream):
             continue  # the "file format" banner
         label = m.group(1)
         if label.startswith((".L", "$")) and name is not None:
-            parts.append(f"{label}:\n{body}")   # a local label the assembler kept (riscv)
+            parts.append(body)   # a local label the assembler kept (riscv); its number is noise
             continue
         if name is not None:
             yield section, name, "\n".join(parts)

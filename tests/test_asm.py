@@ -1,0 +1,214 @@
+"""flagbench asm on real objects built by real compilers for all seven targets."""
+import doctest
+import json
+import subprocess
+import sys
+
+import pytest
+
+from flagbench.asm import mix as mix_module
+from flagbench.asm.compare import compare
+from flagbench.asm.disasm import disassemble
+from flagbench.asm.mix import mix
+from flagbench.toolchains import TARGETS
+
+ALL_TARGETS = ("x86_64", "aarch64", "arm", "riscv64", "loongarch64", "hppa", "hppa64")
+
+# No headers: loongarch64 and hppa64 have no libc headers here. Calls, string literals, a
+# static function taken by address and a branchy loop give relocations (named and
+# section-relative) and in-function branch targets to normalise.
+CODE = r"""
+typedef unsigned short u16;
+struct big { char b[200]; };
+extern void ext(int);
+extern int puts(const char *);
+static int helper(int x) { return x * 3 + 1; }
+int (*fp)(int) = helper;
+void assign(void *p, const void *q) { __builtin_memcpy(p, q, 8); }
+void copy(struct big *a, const struct big *b) { *a = *b; }
+int calls(int x) { ext(x); puts("hello"); puts("world"); return fp(x) + helper(x); }
+int loop(const int *a, int n) { int s = 0; for (int i = 0; i < n; i++) s += a[i] * (i & 3 ? 1 : 2); return s; }
+u16 ld16(const u16 *p) { return p[3]; }
+"""
+# Placed first, it moves every function, every string and the data after it.
+FILLER = r"""
+extern void ext(int);
+extern int puts(const char *);
+int filler(int x) { puts("a filler string that shifts the others"); ext(x + 7); ext(x * 5); return x ^ 0x55; }
+"""
+
+
+def build(tmp_path, target, name, flags=(), source=CODE):
+    t = TARGETS[target]
+    src = tmp_path / f"{name}.c"
+    src.write_text(source)
+    out = tmp_path / f"{name}.{target}.o"
+    argv = t.compiler_argv(t.default_compiler) + list(t.base_cflags) + ["-O2", "-c", str(src), "-o", str(out)]
+    subprocess.run(argv + list(flags), check=True, capture_output=True)
+    return out
+
+
+def flagbench(*args):
+    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True)
+
+
+def function_offsets(path, target):
+    """Symbol values from the binutils/llvm nm, independent of flagbench's ELF reader."""
+    nm = "llvm-nm-19" if target == "loongarch64" else TARGETS[target].objdump.replace("objdump", "nm")
+    out = subprocess.run([nm, str(path)], capture_output=True, text=True, check=True).stdout
+    return {parts[2]: int(parts[0], 16) for parts in (line.split() for line in out.splitlines()) if len(parts) == 3}
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS)
+def test_moved_functions_are_same(tmp_path, target):
+    old = build(tmp_path, target, "old")
+    new = build(tmp_path, target, "new", source=FILLER + CODE)
+    # the layout really moved: calls() sits elsewhere and its strings too
+    assert function_offsets(old, target)["calls"] != function_offsets(new, target)["calls"]
+    c = compare(old, new)
+    status = {d.name: d.status for d in c.functions}
+    assert status["filler"] == "added"
+    for name in ("helper", "assign", "copy", "calls", "loop", "ld16"):
+        assert status[name] == "same", (name, c.get(name).old.text, c.get(name).new.text)
+
+
+def test_falign_functions_64_changes_nothing_on_x86(tmp_path):
+    old = build(tmp_path, "x86_64", "old")
+    new = build(tmp_path, "x86_64", "new", ["-falign-functions=64"])
+    assert function_offsets(old, "x86_64")["loop"] != function_offsets(new, "x86_64")["loop"]
+    c = compare(old, new)
+    assert c.counts() == {"changed": 0, "added": 0, "removed": 0, "same": 6}
+
+
+def test_section_relative_relocations_resolve_to_what_they_point_at(tmp_path):
+    """x86 objects refer to strings and static functions as .rodata.str1.1+N and .text+N."""
+    obj = build(tmp_path, "x86_64", "k", ["-mcmodel=kernel", "-fno-pic"], source=FILLER + CODE)
+    raw = subprocess.run(["objdump", "-dr", str(obj)], capture_output=True, text=True).stdout
+    assert "R_X86_64_32S\t.rodata.str1" in raw
+    calls = disassemble(obj).functions["calls"].text
+    assert '$"hello"' in calls and '$"world"' in calls
+    assert ".rodata" not in calls and "0x" not in calls.split("call")[1]
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS)
+def test_halfword_load_is_two_bytes_everywhere(tmp_path, target):
+    d = disassemble(build(tmp_path, target, "m"))
+    m = mix(d.target, d.functions["ld16"].lines)
+    assert dict(m.loads) == {2: 1}
+    assert not m.stores
+
+
+def test_loongarch_strict_align_turns_one_8_byte_access_into_eight_1_byte_ones(tmp_path):
+    old = build(tmp_path, "loongarch64", "old")
+    new = build(tmp_path, "loongarch64", "new", ["-mstrict-align"])
+    out = flagbench("asm", str(old), str(new), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assign = next(f for f in doc["functions"] if f["name"] == "assign")
+    assert assign["status"] == "changed"
+    assert assign["mix"]["old"]["loads"] == {"8": 1} and assign["mix"]["old"]["stores"] == {"8": 1}
+    assert assign["mix"]["new"]["loads"] == {"1": 8} and assign["mix"]["new"]["stores"] == {"1": 8}
+    assert doc["counts"]["same"] == 5
+
+
+def test_aarch64_strict_align_drops_the_8_byte_access(tmp_path):
+    old = disassemble(build(tmp_path, "aarch64", "old"))
+    new = disassemble(build(tmp_path, "aarch64", "new", ["-mstrict-align"]))
+    before = mix("aarch64", old.functions["assign"].lines)
+    after = mix("aarch64", new.functions["assign"].lines)
+    assert dict(before.loads) == {8: 1} and dict(before.stores) == {8: 1}
+    assert 8 not in after.loads and 8 not in after.stores
+    # gcc either copies bytewise or hands the unaligned copy to memcpy
+    assert after.loads.get(1, 0) == 8 or "<memcpy>" in new.functions["assign"].text
+
+
+KERNEL = ["-mno-sse", "-mgeneral-regs-only", "-mcmodel=kernel", "-fno-pic"]
+UNROLLED = "-mmemcpy-strategy=unrolled_loop:256:noalign,libcall:-1:noalign"
+
+
+def test_rep_movsq_comes_and_goes_with_the_memcpy_strategy(tmp_path):
+    rep = build(tmp_path, "x86_64", "rep", KERNEL)
+    unrolled = build(tmp_path, "x86_64", "unrolled", KERNEL + [UNROLLED])
+    c = compare(rep, unrolled)
+    copy = c.get("copy")
+    assert copy.status == "changed"
+    old, new = mix("x86_64", copy.old.lines), mix("x86_64", copy.new.lines)
+    assert dict(old.string_ops) == {"rep movsq": 1}
+    assert not new.string_ops
+    assert new.loads[8] >= 4 and new.stores[8] >= 4   # the 4 x 8-byte loop body
+
+
+@pytest.mark.parametrize("target", ["hppa", "hppa64"])
+def test_long_calls_lengthen_the_call_sequence(tmp_path, target):
+    short = disassemble(build(tmp_path, target, "short"))
+    long = disassemble(build(tmp_path, target, "long", ["-mlong-calls"]))
+    before = mix(target, short.functions["copy"].lines)
+    after = mix(target, long.functions["copy"].lines)
+    assert (before.calls_direct, before.calls_indirect, before.call_seq_insns) == (1, 0, 1)   # b,l memcpy
+    # hppa: ldil/ldo/ldw of the plabel, ldil $$dyncall, be,l; hppa64: addil/ldd/ldd/ldd/bve,l
+    assert (after.calls_direct, after.calls_indirect, after.call_seq_insns) == (0, 1, 5)
+    text = long.functions["copy"].text
+    assert "&memcpy" in text   # the literal holding memcpy's address is named by what it holds
+    if target == "hppa":
+        assert "$$dyncall" in text
+
+
+def test_x86_mix_widths_and_calls(tmp_path):
+    d = disassemble(build(tmp_path, "x86_64", "m"))
+    calls = mix("x86_64", d.functions["calls"].lines)
+    assert (calls.calls_direct, calls.calls_indirect) == (3, 1)   # ext, puts, puts; fp
+    assign = mix("x86_64", d.functions["assign"].lines)
+    assert dict(assign.loads) == {8: 1} and dict(assign.stores) == {8: 1}
+    lp = mix("x86_64", d.functions["loop"].lines)
+    assert dict(lp.loads) == {4: 1} and lp.branches == 2
+
+
+def test_riscv_assign_is_bytewise_and_calls_are_pairs(tmp_path):
+    d = disassemble(build(tmp_path, "riscv64", "m"))
+    assign = mix("riscv64", d.functions["assign"].lines)
+    assert dict(assign.loads) == {1: 8} and dict(assign.stores) == {1: 8}
+    calls = mix("riscv64", d.functions["calls"].lines)
+    # three auipc+jalr pairs, and auipc/ld/jalr through fp
+    assert (calls.calls_direct, calls.calls_indirect, calls.call_seq_insns) == (3, 1, 9)
+
+
+def test_text_output_is_plain_when_piped_and_shows_the_diff(tmp_path):
+    old = build(tmp_path, "loongarch64", "old")
+    new = build(tmp_path, "loongarch64", "new", ["-mstrict-align"])
+    out = flagbench("asm", str(old), str(new), "assign")
+    assert out.returncode == 0, out.stderr
+    assert "\x1b[" not in out.stdout
+    assert "1 changed" in out.stdout
+    assert "ld.bu" in out.stdout and "st.b" in out.stdout and "ld.d" in out.stdout
+    md = flagbench("asm", str(old), str(new), "assign", "--format", "md")
+    assert "| loads 1B | 0 | 8 | +8 |" in md.stdout
+
+
+def test_bad_input_is_one_line_exit_2(tmp_path):
+    obj = build(tmp_path, "x86_64", "m")
+    text = tmp_path / "notes.txt"
+    text.write_text("not an object\n")
+    cases = [
+        ([str(tmp_path / "missing.o"), str(obj)], "no such file"),
+        ([str(text), str(obj)], "not an ELF file"),
+        ([str(obj), str(obj), "cals"], "close: calls"),
+        ([str(obj), str(obj), "--format", "xml"], "invalid choice"),
+    ]
+    for args, message in cases:
+        out = flagbench("asm", *args)
+        assert out.returncode == 2, args
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert message in out.stderr
+        assert "Traceback" not in out.stderr
+
+
+def test_different_targets_warn_but_compare(tmp_path):
+    out = flagbench("asm", str(build(tmp_path, "x86_64", "a")), str(build(tmp_path, "aarch64", "b")),
+                    "--format", "json")
+    assert out.returncode == 0
+    assert "x86_64" in out.stderr and "aarch64" in out.stderr
+    assert json.loads(out.stdout)["counts"]["same"] == 0
+
+
+def test_doctests():
+    assert doctest.testmod(mix_module).failed == 0
