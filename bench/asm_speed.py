@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""How long `flagbench asm` takes for the full same/changed list of two vmlinux, against one
+`objdump -d` of the larger file (issue 3's goal: at most 2x).
+
+    .venv/bin/python bench/asm_speed.py [OLD NEW]     (default /work/kernel-pair/vmlinux.{old,new})
+
+Both are measured in this one run, objdump first; the ratio is what to compare across
+machines. bench/make-kernel-pair builds the default inputs.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from flagbench.asm.compare import changed_lines, compare
+from flagbench.asm.elfinfo import read_header
+from flagbench.toolchains import get_target
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (0, 2):
+        print(__doc__.strip().splitlines()[-4], file=sys.stderr)
+        return 2
+    old, new = (Path(a) for a in (argv or ["/work/kernel-pair/vmlinux.old", "/work/kernel-pair/vmlinux.new"]))
+    for p in (old, new):
+        if not p.is_file():
+            print(f"asm_speed: {p} missing (bench/make-kernel-pair builds it)", file=sys.stderr)
+            return 2
+    larger = max((old, new), key=os.path.getsize)
+    objdump = get_target(read_header(larger)[0]).objdump
+
+    t0 = time.perf_counter()
+    subprocess.run([objdump, "-d", str(larger)], stdout=subprocess.DEVNULL, check=True)
+    t_objdump = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    c = compare(old, new, rank=False)
+    t_list = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    for d in c.functions:
+        if d.status == "changed":
+            d.changed_lines = changed_lines(d.old, d.new)
+    t_rank = time.perf_counter() - t0
+
+    k = c.counts()
+    print(f"inputs: {old} ({os.path.getsize(old)} B), {new} ({os.path.getsize(new)} B)")
+    print(f"functions: {k['same']} same, {k['changed']} changed, {k['added']} added, {k['removed']} removed")
+    print(f"objdump -d {larger.name}: {t_objdump:.2f} s")
+    print(f"flagbench asm list (both files): {t_list:.2f} s; ranking the changed ones: {t_rank:.2f} s")
+    print(f"ratio list / objdump: {t_list / t_objdump:.2f} (goal <= 2)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
