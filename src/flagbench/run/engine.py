@@ -1,0 +1,233 @@
+"""The run engine: measure benchmark cells in interleaved, randomised rounds and store
+every sample the moment it is taken.
+
+A cell is one column-and-row of a result table: a benchmark, a variant (the column),
+target and compiler, and parameters (the row: size, alignment, task count, ...). It
+carries up to two jobs, plain callables that run a program and hand back values:
+- `counted`, run once: exact counts (callgrind, qemu + plugin) need no repetition;
+- `timed`, run `warmup + samples` times: each round visits every unfinished cell once
+  in a fresh random order (executors.interleave), so drifts of the machine hit all
+  variants alike; the first `warmup` runs of each cell are thrown away.
+Every kept value goes to the Store at once (autocommitted), so a run killed by
+Ctrl-C, SIGKILL or a crash keeps what it measured. Running the same experiment again
+continues its latest run: finished cells (ok or failed) are skipped, a half-measured
+cell takes only the samples it still lacks (after a fresh warm-up).
+
+A job that fails (signal, timeout, exit status, garbage output, a missing runner)
+fails its cell with that reason; the other cells go on. Exit status: 0 all cells ok,
+1 some failed, 130 interrupted.
+"""
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from flagbench.errors import UserError
+from flagbench.run.executors import interleave
+from flagbench.store import Store
+
+Emit = Callable[[str, float, str], None]          # metric, value, unit
+Job = Callable[[Emit], "str | None"]              # one invocation; returns a failure reason or None
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+_FORBIDDEN = {"head": "/:", "param": ",=:"}
+
+
+@dataclass
+class BenchCell:
+    bench: str
+    variant: str                   # the table column (a variant, or an implementation)
+    target: str
+    compiler: str
+    params: dict = field(default_factory=dict)     # the table row, in order
+    timed: Job | None = None
+    counted: Job | None = None
+    samples: int = 10
+    warmup: int = 1
+    executor: str = "native"       # what measures `timed`
+    count_executor: str = ""       # what measures `counted`
+    timed_metric: str | None = None     # a metric `timed` always emits: counts half-done cells
+    counted_metric: str | None = None   # likewise for `counted`
+    per_invocation: int = 1        # values of timed_metric one `timed` run emits
+    check: Callable[[], "str | None"] | None = None  # gate before the first job (memcheck)
+    provenance: dict = field(default_factory=dict)   # flags, tool versions, function, ...
+
+    @property
+    def key(self) -> str:
+        """The store's cell key: "variant/target/compiler[:k=v,...]"."""
+        for part in (self.variant, self.target, self.compiler):
+            if not part or any(c in part for c in _FORBIDDEN["head"]):
+                raise UserError(f"{self.bench}: {part!r} cannot name a variant, target or compiler "
+                                f"(empty, or contains one of {_FORBIDDEN['head']!r})")
+        items = []
+        for k, v in self.params.items():
+            if any(c in f"{k}{v}" for c in _FORBIDDEN["param"]):
+                raise UserError(f"{self.bench}: parameter {k}={v} contains one of {_FORBIDDEN['param']!r}")
+            items.append(f"{k}={v}")
+        head = f"{self.variant}/{self.target}/{self.compiler}"
+        return f"{head}:{','.join(items)}" if items else head
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    status: int                    # EXIT_OK, EXIT_FAILED or EXIT_INTERRUPTED
+    skipped: int                   # cells already finished in the resumed run
+    samples: int                   # values stored by this call
+    failed: list[tuple[str, str, str]]   # (bench, cell, reason) of the requested cells
+
+
+@dataclass
+class _State:
+    cell: BenchCell
+    key: str
+    jobs: list[str]                # "count", "warm", "sample" still to do, in order
+    checked: bool = False
+    taken: int = 0                 # timed runs done in this call
+
+
+def _plan(cell: BenchCell, stored: Counter) -> list[str]:
+    jobs = []
+    if cell.counted is not None and not (cell.counted_metric and stored[cell.counted_metric]):
+        jobs.append("count")
+    if cell.timed is not None:
+        have = stored[cell.timed_metric] // max(cell.per_invocation, 1) if cell.timed_metric else 0
+        need = max(cell.samples - have, 0)
+        if need:
+            jobs += ["warm"] * cell.warmup + ["sample"] * need
+    return jobs
+
+
+def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experiment_hash: str,
+              provenance: dict | None = None, fresh: bool = False, seed: int | None = None,
+              progress: bool = True, console=None) -> RunOutcome:
+    """Measure `cells` into `store`; resume the experiment's latest run unless `fresh`."""
+    states: dict[tuple[str, str], _State] = {}
+    for cell in cells:
+        ident = (cell.bench, cell.key)
+        if ident in states:
+            raise UserError(f"two benchmark cells are both {cell.bench} {cell.key}")
+        if cell.samples < 1 or cell.warmup < 0:
+            raise UserError(f"{cell.bench}: samples must be >= 1 and warmup >= 0")
+        states[ident] = _State(cell, cell.key, [])
+
+    seed = random.SystemRandom().randrange(2**32) if seed is None else seed
+    run_id = None if fresh else store.latest_run(experiment_hash)
+    if run_id is None:
+        run_id = store.start_run(experiment, experiment_hash, {**(provenance or {}), "seed": seed})
+        done, stored = set(), defaultdict(Counter)
+    else:
+        done = store.finished_cells(run_id)
+        stored = defaultdict(Counter)
+        for s in store.samples(run_id):
+            stored[(s["bench"], s["cell"])][s["metric"]] += 1
+
+    todo = {ident: st for ident, st in states.items() if ident not in done}
+    for ident, st in todo.items():
+        st.jobs = _plan(st.cell, stored[ident])
+    runner = _Runner(store, run_id, experiment_hash, seed, console if console is not None else _stderr_console())
+    status = runner.run(todo, progress)
+
+    failed = [(c["bench"], c["cell"], c["reason"] or "") for c in store.cells(run_id)
+              if c["status"] == "failed" and (c["bench"], c["cell"]) in states]
+    if status != EXIT_INTERRUPTED:
+        status = EXIT_FAILED if failed else EXIT_OK
+    return RunOutcome(run_id, status, len(states) - len(todo), runner.stored, failed)
+
+
+def _stderr_console():
+    from rich.console import Console
+    return Console(stderr=True)
+
+
+class _Runner:
+    def __init__(self, store: Store, run_id: int, experiment_hash: str, seed: int, console):
+        self.store, self.run_id, self.hash = store, run_id, experiment_hash
+        self.rng = random.Random(seed)
+        self.console = console
+        self.stored = 0
+
+    def run(self, todo: dict[tuple[str, str], _State], show: bool) -> int:
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+        for st in todo.values():
+            if not st.jobs:   # every sample was stored before an interruption: only the mark is missing
+                self.store.finish_cell(self.run_id, st.cell.bench, st.key, "ok")
+        active = [st for st in todo.values() if st.jobs]
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[cells]} cells left"), TimeElapsedColumn())
+        with Progress(*columns, console=self.console, disable=not show, transient=False) as bar:
+            task = bar.add_task("measuring", total=sum(len(st.jobs) for st in active), cells=len(active))
+            try:
+                while active:
+                    for st in interleave(active, 1, self.rng.randrange(2**32)):
+                        bar.update(task, description=f"{st.cell.bench} {st.key} ({st.jobs[0]})")
+                        before = len(st.jobs)
+                        self._step(st)
+                        bar.update(task, advance=before - len(st.jobs))   # a failure skips the rest
+                        if not st.jobs:
+                            bar.update(task, cells=sum(1 for s in active if s.jobs))
+                    active = [st for st in active if st.jobs]
+            except KeyboardInterrupt:
+                bar.stop()
+                self.console.print(f"interrupted: {self.stored} samples of this session are stored in run "
+                                   f"{self.run_id}; run again to resume", markup=False, highlight=False)
+                return EXIT_INTERRUPTED
+        return EXIT_OK
+
+    def _step(self, st: _State) -> None:
+        cell = st.cell
+        if not st.checked and cell.check is not None:
+            st.checked = True
+            reason = _guard(cell.check)
+            if reason:
+                return self._fail(st, reason)
+        st.checked = True
+        kind = st.jobs.pop(0)
+        job, executor = (cell.counted, cell.count_executor) if kind == "count" else (cell.timed, cell.executor)
+        if kind == "sample":
+            st.taken += 1
+        reason = _guard(lambda: job(self._emitter(st, kind, executor)))
+        if reason:
+            return self._fail(st, reason)
+        if not st.jobs:
+            self.store.finish_cell(self.run_id, cell.bench, st.key, "ok")
+
+    def _emitter(self, st: _State, kind: str, executor: str) -> Emit:
+        cell = st.cell
+        if kind == "warm":
+            return lambda metric, value, unit: None
+        prov = {**cell.provenance, "experiment_hash": self.hash, "variant_column": cell.variant,
+                "target": cell.target, "compiler": cell.compiler, "executor": executor, "job": kind,
+                "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup}
+
+        def emit(metric: str, value: float, unit: str) -> None:
+            self.store.add_sample(self.run_id, cell.bench, st.key, metric, value, unit=unit,
+                                  executor=executor or "unknown",
+                                  provenance={**prov, "loadavg": _loadavg(), "time": time.time()})
+            self.stored += 1
+        return emit
+
+    def _fail(self, st: _State, reason: str) -> None:
+        st.jobs.clear()
+        self.store.finish_cell(self.run_id, st.cell.bench, st.key, "failed", reason)
+        self.console.print(f"failed: {st.cell.bench} {st.key}: {reason}", markup=False, highlight=False)
+
+
+def _guard(fn: Callable[[], "str | None"]) -> str | None:
+    """A job's failure reason; a missing tool or unusable file is a failure of that cell too."""
+    try:
+        return fn()
+    except (UserError, OSError) as e:
+        return str(e) or type(e).__name__
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
