@@ -259,3 +259,36 @@ def test_memsweep_counts_per_byte_exact(target, tmp_path):
 
 def test_doctests():
     assert doctest.testmod(benches).failed == 0
+
+
+# -- wis and command ---------------------------------------------------------------------------
+
+def test_wis_bench_runs_the_driver_per_variant(tmp_path):
+    need("gcc")
+    build = make_build(tmp_path, "x86_64", "O2", [DATA / "memcpy_good.c"])
+    cells = cells_for_bench({"name": "getppid", "kind": "wis", "testcase": "wis_getppid.c", "tasks": [1],
+                             "modes": ["threads"], "duration": 1, "warmup_seconds": 0},
+                            [build], root=DATA, workdir=tmp_path / "w", link=direct_link)
+    cell, = cells
+    assert cell.key == "O2/x86_64/gcc:mode=threads,tasks=1" and cell.warmup == 0
+    got: list = []
+    reason = cell.timed(lambda metric, value, unit: got.append((metric, unit, value > 0)))
+    assert reason is None and got == [("per_second", "iter/s", True)]
+    with pytest.raises(UserError, match="does not exist"):
+        cells_for_bench({"name": "w", "kind": "wis", "testcase": "nope.c"}, [build], root=DATA,
+                        workdir=tmp_path, link=direct_link)
+
+
+def test_command_bench_fills_placeholders_and_times(tmp_path):
+    need("gcc")
+    build = make_build(tmp_path, "x86_64", "O2", [DATA / "memcpy_good.c"], ["-fno-tree-loop-distribute-patterns"])
+    cell, = cells_for_bench({"name": "cc", "kind": "command",
+                             "command": ["{cc}", "{cflags}", "-c", "-o", "{dir}/again.o", str(DATA / "memcpy_good.c")]},
+                            [build], root=tmp_path, workdir=tmp_path / "w", link=direct_link)
+    got: list = []
+    assert cell.timed(lambda metric, value, unit: got.append((metric, unit))) is None
+    assert got == [("seconds", "s")] and (build.dir / "again.o").is_file()
+    assert cell.provenance["command"][:4] == ["gcc", "-O2", "-fno-tree-loop-distribute-patterns", "-c"]
+    failing, = cells_for_bench({"name": "cc", "kind": "command", "command": ["gcc", "/nonexistent.c"]},
+                               [build], root=tmp_path, workdir=tmp_path / "w", link=direct_link)
+    assert failing.timed(lambda *a: None).startswith("exit status 1: ")
