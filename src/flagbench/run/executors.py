@@ -129,14 +129,23 @@ def _run(argv: list[str], timeout: float, cpu: int | None = None) -> _Completed:
         out, err = proc.communicate(timeout=timeout)
         returncode: int | None = proc.returncode
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill_group(proc.pid)
         out, err = proc.communicate()
         returncode = None
+    except KeyboardInterrupt:
+        # The child runs in its own session, so Ctrl-C does not reach it: stop it here.
+        _kill_group(proc.pid)
+        proc.communicate()
+        raise
     wall = time.perf_counter_ns() - start
     return _Completed(returncode, out.decode(errors="replace"), err.decode(errors="replace"), wall)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _finish(done: _Completed, argv: list[str], timeout: float, metrics: dict[str, float],
