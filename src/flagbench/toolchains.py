@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 
 CLANG = "clang-19"
+HOST_TRIPLET = "x86_64-linux-gnu"
 LLD = "ld.lld-19"
 LLVM_OBJDUMP = "llvm-objdump-19"
 
@@ -33,15 +34,99 @@ class Target:
 
     def compiler_argv(self, compiler: str) -> list[str]:
         """The argv prefix that invokes `compiler` ("gcc", "clang", or a path) for this target."""
+        problem = self.compiler_problem(compiler)
+        if problem:
+            raise LookupError(problem)
         if compiler in ("gcc", "cc"):
-            if self.gcc is None:
-                raise LookupError(f"no gcc for {self.name} in Debian; use clang")
             return [self.gcc]
         if compiler in ("clang", CLANG):
-            if not self.clang:
-                raise LookupError(f"clang has no {self.name} backend")
             return [CLANG, f"--target={self.triplet}"]
+        if is_clang(compiler):  # another clang: one driver, every target
+            return [compiler, f"--target={self.triplet}"]
         return [compiler]  # an explicit driver such as gcc-12 or a cross gcc path
+
+    def compiler_problem(self, compiler: str) -> str | None:
+        """Why `compiler` cannot build for this target, or None when it can.
+
+        Decided from names alone (nothing is run): a gcc driver compiles for one
+        target, its triplet prefix ("aarch64-linux-gnu-gcc-12") or the host.
+        >>> TARGETS["hppa"].compiler_problem("clang")
+        'clang has no hppa backend'
+        >>> TARGETS["aarch64"].compiler_problem("gcc-12")
+        'gcc-12 compiles for x86_64 only'
+        >>> TARGETS["aarch64"].compiler_problem("aarch64-linux-gnu-gcc-12") is None
+        True
+        """
+        if compiler in ("gcc", "cc"):
+            return None if self.gcc else f"no gcc for {self.name} in Debian; use clang"
+        if is_clang(compiler):
+            return None if self.clang else f"clang has no {self.name} backend"
+        base = compiler.rsplit("/", 1)[-1]
+        prefix = next((t.triplet for t in TARGETS.values() if base.startswith(t.triplet + "-")), None)
+        own = prefix or HOST_TRIPLET
+        if own == self.triplet:
+            return None
+        return f"{compiler} compiles for {next(t.name for t in TARGETS.values() if t.triplet == own)} only"
+
+    def extra_cflags(self, compiler: str) -> list[str]:
+        """Flags every compile for this target gets: base flags, and for clang on a
+        target without a C library its own headers only (the host's glibc headers
+        would be found otherwise and fail)."""
+        flags = list(self.base_cflags)
+        if not self.static_libc and is_clang(compiler):
+            flags.append("-nostdlibinc")
+        return flags
+
+    def link_flags(self, compiler: str) -> list[str]:
+        """How to link a static executable: glibc -static, or no libc at all (the
+        freestanding runtime brings _start); clang uses lld for every target."""
+        if not self.runnable:
+            raise LookupError(f"{self.name}: objects only (no C library or runner in Debian)")
+        flags = ["-static"] if self.static_libc else ["-nostdlib", "-static"]
+        if is_clang(compiler):
+            flags.append("-fuse-ld=lld")
+        return flags
+
+    @property
+    def runtime_source(self) -> str:
+        """The harness runtime file (in flagbench/harness) this target links with."""
+        return "fbrt_libc.c" if self.static_libc else "fbrt_freestanding.c"
+
+    def assembler(self, compiler: str) -> str | None:
+        """The assembler gcc hands its output to (clang assembles itself)."""
+        if is_clang(compiler):
+            return None
+        return "as" if self.triplet == HOST_TRIPLET else f"{self.triplet}-as"
+
+
+def is_clang(compiler: str) -> bool:
+    return compiler.rsplit("/", 1)[-1].startswith("clang")
+
+
+def install_hint(tool: str) -> str:
+    """The Debian package that provides `tool`.
+
+    >>> install_hint("aarch64-linux-gnu-gcc"), install_hint("clang-19"), install_hint("gcc-99")
+    ('gcc-aarch64-linux-gnu', 'clang-19', 'gcc-99')
+    >>> install_hint("qemu-hppa"), install_hint("ld.lld-19"), install_hint("hppa64-linux-gnu-as")
+    ('qemu-user', 'lld-19', 'binutils-hppa64-linux-gnu')
+    """
+    base = tool.rsplit("/", 1)[-1]
+    if base.startswith("qemu-"):
+        return "qemu-user"
+    if base.startswith("ld.lld"):
+        return "lld" + base[len("ld.lld"):]
+    if base.startswith("llvm-"):
+        return "llvm" + base[base.rfind("-"):] if base[-1].isdigit() else "llvm"
+    for t in TARGETS.values():
+        if base.startswith(t.triplet + "-"):
+            rest = base[len(t.triplet) + 1:]           # gcc, gcc-12, as, objdump
+            if rest.startswith("gcc"):
+                return f"{rest}-{t.triplet}"
+            return f"binutils-{t.triplet}"
+    if base in ("as", "ld", "objdump", "nm"):
+        return "binutils"
+    return base
 
 
 CROSS_BINUTILS = ("binutils-multiarch",)

@@ -1,0 +1,374 @@
+"""Variant builds: every cell (variant x target x compiler) of an experiment compiled
+to objects in its own directory, in parallel, cached by content.
+
+An object's cache key is the sha256 of its source (and local headers), the full
+flags, the compiler argv and the version lines of the compiler and assembler, so a
+second build of an unchanged experiment runs no compiler at all: versions and flag
+probes are cached on disk as well. Everything is written to a temporary name and
+renamed into place, so two processes can build the same thing at once.
+
+Cache: ./.cache/flagbench by default, FLAGBENCH_CACHE to put it elsewhere.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from flagbench.errors import UserError
+from flagbench.spec import Cell, Experiment, files_digest
+from flagbench.toolchains import Target, get_target, install_hint, is_clang, tool_version
+
+CACHE_ENV = "FLAGBENCH_CACHE"
+HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+PROBE_SOURCE = "int fb_probe;\n"
+COMPILE_TIMEOUT = 600
+_ERROR_LINE = re.compile(r"^.*?(?:fatal )?error: .*$", re.M)
+
+Progress = Callable[[str], None] | None
+
+
+@dataclass(frozen=True)
+class Build:
+    cell: Cell
+    dir: Path                         # this cell's own directory: the objects, build.json
+    objects: tuple[Path, ...]
+    cflags: tuple[str, ...]           # the full flags used, after the compiler argv
+    tools: dict[str, str]             # tool -> its version line
+    cached: bool                      # True: no compiler ran for this cell
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or ".cache/flagbench").resolve()
+
+
+# -- tools ----------------------------------------------------------------------------
+def compiler_for(target: str | Target, compiler: str) -> list[str]:
+    """The compiler argv for a target; UserError when it cannot build it or is not installed."""
+    t = get_target(target) if isinstance(target, str) else target
+    try:
+        argv = t.compiler_argv(compiler)
+    except LookupError as e:
+        raise UserError(f"{t.name}/{compiler}: {e}") from None
+    if shutil.which(argv[0]) is None:
+        raise UserError(f"{argv[0]} is not installed (needed for {t.name}/{compiler}): "
+                        f"apt-get install {install_hint(argv[0])}")
+    return argv
+
+
+def cached_version(tool: str) -> str:
+    """tool_version, remembered on disk by the executable's path, size and mtime, so a
+    cached build does not even run `--version`."""
+    path = shutil.which(tool)
+    if path is None:
+        return ""
+    real = os.path.realpath(path)
+    st = os.stat(real)
+    key = _sha(f"{real}\0{st.st_size}\0{st.st_mtime_ns}")
+    file = cache_dir() / "versions" / key
+    try:
+        return file.read_text()
+    except OSError:
+        pass
+    version = tool_version(tool)
+    _write_atomic(file, version.encode())
+    return version
+
+
+def tool_versions(t: Target, compiler: str, argv: Sequence[str]) -> dict[str, str]:
+    tools = {argv[0]: cached_version(argv[0])}
+    assembler = t.assembler(compiler)
+    if assembler and shutil.which(assembler):
+        tools[assembler] = cached_version(assembler)
+    return tools
+
+
+# -- flag probing (Kbuild's cc-option) -----------------------------------------------------
+def probe(argv: Sequence[str], tools: dict[str, str], flags: Sequence[str], cwd: Path) -> str | None:
+    """Compile a one-line file with these flags and -Werror: None when the compiler
+    takes them, else its message. gcc accepts any -Wno-foo silently, so, like Kbuild,
+    the probe asks for -Wfoo instead."""
+    if not is_clang(argv[0]):
+        flags = ["-W" + f[len("-Wno-"):] if f.startswith("-Wno-") else f for f in flags]
+    key = _sha(json.dumps([list(argv), tools, list(flags)]))
+    file = cache_dir() / "probes" / f"{key}.json"
+    try:
+        return json.loads(file.read_text())["message"]
+    except (OSError, ValueError, KeyError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="flagbench-probe-") as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text(PROBE_SOURCE)
+        out = _run([*argv, *flags, "-Werror", "-c", str(src), "-o", str(Path(tmp) / "probe.o")], cwd)
+    message = None if out.returncode == 0 else _first_errors(out.stderr) or f"exit status {out.returncode}"
+    _write_atomic(file, json.dumps({"flags": list(flags), "message": message}).encode())
+    return message
+
+
+def _cell_flags(exp: Experiment, cell: Cell, t: Target, pool: ThreadPoolExecutor, argv, tools,
+                notes: list[str]) -> list[str]:
+    """The cell's full flags: target base, experiment, [target.X], variant, the optional
+    ones the compiler takes, and the defines. A rejected required flag is a UserError."""
+    v = cell.variant
+    required = [*t.extra_cflags(cell.compiler), *exp.cflags, *exp.target_cflags.get(cell.target, ()), *v.cflags]
+    message = probe(argv, tools, required, exp.root)
+    if message:
+        raise UserError(f"variant {v.name}: {' '.join(argv)} ({cell.compiler}) for {cell.target} rejects "
+                        f"its flags: {message}")
+    optional = [*exp.target_optional_cflags.get(cell.target, ()), *v.optional_cflags]
+    verdicts = list(pool.map(lambda f: probe(argv, tools, [*required, f], exp.root), optional))
+    kept = []
+    for flag, message in zip(optional, verdicts):
+        if message:
+            notes.append(f"variant {v.name}: {cell.compiler} for {cell.target} rejects optional {flag}, "
+                         f"dropped ({message})")
+        else:
+            kept.append(flag)
+    return [*required, *kept, *v.define_flags()]
+
+
+# -- compiling ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Job:
+    source: Path
+    argv: tuple[str, ...]
+    flags: tuple[str, ...]
+    tools: tuple[tuple[str, str], ...]
+    cwd: Path
+    what: str                          # for messages: "variant/target/compiler"
+
+    @property
+    def shown(self) -> str:
+        """The source as the compiler is given it: relative to cwd where it can be."""
+        src = self.source
+        return os.path.relpath(src, self.cwd) if src.is_relative_to(self.cwd) else str(src)
+
+    @property
+    def key(self) -> str:
+        h = hashlib.sha256()
+        files_digest(h, [self.source])
+        h.update(json.dumps([self.argv, self.flags, self.tools, self.shown]).encode())
+        return h.hexdigest()
+
+    def object_path(self) -> Path:
+        key = self.key
+        return cache_dir() / "objects" / key[:2] / f"{key}.o"
+
+
+def _compile(job: _Job, progress: Progress) -> tuple[Path, bool]:
+    """The job's object, from the cache or compiled now: (path, was it cached)."""
+    obj = job.object_path()
+    if obj.is_file():
+        return obj, True
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".o", dir=obj.parent)
+    os.close(fd)
+    src = job.shown
+    if progress:
+        progress(f"cc {job.what} {src}")
+    try:
+        out = _run([*job.argv, *job.flags, "-c", src, "-o", tmp], job.cwd)
+        if out.returncode != 0:
+            raise UserError(f"{src} does not compile for {job.what}: "
+                            f"{_first_errors(out.stderr) or f'exit status {out.returncode}'}")
+        os.replace(tmp, obj)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return obj, False
+
+
+def _compile_all(jobs: list[_Job], workers: int, progress: Progress) -> list[tuple[Path, bool]]:
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = [pool.submit(_compile, j, progress) for j in jobs]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2,
+          progress: Progress = None, notes: list[str] | None = None,
+          skip_missing: bool = False) -> list[Build]:
+    """Compile every cell's sources; one Build per cell, in the order of the cells.
+
+    A compiler that is not installed is a UserError with the package to install, or
+    with skip_missing=True a note (in `notes`) and its cells left out.
+    """
+    cells = list(exp.cells() if cells is None else cells)
+    notes = [] if notes is None else notes
+    argvs, tools = {}, {}
+    for pair in dict.fromkeys((c.target, c.compiler) for c in cells):
+        try:
+            argvs[pair] = compiler_for(*pair)
+        except UserError as e:
+            if not skip_missing:
+                raise
+            notes.append(f"skipped {pair[0]}/{pair[1]}: {e}")
+            continue
+        tools[pair] = tool_versions(get_target(pair[0]), pair[1], argvs[pair])
+    cells = [c for c in cells if (c.target, c.compiler) in argvs]
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        flags = {}
+        for c in cells:   # probes of one cell in parallel; identical sets hit the cache
+            pair = (c.target, c.compiler)
+            flags[c.key] = _cell_flags(exp, c, get_target(c.target), pool, argvs[pair], tools[pair], notes)
+
+    work = []
+    for c in cells:
+        pair = (c.target, c.compiler)
+        for src in c.variant.sources or exp.sources:
+            work.append(_Job(src, tuple(argvs[pair]), tuple(flags[c.key]), tuple(sorted(tools[pair].items())),
+                             exp.root, c.key))
+    if progress:
+        progress(f"{len(cells)} cells, {len(work)} objects, {max(1, jobs)} workers")
+    results = iter(_compile_all(work, jobs, progress))
+
+    builds = []
+    for c in cells:
+        pair = (c.target, c.compiler)
+        sources = c.variant.sources or exp.sources
+        done = [next(results) for _ in sources]
+        meta = {"cell": c.key, "experiment": exp.name, "compiler": argvs[pair], "cflags": flags[c.key],
+                "tools": tools[pair], "sources": [str(s) for s in sources]}
+        cell_dir = _cell_dir(exp.name, c, [(s.stem + ".o", obj) for s, (obj, _) in zip(sources, done)], meta)
+        builds.append(Build(cell=c, dir=cell_dir, objects=tuple(cell_dir / (s.stem + ".o") for s in sources),
+                            cflags=tuple(flags[c.key]), tools=dict(tools[pair]),
+                            cached=all(hit for _, hit in done)))
+    return builds
+
+
+def _cell_dir(name: str, cell: Cell, objects: list[tuple[str, Path]], meta: dict) -> Path:
+    """The cell's directory, named for people and by content: it never changes once made."""
+    digest = _sha(json.dumps([meta, [(n, o.name) for n, o in objects]]))[:12]
+    parts = [name, cell.variant.name, cell.target, cell.compiler.rsplit("/", 1)[-1], digest]
+    final = cache_dir() / "cells" / "--".join(re.sub(r"[^A-Za-z0-9._,+=-]", "_", p) for p in parts)
+    if final.is_dir():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    for file_name, obj in objects:
+        _link_or_copy(obj, tmp / file_name)
+    (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
+    try:
+        os.rename(tmp, final)
+    except OSError:           # another process made it first: same content
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not final.is_dir():
+            raise
+    return final
+
+
+# -- harness programs ---------------------------------------------------------------------
+def compile_sources(target: str, compiler: str, sources: Sequence[Path], cflags: Sequence[str],
+                    outdir: Path | None = None, *, jobs: int = 2) -> list[Path]:
+    """Objects of harness sources (which #include "fbrt.h"), cached like build();
+    copied into outdir as <stem>.o when given."""
+    t = get_target(target)
+    argv = compiler_for(t, compiler)
+    tools = tuple(sorted(tool_versions(t, compiler, argv).items()))
+    flags = (*t.extra_cflags(compiler), *cflags, f"-I{HARNESS_DIR}")
+    work = [_Job(Path(s).resolve(), tuple(argv), flags, tools, Path.cwd(), f"{target}/{compiler}")
+            for s in sources]
+    objects = [obj for obj, _ in _compile_all(work, jobs, None)]
+    if outdir is None:
+        return objects
+    outdir.mkdir(parents=True, exist_ok=True)
+    placed = []
+    for src, obj in zip(work, objects):
+        dest = outdir / (src.source.stem + ".o")
+        _link_or_copy(obj, dest)
+        placed.append(dest)
+    return placed
+
+
+def runtime_object(target: str, compiler: str) -> Path:
+    """The harness runtime (fbrt_libc.c or fbrt_freestanding.c) compiled for a target."""
+    t = get_target(target)
+    flags = ["-O2"]
+    if not t.static_libc:   # its memcpy loop must not become a call to memcpy
+        flags += ["-ffreestanding", "-fno-builtin", "-fno-stack-protector"]
+    return compile_sources(target, compiler, [HARNESS_DIR / t.runtime_source], flags)[0]
+
+
+def link_executable(target: str, compiler: str, objects: Sequence[Path], out: Path, *,
+                    ldflags: Sequence[str] = ()) -> Path:
+    """A static executable of these objects and the harness runtime: glibc where the
+    target has a cross libc, the freestanding runtime (_start, raw syscalls) where not."""
+    t = get_target(target)
+    try:
+        link = t.link_flags(compiler)
+    except LookupError as e:
+        raise UserError(str(e)) from None
+    argv = compiler_for(t, compiler)
+    runtime = runtime_object(target, compiler)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out.parent)
+    os.close(fd)
+    try:
+        res = _run([*argv, *link, "-o", tmp, *map(str, objects), str(runtime), *ldflags], out.parent)
+        if res.returncode != 0:
+            raise UserError(f"linking {out.name} for {target}/{compiler} failed: "
+                            f"{_first_errors(res.stderr) or res.stderr.strip()[:300]}")
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return out
+
+
+# -- helpers ------------------------------------------------------------------------------
+def _run(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, errors="replace",
+                              timeout=COMPILE_TIMEOUT, env={**os.environ, "LC_ALL": "C"})
+    except FileNotFoundError:
+        raise UserError(f"{argv[0]} is not installed: apt-get install {install_hint(argv[0])}") from None
+    except subprocess.TimeoutExpired:
+        raise UserError(f"{argv[0]} took more than {COMPILE_TIMEOUT} s") from None
+
+
+def _first_errors(stderr: str, most: int = 2) -> str:
+    """The compiler's first error lines ("file:line:col: error: ..."), joined."""
+    errors = [m.group(0).strip() for m in _ERROR_LINE.finditer(stderr)]
+    if not errors:
+        lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+        return lines[0] if lines else ""
+    more = len(errors) - most
+    return " | ".join(errors[:most]) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """Hard link (the cache and the cell share one inode), else copy; atomic either way."""
+    tmp = dest.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{dest.name}")
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copy2(src, tmp)
+    os.replace(tmp, dest)
