@@ -1,0 +1,226 @@
+"""The experiment file: short and matrix forms, defaults, and every mistake reported
+as FILE:LINE with what is wrong."""
+from __future__ import annotations
+
+import doctest
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from flagbench import spec, toolchains
+from flagbench.errors import UserError
+
+CASES = Path(__file__).resolve().parent.parent / "cases"
+
+
+def write(dir: Path, toml: str, sources=("a.c",)) -> Path:
+    dir.mkdir(parents=True, exist_ok=True)
+    for name in sources:
+        (dir / name).write_text(f"int {Path(name).stem}_fn(void) {{ return 1; }}\n")
+    (dir / "experiment.toml").write_text(textwrap.dedent(toml).lstrip("\n"))
+    return dir
+
+
+def error_of(dir: Path, toml: str, sources=("a.c",)) -> str:
+    write(dir, toml, sources)
+    with pytest.raises(UserError) as e:
+        spec.load(dir)
+    return str(e.value)
+
+
+def test_short_form_two_variants_with_defaults(tmp_path):
+    d = write(tmp_path / "strict", """
+        sources = ["a.c"]
+        [variants]
+        default = {}
+        strict = { cflags = ["-mstrict-align"] }
+        """)
+    exp = spec.load(d)
+    assert exp.name == "strict"                       # the directory's name
+    assert exp.path == d / "experiment.toml" and exp.root == d.resolve()
+    assert exp.targets == ("x86_64",) and exp.cflags == ("-O2",) and exp.compilers is None
+    assert [c.key for c in exp.cells()] == ["default/x86_64/gcc", "strict/x86_64/gcc"]
+    assert exp.variants[0].name == "default"          # the first is the baseline
+    assert exp.variant("strict").cflags == ("-mstrict-align",)
+    assert exp.sources == ((d / "a.c").resolve(),)
+    assert exp.notes == () and exp.benches == ()
+
+
+def test_default_compiler_per_target(tmp_path):
+    d = write(tmp_path / "e", """
+        sources = ["a.c"]
+        targets = ["loongarch64", "hppa64"]
+        [variants]
+        v = {}
+        """)
+    assert [c.key for c in spec.load(d).cells()] == ["v/loongarch64/clang", "v/hppa64/gcc"]
+
+
+def test_matrix_skips_what_a_compiler_cannot_build(tmp_path):
+    d = write(tmp_path / "m", """
+        name = "matrix"
+        sources = ["a.c"]
+        targets = ["aarch64", "hppa", "loongarch64"]
+        compilers = ["gcc", "clang"]
+        [variants]
+        a = {}
+        b = { cflags = ["-O3"] }
+        """)
+    exp = spec.load(d)
+    assert exp.name == "matrix"
+    keys = [c.key for c in exp.cells()]
+    assert keys == ["a/aarch64/gcc", "a/aarch64/clang", "a/hppa/gcc", "a/loongarch64/clang",
+                    "b/aarch64/gcc", "b/aarch64/clang", "b/hppa/gcc", "b/loongarch64/clang"]
+    assert exp.notes == ("skipped hppa/clang: clang has no hppa backend",
+                         "skipped loongarch64/gcc: no gcc for loongarch64 in Debian; use clang")
+
+
+def test_explicit_drivers_build_only_their_own_target(tmp_path):
+    d = write(tmp_path / "e", """
+        sources = ["a.c"]
+        targets = ["x86_64", "aarch64"]
+        compilers = ["gcc-12", "aarch64-linux-gnu-gcc-12", "clang-19"]
+        [variants]
+        v = {}
+        """)
+    exp = spec.load(d)
+    assert [c.key for c in exp.cells()] == ["v/x86_64/gcc-12", "v/x86_64/clang-19", "v/aarch64/aarch64-linux-gnu-gcc-12",
+                                            "v/aarch64/clang-19"]
+    assert "skipped aarch64/gcc-12: gcc-12 compiles for x86_64 only" in exp.notes
+
+
+def test_long_form_variant_and_target_tables(tmp_path):
+    d = write(tmp_path / "long", """
+        description = "templates"
+        sources = ["a.c"]
+        cflags = ["-O2", "-fno-builtin"]
+        targets = ["x86_64", "loongarch64"]
+
+        [variants.default]
+
+        [variants.template]
+        cflags = ["-O3"]
+        optional_cflags = ["-mfoo"]
+        defines = { USE_TEMPLATE = 1, NAME = "t", FLAG = true }
+        sources = ["b.c"]
+
+        [target.loongarch64]
+        cflags = ["-mno-lsx"]
+        optional_cflags = ["-mbar"]
+
+        [[bench]]
+        name = "copy"
+        kind = "memcpy"
+        functions = ["memcpy_template", "libc"]
+        sizes = [32, 4096]
+        """, sources=("a.c", "b.c"))
+    exp = spec.load(d)
+    t = exp.variant("template")
+    assert exp.description == "templates" and exp.cflags == ("-O2", "-fno-builtin")
+    assert t.cflags == ("-O3",) and t.optional_cflags == ("-mfoo",)
+    assert t.define_flags() == ["-DUSE_TEMPLATE=1", "-DNAME=t", "-DFLAG=1"]
+    assert t.sources == ((d / "b.c").resolve(),) and exp.variant("default").sources is None
+    assert exp.target_cflags == {"loongarch64": ("-mno-lsx",)}
+    assert exp.target_optional_cflags == {"loongarch64": ("-mbar",)}
+    assert exp.benches == ({"name": "copy", "kind": "memcpy", "functions": ["memcpy_template", "libc"],
+                            "sizes": [32, 4096]},)
+    with pytest.raises(UserError, match="no variant 'nope'"):
+        exp.variant("nope")
+
+
+def test_a_toml_file_other_than_experiment_toml(tmp_path):
+    write(tmp_path, 'sources = ["a.c"]\n[variants]\nv = {}\n')
+    (tmp_path / "experiment.toml").rename(tmp_path / "other.toml")
+    assert spec.load(tmp_path / "other.toml").name == "other"
+
+
+# (file text, the line the error must name, words the message must contain)
+BAD = {
+    "toml syntax": ('sources = ["a.c"]\n[variants\n', "2:10", "Expected ']'"),
+    "unterminated array": ('sources = ["a.c"]\ncflags = ["-O2",\n', "2", "end of file"),
+    "unknown top key": ('sources = ["a.c"]\ntarget = "x86_64"\n[variants]\nv = {}\n', "2",
+                        "[target] must be a table"),
+    "typo at top": ('source = ["a.c"]\n[variants]\nv = {}\n', "1", "unknown key 'source'"),
+    "typo in inline variant": ('sources = ["a.c"]\n[variants]\ndefault = {}\nstrict = { cflag = ["-x"] }\n',
+                               "4", "unknown key 'cflag' in variant 'strict'"),
+    "typo in variant table": ('sources = ["a.c"]\n[variants.a]\ncflags = []\n\n[variants.b]\ndefins = {}\n', "6",
+                              "unknown key 'defins' in variant 'b'"),
+    "wrong type": ('sources = ["a.c"]\ncflags = "-O2"\n[variants]\nv = {}\n', "2",
+                   "cflags must be a list of strings"),
+    "wrong type in variant": ('sources = ["a.c"]\n[variants]\nv = {}\nw = { cflags = [1] }\n', "4",
+                              "cflags must be a list of strings"),
+    "variant not a table": ('sources = ["a.c"]\n[variants]\nv = "-O3"\n', "3", "variant 'v' must be a table"),
+    "unknown target": ('sources = ["a.c"]\n\ntargets = ["x86_64", "mips"]\n[variants]\nv = {}\n', "3",
+                       "unknown target 'mips'"),
+    "unknown target table": ('sources = ["a.c"]\n[variants]\nv = {}\n[target.sparc]\ncflags = []\n', "4",
+                             "unknown target 'sparc'"),
+    "variant with no name": ('sources = ["a.c"]\n[variants]\nv = {}\n"" = { cflags = ["-O3"] }\n', "4",
+                             "a variant has no name"),
+    "variant name with slash": ('sources = ["a.c"]\n[variants]\n"a/b" = {}\n', "3", "variant name 'a/b'"),
+    "no variants": ('sources = ["a.c"]\n', "1", "missing [variants]"),
+    "empty variants": ('sources = ["a.c"]\n[variants]\n', "2", "[variants] is empty"),
+    "no sources": ('[variants]\nv = {}\n', "1", "missing sources"),
+    "missing source": ('sources = ["a.c", "gone.c"]\n[variants]\nv = {}\n', "1", "source gone.c does not exist"),
+    "not a C file": ('sources = ["a.py"]\n[variants]\nv = {}\n', "1", "not a C or assembly file"),
+    "bench without kind": ('sources = ["a.c"]\n[variants]\nv = {}\n\n[[bench]]\nname = "x"\nkind = "micro"\n\n'
+                           '[[bench]]\nname = "y"\nfunction = "f"\n', "9", "bench 'y' has no kind"),
+    "bench unknown kind": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "x"\nkind = "macro"\n', "6",
+                           "unknown kind 'macro'"),
+    "bench typo": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "x"\nkind = "micro"\nsamles = 3\n',
+                   "7", "unknown key 'samles' in [[bench]]"),
+    "bench without name": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nkind = "micro"\n', "4",
+                           "[[bench]] without name"),
+    "define false": ('sources = ["a.c"]\n[variants]\nv = { defines = { X = false } }\n', "3", "define X = false"),
+    "no buildable pair": ('sources = ["a.c"]\ntargets = ["hppa"]\ncompilers = ["clang"]\n[variants]\nv = {}\n', "3",
+                          "clang has no hppa backend"),
+}
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_mistakes_name_file_line_and_what(tmp_path, case):
+    text, line, words = BAD[case]
+    msg = error_of(tmp_path / "e", text)
+    assert msg.startswith(f"{tmp_path / 'e' / 'experiment.toml'}:{line}: "), msg
+    assert words in msg
+    assert "\n" not in msg
+
+
+def test_two_sources_with_one_object_name(tmp_path):
+    msg = error_of(tmp_path, 'sources = ["a.c", "a.S"]\n[variants]\nv = {}\n', sources=("a.c", "a.S"))
+    assert ":1: sources a.c and a.S would both make a.o" in msg
+
+
+def test_hash_covers_the_file_sources_and_local_headers(tmp_path):
+    d = write(tmp_path / "h", 'sources = ["a.c"]\n[variants]\nv = {}\n')
+    (d / "a.c").write_text('#include "inc/a.h"\nint f(void) { return A; }\n')
+    (d / "inc").mkdir()
+    (d / "inc" / "a.h").write_text('#include "b.h"\n')
+    (d / "inc" / "b.h").write_text("#define A 1\n")
+    first = spec.load(d).hash
+    assert spec.load(d).hash == first
+    (d / "inc" / "b.h").write_text("#define A 2\n")            # a header included by a header
+    second = spec.load(d).hash
+    assert second != first
+    (d / "a.c").write_text('#include "inc/a.h"\nint f(void) { return A + 1; }\n')
+    third = spec.load(d).hash
+    assert third not in (first, second)
+    (d / "experiment.toml").write_text('sources = ["a.c"]\n[variants]\nw = {}\n')
+    assert spec.load(d).hash not in (first, second, third)
+
+
+def test_missing_file_and_directory(tmp_path):
+    with pytest.raises(UserError, match="no such experiment file"):
+        spec.load(tmp_path)
+    with pytest.raises(UserError, match="no such experiment file"):
+        spec.load(tmp_path / "x.toml")
+
+
+@pytest.mark.parametrize("case", sorted(p.name for p in CASES.iterdir() if (p / "experiment.toml").exists()))
+def test_bundled_cases_load(case):
+    exp = spec.load(CASES / case)
+    assert exp.name == case and exp.cells()
+
+
+def test_toolchain_doctests():
+    assert doctest.testmod(toolchains).failed == 0
