@@ -321,8 +321,7 @@ def link_executable(target: str, compiler: str, objects: Sequence[Path], out: Pa
     try:
         res = _run([*argv, *link, "-o", tmp, *map(str, objects), str(runtime), *ldflags], out.parent)
         if res.returncode != 0:
-            raise UserError(f"linking {out.name} for {target}/{compiler} failed: "
-                            f"{_first_errors(res.stderr) or res.stderr.strip()[:300]}")
+            raise UserError(f"linking {out.name} for {target}/{compiler} failed: {_link_errors(res.stderr)}")
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
     finally:
@@ -350,6 +349,14 @@ def _first_errors(stderr: str, most: int = 2) -> str:
         return lines[0] if lines else ""
     more = len(errors) - most
     return " | ".join(errors[:most]) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _link_errors(stderr: str, most: int = 2) -> str:
+    """The linker's own lines (undefined references), not the driver's summary."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("collect2:")
+             and "linker command failed" not in ln]
+    useful = [ln for ln in lines if "undefined" in ln or "error" in ln or "multiple definition" in ln]
+    return " | ".join((useful or lines)[:most]) or stderr.strip()[:300]
 
 
 def _sha(text: str) -> str:
