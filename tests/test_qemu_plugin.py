@@ -151,3 +151,17 @@ def test_plugin_is_built_once_per_source(tmp_path, monkeypatch):
                              text=True, check=True).stdout.split()
     assert "qemu_plugin_install" in symbols and "qemu_plugin_version" in symbols
     assert "write_counts" not in symbols  # only the two entry points are exported
+
+
+def test_libc_memcpy_stores_are_seen_on_aarch64(tmp_path):
+    """glibc's memcpy must not hide its stores: on qemu's default -cpu max it picks the SVE
+    copy, whose predicated accesses the 7.2 plugin API cannot see (0 stores per call)."""
+    src = tmp_path / "copy.c"
+    src.write_text("#include <stdlib.h>\n#include <string.h>\nchar a[64], b[64];\n"
+                   "void *(*volatile cp)(void *, const void *, size_t) = memcpy;\n"
+                   "int main(int c, char **v) { for (long i = atol(v[1]); i > 0; i--) cp(a + 1, b + 3, 8); return 0; }\n")
+    exe = tmp_path / "copy"
+    subprocess.run(["aarch64-linux-gnu-gcc", "-O2", "-static", "-o", str(exe), str(src)], check=True)
+    small, large = (QemuExecutor("aarch64").measure([str(exe), n], target="aarch64").metrics for n in ("100", "200"))
+    stored = sum(int(w) * (large[f"stores_{w}"] - small[f"stores_{w}"]) for w in ("1", "2", "4", "8", "16"))
+    assert stored / 100 >= 8      # an 8-byte copy stores at least 8 bytes

@@ -72,8 +72,9 @@ def test_memcpy_table_is_alignment_by_size_with_verdicts(db):
 def test_exact_counts_and_wis_mode_by_tasks(db):
     path, run, _ = db
     doc = json.loads(flagbench("report", str(run), "--db", str(path), "--format", "json").stdout)
-    [counts] = [t for t in doc["tables"] if t["metric"] == "insns"]
-    assert counts["exact"] and counts["target"] == "aarch64"
+    [counts] = [t for t in doc["tables"] if t["exact"]]
+    assert counts["metric"] == "exact counts" and counts["target"] == "aarch64"
+    assert counts["param_keys"][0] == "count" and {r["params"]["count"] for r in counts["rows"]} == {"insns"}
     small = counts["rows"][0]["comparisons"]["template"]
     assert small["verdict"] == "exact" and small["ratio"] == pytest.approx(1.2)
     [wis] = [t for t in doc["tables"] if t["bench"] == "getppid"]

@@ -28,6 +28,7 @@ from flagbench.stats import Comparison, compare, compare_exact, higher_is_better
 
 FORMATS = ("text", "md", "json", "csv")
 # Sweep axes go last so rows group by alignment (memcpy) or by mode (will-it-scale).
+EXACT_TABLE = "exact counts"
 _INNER_AXES = ("size", "len", "length", "tasks", "threads")
 
 
@@ -75,10 +76,12 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
     keys_seen: dict[tuple, list[str]] = defaultdict(list)
     variants_seen: list[str] = []
     for s in samples:
-        key = (s["bench"], s["metric"], s["target"], s["compiler"])
-        params = s.get("params") or {}
+        metric, params = s["metric"], dict(s.get("params") or {})
+        if is_exact_metric(metric):   # every counter of a bench in one table, a row each
+            metric, params = EXACT_TABLE, {"count": metric, **params}
+        key = (s["bench"], metric, s["target"], s["compiler"])
         groups[key][tuple(params.items())][s["variant"]].append(float(s["value"]))
-        units.setdefault(key, s.get("unit", ""))
+        units.setdefault(key, "" if metric == EXACT_TABLE else s.get("unit", ""))
         keys_seen[key] += [k for k in params if k not in keys_seen[key]]
         if s["variant"] not in variants_seen:
             variants_seen.append(s["variant"])
@@ -90,15 +93,16 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
         bench, metric, target, compiler = key
         param_keys = sorted(keys_seen[key], key=lambda k: k in _INNER_AXES)
         variants = [v for v in order if any(v in vals for vals in rows_by_params.values())]
-        exact = is_exact_metric(metric)
+        exact = metric == EXACT_TABLE
         rows = []
         for params, values in rows_by_params.items():
             row = Row(dict(params), dict(values))
             base = variants[0]
             for v in variants[1:]:
                 if base in values and v in values:
-                    row.comparisons[v] = _compare(values[base], values[v], metric, exact, alpha)
-            rows.append(row)
+                    row.comparisons[v] = _compare(values[base], values[v], row.params.get("count", metric), exact, alpha)
+            if not exact or any(row.median(v) for v in variants):   # counters that stayed 0 say nothing
+                rows.append(row)
         rows.sort(key=lambda r: [_natural(r.params.get(k, "")) for k in param_keys])
         tables.append(Table(bench, metric, units[key], target, compiler, variants, param_keys, rows, exact))
     tables.sort(key=lambda t: (t.bench, t.target, t.compiler, t.exact, t.metric))
@@ -220,7 +224,8 @@ def _text(tables, run, failures) -> str:
         console.print(line)
     for t in tables:
         header, body = _table_cells(t)
-        table = RichTable(title=t.title, box=box.SIMPLE_HEAD, title_justify="left")
+        console.print(t.title)
+        table = RichTable(box=box.SIMPLE_HEAD)
         for name in header:
             table.add_column(name, justify="right")
         for line in body:

@@ -30,6 +30,10 @@ from flagbench.toolchains import get_target
 FIXED_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 FIXED_CWD = "/"
 HOST_TARGET = "x86_64"
+# qemu 7.2 runs SVE's predicated loads/stores in helpers the plugin API cannot see, and
+# static glibc picks __memcpy_sve on the default `-cpu max`: its copies would count as
+# zero stores. Without SVE glibc uses __memcpy_generic, whose accesses are all seen.
+QEMU_CPU_ARGS = {"aarch64": ("-cpu", "max,sve=off")}
 _METRIC_LINE = re.compile(r"^([A-Za-z_][\w.:/%-]*)\s+(\S+)$")
 
 
@@ -314,7 +318,7 @@ class QemuExecutor:
         with tempfile.TemporaryDirectory(prefix="flagbench-qemu-") as tmp:
             out = Path(tmp) / "counts"
             options = f"{self.plugin},outfile={out},mem={'on' if self.count_memory else 'off'}"
-            wrapped = [self.runner, "-plugin", options, *argv]
+            wrapped = [self.runner, *QEMU_CPU_ARGS.get(self.target, ()), "-plugin", options, *argv]
             done = _run(wrapped, timeout)
             counts, bad = parse_metrics(out.read_text()) if out.exists() else ({}, None)
         failure = None
