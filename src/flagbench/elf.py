@@ -378,6 +378,7 @@ class Tables:
     sec_size: object
     sec_letter: object    # uint8 nm letter of the section, 0: no BFD section
     sym_name: object
+    sym_name_base: object  # start of the symbol's string table
     sym_name_stop: object
     sym_value: object     # st_value, Thumb bit cleared
     sym_size: object
@@ -385,9 +386,27 @@ class Tables:
     sym_letter: object    # uint8 nm letter
 
     def names(self, rows) -> list[str]:
-        buf = self.inp.buf
-        return [cstring(buf, s, e).decode("utf-8", "surrogateescape")
-                for s, e in zip(self.sym_name[rows].tolist(), self.sym_name_stop[rows].tolist())]
+        """Names of symbol ROWS (ascending), one string table at a time: ends found with numpy,
+        an ASCII table decoded once and sliced."""
+        import numpy as np
+        buf, out = self.inp.buf, []
+        starts, bases, stops = self.sym_name[rows], self.sym_name_base[rows], self.sym_name_stop[rows]
+        cuts = np.concatenate(([0], np.flatnonzero(np.diff(bases)) + 1, [len(rows)]))
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            if a == b:
+                continue
+            base, stop = int(bases[a]), int(stops[a])
+            table = buf[base:stop]
+            nul = np.append(np.flatnonzero(np.frombuffer(table, np.uint8) == 0), len(table))
+            local = starts[a:b] - base
+            ends = nul[np.searchsorted(nul, local)]
+            if table.isascii():
+                text = table.decode("ascii")
+                out.extend(map(text.__getitem__, map(slice, local.tolist(), ends.tolist())))
+            else:
+                out.extend(table[s:e].decode("utf-8", "surrogateescape")
+                           for s, e in zip(local.tolist(), ends.tolist()))
+        return out
 
     def section_names(self, rows) -> list[str]:
         buf = self.inp.buf
@@ -451,56 +470,71 @@ def _dtypes(np, is64: bool, big: bool):
     return shdr, sym
 
 
+def _concat(np, buf, dtype, pieces):
+    """Rows of DTYPE at (offset, count) PIECES of BUF, as one array (a byte-level concatenation
+    copies once and skips numpy's per-view structured-dtype checks)."""
+    size = dtype.itemsize
+    raw = np.frombuffer(buf, np.uint8)
+    return np.concatenate([raw[o:o + n * size] for o, n in pieces]).view(dtype)
+
+
 def _read_group(np, inp: Input, members: list[Member]) -> dict | None:
     buf = inp.buf
     shdr_t, sym_t = _dtypes(np, members[0].is64, members[0].big)
-    sh = np.concatenate([np.frombuffer(buf, shdr_t, m.shnum, m.offset + m.shoff) for m in members])
+    sh = _concat(np, buf, shdr_t, [(m.offset + m.shoff, m.shnum) for m in members])
+    nm = len(members)
     shnum = np.array([m.shnum for m in members], np.int64)
+    moff = np.array([m.offset for m in members], np.int64)
+    msize = np.array([m.size for m in members], np.int64)
+    shstrndx = np.array([m.shstrndx for m in members], np.int64)
     base = np.concatenate(([0], np.cumsum(shnum)[:-1]))
-    sec_member = np.repeat(np.arange(len(members)), shnum)
+    sec_member = np.repeat(np.arange(nm), shnum)
     local = np.arange(len(sh)) - base[sec_member]
     sec_type = sh["type"].astype(np.uint32)
     sec_flags = sh["flags"].astype(np.uint64)
+    sec_off = sh["offset"].astype(np.int64)
+    sec_size = sh["size"].astype(np.int64)
+    link = sh["link"].astype(np.int64)
 
-    symtab_rows = np.flatnonzero(sec_type == SHT_SYMTAB)
-    has, first = np.unique(sec_member[symtab_rows], return_index=True)
-    symtab_rows = symtab_rows[first]
+    # Each member's symbol table (the first, as BFD), its string table and section names.
+    rows = np.flatnonzero(sec_type == SHT_SYMTAB)
+    has, first = np.unique(sec_member[rows], return_index=True)
+    symtab_row = np.full(nm, -1, np.int64)
+    symtab_row[has] = rows[first]
+    has = has[sec_size[symtab_row[has]] >= sym_t.itemsize]
     if len(has) == 0:
         return None
-    # Per member with a symbol table: validate its tables, collect symbol views (a Python loop
-    # over members, not sections or symbols).
-    views, counts, sym_mem, str_off, str_stop, shstr_off, shstr_stop = [], [], [], [], [], [], []
-    symtab_local = np.full(len(members), -1, np.int64)
-    strtab_local = np.full(len(members), -1, np.int64)
-    shstr_off_m = np.zeros(len(members), np.int64)
-    shstr_stop_m = np.zeros(len(members), np.int64)
-    link = sh["link"]
-    headers_of = _HeaderRows(sh, base)
-    entsize = sym_t.itemsize
-    for mi, row in zip(has.tolist(), symtab_rows.tolist()):
-        m = members[mi]
-        sl = row - int(base[mi])
-        so, ss = check_table(inp, m, headers_of(mi), sl, "symbol table")
-        stl = int(link[row])
-        to, ts = check_table(inp, m, headers_of(mi), stl, "string table")
-        no, ns = check_table(inp, m, headers_of(mi), m.shstrndx, "section name table")
-        n = ss // entsize
-        if n == 0:
-            continue
-        symtab_local[mi], strtab_local[mi] = sl, stl
-        shstr_off_m[mi], shstr_stop_m[mi] = no, no + ns
-        views.append(np.frombuffer(buf, sym_t, n, so))
-        counts.append(n)
-        sym_mem.append(mi)
-        str_off.append(to)
-        str_stop.append(to + ts)
-    if not views:
-        return None
+    strtab_local = link[symtab_row[has]]
+    _check_rows(members, has, strtab_local, shnum, "string table")
+    strtab_row = base[has] + strtab_local
+    shstr_row = base[has] + shstrndx[has]
+    for what, r in (("symbol table", symtab_row[has]), ("string table", strtab_row),
+                    ("section name table", shstr_row)):
+        bad = sec_off[r] + sec_size[r] > msize[has]
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            m = members[has[k]]
+            raise UserError(f"{m.name}: truncated ELF file ({what} at {sec_off[r][k]}+"
+                            f"{sec_size[r][k]} past the end, size {m.size})")
+    counts = sec_size[symtab_row[has]] // sym_t.itemsize
+    syms = _concat(np, buf, sym_t, zip((moff[has] + sec_off[symtab_row[has]]).tolist(), counts.tolist()))
+    sym_member = np.repeat(has, counts)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    shndx = syms["shndx"].astype(np.int64)
+    if (shndx == SHN_XINDEX).any():
+        _apply_xindex(np, inp, members, has, starts, counts, shndx, symtab_row, base)
 
-    # Section letters: from type and flags, the name only where it can matter.
-    keep_m = symtab_local[sec_member] >= 0
-    name_off = shstr_off_m[sec_member] + sh["name"].astype(np.int64)
-    name_stop = shstr_stop_m[sec_member]
+    # Section letters from type and flags; names only for sections some symbol is defined in
+    # that are not allocated or may carry a COFF name (not the thousands of COMDAT groups).
+    in_table = np.zeros(nm, bool)
+    in_table[has] = True
+    keep_m = in_table[sec_member]
+    name_base = np.zeros(nm, np.int64)
+    name_stop = np.zeros(nm, np.int64)
+    name_base[has] = moff[has] + sec_off[shstr_row]
+    name_stop[has] = name_base[has] + sec_size[shstr_row]
+    name_off = name_base[sec_member] + sh["name"].astype(np.int64)
+    name_stop = name_stop[sec_member]
     bad = keep_m & (name_off >= name_stop)
     if bad.any():
         r = int(np.flatnonzero(bad)[0])
@@ -508,72 +542,55 @@ def _read_group(np, inp: Input, members: list[Member]) -> dict | None:
                         "the section name table)")
     write = (sec_flags & SHF_WRITE) != 0
     alloc = (sec_flags & SHF_ALLOC) != 0
+    code = (sec_flags & SHF_EXECINSTR) != 0
     contents = sec_type != SHT_NOBITS
     letter = np.full(len(sh), ord("?"), np.uint8)
     letter[~write & contents] = ord("n")
     letter[~contents] = ord("b")
     letter[alloc & contents] = np.where(write[alloc & contents], ord("d"), ord("r"))
-    letter[(sec_flags & SHF_EXECINSTR) != 0] = ord("t")
-    # Only sections some symbol is defined in need a name look-up (not the COMDAT .group ones).
+    letter[code] = ord("t")
+    in_section = (shndx > 0) & (shndx < SHN_LORESERVE) & (shndx < shnum[sym_member])
+    grow = np.where(in_section, base[sym_member] + shndx, 0)
     referenced = np.zeros(len(sh), bool)
-    for view, mi in zip(views, sym_mem):
-        nd = view["shndx"]
-        nd = nd[(nd > 0) & (nd < shnum[mi])]
-        referenced[int(base[mi]) + nd.astype(np.int64)] = True
-    cand = np.flatnonzero(referenced & keep_m & ((~alloc & contents & ((sec_flags & SHF_EXECINSTR) == 0))
-                                                 | alloc))
+    referenced[grow[in_section]] = True
+    cand = np.flatnonzero(referenced & ((~alloc & contents & ~code) | alloc))
     cand = cand[~alloc[cand] | _starts_with_any(np, buf, name_off[cand], name_stop[cand], COFF_PREFIXES)]
     for r in cand.tolist():
         name = cstring(buf, int(name_off[r]), int(name_stop[r]))
         letter[r] = ord(section_letter(int(sec_type[r]), int(sec_flags[r]), name))
-    st_local = symtab_local[sec_member]
-    nosec = ((local == 0) | (local == st_local) | (local == strtab_local[sec_member])
-             | (local == np.array([m.shstrndx for m in members])[sec_member])
-             | (sec_type == SHT_SYMTAB_SHNDX)
+    st_local = np.full(nm, -1, np.int64)
+    st_local[has] = symtab_row[has] - base[has]
+    str_local = np.full(nm, -1, np.int64)
+    str_local[has] = strtab_local
+    st_local, str_local = st_local[sec_member], str_local[sec_member]
+    nosec = ((local == 0) | (local == st_local) | (local == str_local)
+             | (local == shstrndx[sec_member]) | (sec_type == SHT_SYMTAB_SHNDX)
              | (((sec_type == SHT_REL) | (sec_type == SHT_RELA)) & (link == st_local) & ~alloc))
     letter[nosec | ~keep_m] = 0
 
-    # Symbols: every member's table at once; row 0 of each (the null symbol) dropped.
-    syms = np.concatenate(views)
-    del views
-    counts = np.array(counts, np.int64)
-    sym_member = np.repeat(np.array(sym_mem), counts)
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    shndx = syms["shndx"].astype(np.int64)
-    for k, mi in enumerate(sym_mem):
-        m = members[mi]
-        if (shndx[starts[k]:starts[k] + counts[k]] == SHN_XINDEX).any():
-            xt = _xindex_table(inp, m, headers_of(mi), int(symtab_local[mi]))
-            if xt is not None:
-                part = shndx[starts[k]:starts[k] + counts[k]]
-                x = np.zeros(len(part), np.int64)
-                x[:min(len(xt), len(part))] = xt[:len(part)]
-                part[part == SHN_XINDEX] = x[part == SHN_XINDEX]
+    # Symbols: nm's letter by table lookup; row 0 of each table (the null symbol) dropped.
     info = syms["info"]
-    in_section = (shndx > 0) & (shndx < SHN_LORESERVE) & (shndx < shnum[sym_member])
-    grow = np.where(in_section, base[sym_member] + shndx, 0)
-    code = np.where(in_section, letter[grow], 0).astype(np.uint8)
+    sec_code = np.where(in_section, letter[grow], 0).astype(np.uint8)
     machine = np.array([m.machine for m in members])[sym_member]
     common = shndx == SHN_COMMON
     for em, indices in COMMON_INDICES.items():
         for idx in indices:
             common |= (machine == em) & (shndx == idx)
-    code[common] = ord(COMMON)
-    sym_letter = _letter_table(np)[code, info >> 4, info & 0xF]
+    sec_code[common] = ord(COMMON)
+    sym_letter = _letter_table(np)[sec_code, info >> 4, info & 0xF]
     sym_letter[starts] = 0
     rows = np.flatnonzero(sym_letter)
 
-    name = syms["name"][rows].astype(np.int64)
-    stop_m = np.array(str_stop, np.int64)
-    off_m = np.array(str_off, np.int64)
-    which = np.searchsorted(np.array(sym_mem), sym_member[rows])
-    sym_name = off_m[which] + name
-    sym_name_stop = stop_m[which]
-    bad = sym_name >= sym_name_stop
+    str_base = np.zeros(nm, np.int64)
+    str_base[has] = moff[has] + sec_off[strtab_row]
+    str_stop = np.zeros(nm, np.int64)
+    str_stop[has] = str_base[has] + sec_size[strtab_row]
+    member = sym_member[rows]
+    sym_name = str_base[member] + syms["name"][rows].astype(np.int64)
+    bad = sym_name >= str_stop[member]
     if bad.any():
-        r = int(np.flatnonzero(bad)[0])
-        raise UserError(f"{members[sym_member[rows][r]].name}: corrupt ELF (symbol name offset "
-                        "past the string table)")
+        raise UserError(f"{members[member[np.flatnonzero(bad)[0]]].name}: corrupt ELF (symbol "
+                        "name offset past the string table)")
     value = syms["value"][rows].astype(np.uint64)
     stype = info[rows] & 0xF
     thumb = (machine[rows] == 40) & ((stype == 2) | (stype == STT_GNU_IFUNC))
@@ -581,36 +598,35 @@ def _read_group(np, inp: Input, members: list[Member]) -> dict | None:
     return dict(
         sec_member=sec_member, sec_name=name_off, sec_name_stop=name_stop, sec_type=sec_type,
         sec_flags=sec_flags, sec_addr=sh["addr"].astype(np.uint64),
-        sec_size=sh["size"].astype(np.uint64), sec_letter=letter,
-        sym_name=sym_name, sym_name_stop=sym_name_stop, sym_value=value,
-        sym_size=syms["size"][rows].astype(np.uint64),
+        sec_size=sec_size, sec_letter=letter,
+        sym_name=sym_name, sym_name_base=str_base[member], sym_name_stop=str_stop[member],
+        sym_value=value, sym_size=syms["size"][rows].astype(np.uint64),
         sym_section=np.where(common[rows], -1, grow[rows]), sym_letter=sym_letter[rows])
 
 
-class _HeaderRows:
-    """One member's section headers as tuples (for check_table), built on demand."""
-
-    def __init__(self, sh, base):
-        self.sh, self.base = sh, base
-
-    def __call__(self, mi: int):
-        start = int(self.base[mi])
-        stop = int(self.base[mi + 1]) if mi + 1 < len(self.base) else len(self.sh)
-        return _RowView(self.sh, start, stop)
+def _check_rows(members, has, local, shnum, what):
+    bad = (local <= 0) | (local >= shnum[has])
+    if bad.any():
+        k = int(bad.nonzero()[0][0])
+        m = members[has[k]]
+        raise UserError(f"{m.name}: corrupt ELF ({what} is section {local[k]} of {m.shnum})")
 
 
-class _RowView:
-    def __init__(self, sh, start, stop):
-        self.sh, self.start, self.stop = sh, start, stop
-
-    def __len__(self):
-        return self.stop - self.start
-
-    def __getitem__(self, i):
-        return tuple(int(x) for x in self.sh[self.start + i].tolist())
-
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
+def _apply_xindex(np, inp, members, has, starts, counts, shndx, symtab_row, base):
+    """Real section indices from SHT_SYMTAB_SHNDX, for members with more than 0xff00 sections."""
+    for k, mi in enumerate(has.tolist()):
+        part = shndx[starts[k]:starts[k] + counts[k]]
+        if not (part == SHN_XINDEX).any():
+            continue
+        m = members[mi]
+        headers, symtab = member_sections(inp, m)
+        table = _xindex_table(inp, m, headers, symtab)
+        if table is None:
+            continue
+        x = np.zeros(len(part), np.int64)
+        n = min(len(table), len(part))
+        x[:n] = table[:n]
+        part[part == SHN_XINDEX] = x[part == SHN_XINDEX]
 
 
 def _starts_with_any(np, buf, offsets, stops, prefixes) -> object:

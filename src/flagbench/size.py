@@ -181,3 +181,267 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
     return "".join(bom_text(bom_table(label, bom_sizes(old, types, match),
                                       bom_sizes(new, types, match)), top)
                    for label, types in tables)
+
+
+# ---- beyond bloat-o-meter: sections, padding, footprints, cold code -------------------------
+
+# Input sections that a linker script gathers into one output section, so that relocatable
+# objects and archives (one .text.NAME per function) give a readable table.
+_SECTION_GROUPS = (".text.unlikely", ".text.hot", ".text.startup", ".text.exit", ".text",
+                   ".rodata", ".data.rel.ro", ".data", ".bss", ".tdata", ".tbss", ".sdata",
+                   ".sbss", ".init_array", ".fini_array", ".gcc_except_table")
+
+
+def section_group(name: str) -> str:
+    """'.text.foo' -> '.text', '.text.unlikely.foo' -> '.text.unlikely', '__ex_table' as is."""
+    for g in _SECTION_GROUPS:
+        if name == g or name.startswith(g + "."):
+            return g
+    if name.startswith(".gnu.linkonce.t."):
+        return ".text"
+    return name
+
+
+@dataclass
+class Side:
+    """What compare() measures in one input."""
+    symbols: dict[str, list]          # name -> [type letter, size, footprint]
+    sections: dict[str, int]          # output-section-like name -> bytes
+    groups: dict[str, int]            # text / rodata / data / bss
+    code: int = 0                     # bytes of executable sections
+    covered: int = 0                  # ... inside sized symbols
+    padding: int = 0                  # ... in gaps after sized symbols
+    cold: int = 0                     # bytes of .cold symbols
+    unlikely: int = 0                 # bytes of .text.unlikely sections
+
+
+@dataclass
+class Comparison:
+    old_path: str
+    new_path: str
+    old: Side
+    new: Side
+    rows: list[tuple[int, str]]       # (delta, name) in bloat-o-meter's order
+    table: BomTable
+    notes: list[str] = field(default_factory=list)
+
+
+def measure(inp: elf.Input, types: str, match=None) -> Side:
+    """Symbols (bloat-o-meter's set, with footprints), sections and padding of one input."""
+    import numpy as np
+    t = elf.read_tables(inp)
+    fp_extra, covered, padding = _gaps(np, t)
+    wanted = np.zeros(256, bool)
+    wanted[[ord(c) for c in types]] = True
+    rows = np.flatnonzero(wanted[t.sym_letter] & (t.sym_size > 0))
+    symbols: dict[str, list] = {}
+    cold = 0
+    for name, letter, size, gap in zip(t.names(rows), t.sym_letter[rows].tolist(),
+                                       t.sym_size[rows].tolist(), fp_extra[rows].tolist()):
+        key = bom_name(name)
+        if key is None or (match is not None and not match.search(key)):
+            continue
+        if ".cold" in name:
+            cold += size
+        entry = symbols.get(key)
+        if entry is None:
+            symbols[key] = [chr(letter), size, size + gap]
+        else:
+            entry[1] += size
+            entry[2] += size + gap
+    side = Side(symbols, {}, {"text": 0, "rodata": 0, "data": 0, "bss": 0}, cold=cold)
+    alloc = np.flatnonzero((t.sec_flags & elf.SHF_ALLOC != 0) & (t.sec_letter != 0))
+    for name, stype, flags, size in zip(t.section_names(alloc), t.sec_type[alloc].tolist(),
+                                        t.sec_flags[alloc].tolist(), t.sec_size[alloc].tolist()):
+        group = section_group(name)
+        side.sections[group] = side.sections.get(group, 0) + size
+        kind = ("text" if flags & elf.SHF_EXECINSTR else "bss" if stype == elf.SHT_NOBITS
+                else "data" if flags & elf.SHF_WRITE else "rodata")
+        side.groups[kind] += size
+        if kind == "text":
+            side.code += size
+            if group == ".text.unlikely":
+                side.unlikely += size
+    side.covered, side.padding = covered, padding
+    return side
+
+
+def _gaps(np, t):
+    """(padding after each symbol row, bytes covered by sized symbols, padding bytes).
+
+    In each executable section, symbols are walked by start address. Bytes between the end of
+    the sized symbols seen so far and the next symbol start (or the section end) are padding,
+    given to the symbol that reached furthest. A region that starts at an unsized symbol is code
+    we cannot size, not padding; overlapping and aliased symbols are merged.
+    """
+    sec = t.sym_section
+    code_sec = (t.sec_flags & elf.SHF_EXECINSTR != 0) & (t.sec_flags & elf.SHF_ALLOC != 0)
+    rows = np.flatnonzero((sec >= 0) & code_sec[np.maximum(sec, 0)])
+    gap = np.zeros(len(sec), np.int64)
+    if len(rows) == 0:
+        return gap, 0, 0
+    s = sec[rows]
+    relocatable = np.array([m.etype == 1 for m in t.inp.members])[t.sec_member[s]]
+    start = t.sym_value[rows].astype(np.int64) - np.where(relocatable, 0, t.sec_addr[s].astype(np.int64))
+    sec_end = t.sec_size[s].astype(np.int64)
+    start = np.clip(start, 0, sec_end)
+    end = np.minimum(start + t.sym_size[rows].astype(np.int64), sec_end)
+    order = np.lexsort((-end, start, s))
+    s, start, end, sec_end, rows = s[order], start[order], end[order], sec_end[order], rows[order]
+    # Running furthest end within each section: offset each section into its own range.
+    span = int(sec_end.max()) + 1
+    key = s.astype(np.int64) * span
+    reach = np.maximum.accumulate(np.where(end > start, key + end, key)) - key
+    reach = np.maximum(reach, 0)
+    idx = np.arange(len(rows))
+    owner = np.maximum.accumulate(np.where((end > start) & (end >= reach), idx, -1))
+    last = np.append(s[1:] != s[:-1], True)
+    nxt = np.where(last, sec_end, np.append(start[1:], 0))
+    covered_start = reach > start                     # the region after this start is known code
+    pad = np.where(covered_start, np.maximum(nxt - np.maximum(reach, start), 0), 0)
+    # A new section restarts the reach; rows whose reach came from an earlier section are fixed
+    # by the key offset above (reach never crosses a section).
+    prev_reach = np.where(np.append(True, s[1:] != s[:-1]), 0, np.append(0, reach[:-1]))
+    gained = np.maximum(end - np.maximum(start, prev_reach), 0)
+    has_owner = (owner >= 0) & (pad > 0)
+    np.add.at(gap, rows[owner[has_owner]], pad[has_owner])
+    return gap, int(gained.sum()), int(pad.sum())
+
+
+def compare(old_path: str, new_path: str, types: str | None = None, match=None) -> Comparison:
+    old_in, new_in = open_pair(old_path, new_path)
+    types = types or DEFAULT_TYPES
+    old, new = measure(old_in, types, match), measure(new_in, types, match)
+    table = bom_table("Function", {k: v[1] for k, v in old.symbols.items()},
+                      {k: v[1] for k, v in new.symbols.items()})
+    return Comparison(old_path, new_path, old, new, table.rows, table)
+
+
+# ---- renderers --------------------------------------------------------------------------------
+
+def _sym_records(c: Comparison, top: int | None):
+    rows = c.rows if top is None else _top(c.rows, top)
+    for d, name in rows:
+        o, n = c.old.symbols.get(name), c.new.symbols.get(name)
+        yield {"name": name, "type": (n or o)[0],
+               "old": o[1] if o else None, "new": n[1] if n else None, "delta": d,
+               "footprint_old": o[2] if o else None, "footprint_new": n[2] if n else None}
+
+
+def _section_records(c: Comparison):
+    names = sorted(c.old.sections.keys() | c.new.sections.keys(),
+                   key=lambda k: -max(c.old.sections.get(k, 0), c.new.sections.get(k, 0)))
+    for k in names:
+        o, n = c.old.sections.get(k), c.new.sections.get(k)
+        yield {"name": k, "old": o, "new": n, "delta": (n or 0) - (o or 0)}
+
+
+def _triple(o: int, n: int) -> dict:
+    return {"old": o, "new": n, "delta": n - o}
+
+
+def summary(c: Comparison) -> str:
+    """One line: how much of the code growth is padding and how much is in the symbols."""
+    o, n = c.old, c.new
+    d_code, d_pad, d_cov = n.code - o.code, n.padding - o.padding, n.covered - o.covered
+    d_rest = d_code - d_pad - d_cov
+    line = (f"code {o.code} -> {n.code} ({d_code:+d} bytes): padding {d_pad:+d}, "
+            f"instructions in sized symbols {d_cov:+d}")
+    if d_rest:
+        line += f", other (unsized code, section tails) {d_rest:+d}"
+    return line
+
+
+def _json(c: Comparison, top):
+    return {
+        "old": c.old_path, "new": c.new_path,
+        "symbols": list(_sym_records(c, top)),
+        "sections": list(_section_records(c)),
+        "groups": {k: _triple(c.old.groups[k], c.new.groups[k]) for k in c.old.groups},
+        "padding": _triple(c.old.padding, c.new.padding),
+        "code": _triple(c.old.code, c.new.code),
+        "in_symbols": _triple(c.old.covered, c.new.covered),
+        "cold": _triple(c.old.cold, c.new.cold),
+        "text_unlikely": _triple(c.old.unlikely, c.new.unlikely),
+        "total": _triple(c.table.total_old, c.table.total_new),
+        "summary": summary(c),
+    }
+
+
+def render(c: Comparison, fmt: str, top: int | None = None) -> str:
+    if fmt == "json":
+        import json
+        return json.dumps(_json(c, top), indent=1) + "\n"
+    if fmt == "csv":
+        import csv
+        import io
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(["kind", "name", "type", "old", "new", "delta", "footprint_old", "footprint_new"])
+        for r in _sym_records(c, top):
+            w.writerow(["symbol", r["name"], r["type"], _blank(r["old"]), _blank(r["new"]), r["delta"],
+                        _blank(r["footprint_old"]), _blank(r["footprint_new"])])
+        for r in _section_records(c):
+            w.writerow(["section", r["name"], "", _blank(r["old"]), _blank(r["new"]), r["delta"], "", ""])
+        for name, o, n in _extras(c):
+            w.writerow(["summary", name, "", o, n, n - o, "", ""])
+        return out.getvalue()
+    if fmt == "md":
+        return _markdown(c, top)
+    return _text(c, top)
+
+
+def _blank(v):
+    return "" if v is None else v
+
+
+def _dash(v):
+    return "-" if v is None else v
+
+
+def _extras(c: Comparison):
+    o, n = c.old, c.new
+    return [(f"{k} (sections)", o.groups[k], n.groups[k]) for k in o.groups] + [
+        ("padding in code", o.padding, n.padding),
+        ("code in sized symbols", o.covered, n.covered),
+        (".cold symbols", o.cold, n.cold),
+        (".text.unlikely", o.unlikely, n.unlikely),
+        ("symbols total", c.table.total_old, c.table.total_new)]
+
+
+def _text(c: Comparison, top) -> str:
+    t = c.table
+    lines = ["add/remove: %s/%s grow/shrink: %s/%s up/down: %s/%s (%s)" % (
+        t.add, t.remove, t.grow, t.shrink, t.up, -t.down, t.up - t.down),
+        "%-40s %7s %7s %+7s %10s" % ("Symbol", "old", "new", "delta", "footprint")]
+    for r in _sym_records(c, top):
+        fp = ""
+        if r["type"] in "tTwWi" and (r["footprint_old"] or r["footprint_new"]):
+            fp = "%+d" % ((r["footprint_new"] or 0) - (r["footprint_old"] or 0))
+        lines.append("%-40s %7s %7s %+7d %10s" % (r["name"], _dash(r["old"]), _dash(r["new"]),
+                                                   r["delta"], fp))
+    otot, ntot = t.total_old, t.total_new
+    lines.append("Total: Before=%d, After=%d, chg %+.2f%%" % (
+        otot, ntot, (ntot - otot) * 100.0 / otot if otot else 0))
+    lines += ["", "%-40s %10s %10s %+10s" % ("Section", "old", "new", "delta")]
+    for r in _section_records(c):
+        lines.append("%-40s %10s %10s %+10d" % (r["name"], _dash(r["old"]), _dash(r["new"]), r["delta"]))
+    lines.append("")
+    for name, o, n in _extras(c):
+        lines.append("%-40s %10d %10d %+10d" % (name, o, n, n - o))
+    lines += ["", summary(c)]
+    return "\n".join(lines) + "\n"
+
+
+def _markdown(c: Comparison, top) -> str:
+    t = c.table
+    lines = [f"`flagbench size`: add/remove {t.add}/{t.remove}, grow/shrink {t.grow}/{t.shrink}, "
+             f"up/down {t.up}/{-t.down} ({t.up - t.down:+d})", "",
+             "| symbol | old | new | delta |", "|---|---:|---:|---:|"]
+    for r in _sym_records(c, top):
+        lines.append(f"| `{r['name']}` | {_dash(r['old'])} | {_dash(r['new'])} | {r['delta']:+d} |")
+    lines += ["", "| | old | new | delta |", "|---|---:|---:|---:|"]
+    for name, o, n in _extras(c):
+        lines.append(f"| {name} | {o} | {n} | {n - o:+d} |")
+    lines += ["", summary(c)]
+    return "\n".join(lines) + "\n"

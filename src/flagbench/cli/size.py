@@ -47,7 +47,6 @@ def run(args) -> int:
         return 0
     if args.mode:
         raise UserError(f"-{args.mode} goes with --format=bom; use --kind for the other formats")
-    from flagbench import size_render
     comparison = size.compare(args.old, args.new, types=types, match=match)
-    sys.stdout.write(size_render.render(comparison, args.format, args.top))
+    sys.stdout.write(size.render(comparison, args.format, args.top))
     return 0
