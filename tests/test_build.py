@@ -189,7 +189,7 @@ def test_rejected_flag_names_variant_compiler_target_and_message(tmp_path):
     with pytest.raises(UserError) as e:
         build.build(spec.load(d))
     msg = str(e.value)
-    assert msg.startswith("variant strict: gcc (gcc) for x86_64 rejects its flags: ")
+    assert msg.startswith("variant strict: gcc for x86_64 rejects its flags: ")
     assert "unrecognized command-line option" in msg and "-mstrict-align" in msg
 
 
@@ -200,7 +200,7 @@ def test_clang_rejects_a_flag_for_the_wrong_target(tmp_path):
         [variants]
         strict = { cflags = ["-mstrict-align"] }
         """)
-    with pytest.raises(UserError, match=r"variant strict: clang-19 --target=x86_64-linux-gnu \(clang\) for x86_64 "
+    with pytest.raises(UserError, match=r"variant strict: clang \(clang-19 --target=x86_64-linux-gnu\) for x86_64 "
                                         r"rejects its flags: .*'-mstrict-align'"):
         build.build(spec.load(d))
 

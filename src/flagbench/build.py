@@ -122,8 +122,9 @@ def _cell_flags(exp: Experiment, cell: Cell, t: Target, pool: ThreadPoolExecutor
     required = [*t.extra_cflags(cell.compiler), *exp.cflags, *exp.target_cflags.get(cell.target, ()), *v.cflags]
     message = probe(argv, tools, required, exp.root)
     if message:
-        raise UserError(f"variant {v.name}: {' '.join(argv)} ({cell.compiler}) for {cell.target} rejects "
-                        f"its flags: {message}")
+        driver = " ".join(argv)
+        shown = cell.compiler if driver == cell.compiler else f"{cell.compiler} ({driver})"
+        raise UserError(f"variant {v.name}: {shown} for {cell.target} rejects its flags: {message}")
     optional = [*exp.target_optional_cflags.get(cell.target, ()), *v.optional_cflags]
     verdicts = list(pool.map(lambda f: probe(argv, tools, [*required, f], exp.root), optional))
     kept = []
