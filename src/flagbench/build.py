@@ -322,7 +322,11 @@ def link_executable(target: str, compiler: str, objects: Sequence[Path], out: Pa
     try:
         res = _run([*argv, *link, "-o", tmp, *map(str, objects), str(runtime), *ldflags], out.parent)
         if res.returncode != 0:
-            raise UserError(f"linking {out.name} for {target}/{compiler} failed: {_link_errors(res.stderr)}")
+            hint = ""
+            if "crt1.o" in res.stderr or "-lc" in res.stderr:
+                libc = [p for p in t.packages if p.startswith("libc6-dev")]
+                hint = f" (is the C library installed? apt-get install {' '.join(libc)})" if libc else ""
+            raise UserError(f"linking {out.name} for {target}/{compiler} failed: {_link_errors(res.stderr)}{hint}")
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
     finally:
