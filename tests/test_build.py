@@ -223,6 +223,17 @@ def test_optional_flags_are_dropped_with_a_note_where_rejected(tmp_path):
     assert sum("rejects optional -Wno-frobnicate" in n for n in notes) == 2
 
 
+def test_warning_flags_do_not_fail_the_probe(tmp_path):
+    d = experiment(tmp_path / "w", """
+        sources = ["a.c"]
+        compilers = ["gcc", "clang"]
+        cflags = ["-O2", "-Wall", "-Wextra", "-Wpedantic", "-Wmissing-prototypes"]
+        [variants]
+        v = {}
+        """)
+    assert [b.cflags[-1] for b in build.build(spec.load(d))] == ["-Wmissing-prototypes"] * 2
+
+
 def test_a_source_that_does_not_compile_shows_the_compiler_error(tmp_path):
     d = experiment(tmp_path / "s", """
         sources = ["good.c", "bad.c"]
@@ -289,7 +300,7 @@ def test_cli_text_output_and_progress(tmp_path, cache):
 
 
 RUNNABLE = [("x86_64", "gcc"), ("x86_64", "clang"), ("aarch64", "gcc"), ("aarch64", "clang"), ("arm", "gcc"),
-            ("riscv64", "gcc"), ("loongarch64", "clang"), ("hppa", "gcc")]
+            ("arm", "clang"), ("riscv64", "gcc"), ("riscv64", "clang"), ("loongarch64", "clang"), ("hppa", "gcc")]
 
 
 @pytest.mark.parametrize("target, compiler", RUNNABLE, ids=[f"{t}-{c}" for t, c in RUNNABLE])

@@ -30,7 +30,9 @@ from flagbench.toolchains import Target, get_target, install_hint, is_clang, too
 
 CACHE_ENV = "FLAGBENCH_CACHE"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
-PROBE_SOURCE = "int fb_probe;\n"
+# Quiet under -Wall -Wextra -Wpedantic -Wmissing-prototypes -Weverything: the probe
+# must fail only for the flags.
+PROBE_SOURCE = "int fb_probe(void);\nint fb_probe(void) { return 0; }\n"
 COMPILE_TIMEOUT = 600
 _ERROR_LINE = re.compile(r"^.*?(?:fatal )?error: .*$", re.M)
 
