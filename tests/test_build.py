@@ -318,6 +318,9 @@ def test_harness_links_statically_and_runs(tmp_path, target, compiler):
     assert (run.returncode, run.stdout) == (7, HARNESS_OUTPUT), run.stderr
     interp = subprocess.run(["readelf", "-l", str(exe)], capture_output=True, text=True).stdout
     assert "INTERP" not in interp                                  # static: no dynamic loader
+    (linker, version), = build.link_tool_versions(target, compiler).items()
+    assert linker.endswith("ld.lld-19" if compiler == "clang" else "ld")
+    assert ("LLD 19" if compiler == "clang" else "GNU ld") in version
 
 
 def test_freestanding_runtime_runs_natively(tmp_path):

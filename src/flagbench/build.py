@@ -26,7 +26,8 @@ from typing import Callable, Iterable, Sequence
 
 from flagbench.errors import UserError
 from flagbench.spec import Cell, Experiment, files_digest
-from flagbench.toolchains import Target, get_target, install_hint, is_clang, tool_version
+from flagbench.toolchains import (HOST_TRIPLET, LLD, Target, get_target, install_hint, is_clang,
+                                  tool_version)
 
 CACHE_ENV = "FLAGBENCH_CACHE"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -295,6 +296,17 @@ def compile_sources(target: str, compiler: str, sources: Sequence[Path], cflags:
         _link_or_copy(obj, dest)
         placed.append(dest)
     return placed
+
+
+def link_tool_versions(target: str, compiler: str) -> dict[str, str]:
+    """Version lines of the linker link_executable uses (lld for clang, binutils ld for gcc),
+    for the provenance of measured programs."""
+    t = get_target(target)
+    if is_clang(compiler):
+        linker = LLD
+    else:
+        linker = "ld" if t.triplet == HOST_TRIPLET else f"{t.triplet}-ld"
+    return {linker: cached_version(linker)} if shutil.which(linker) else {}
 
 
 def runtime_object(target: str, compiler: str) -> Path:
