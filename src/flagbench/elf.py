@@ -313,6 +313,8 @@ def sized_symbols_small(inp: Input) -> list[tuple[str, str, int]]:
         shstr_off, shstr_size = check_table(inp, m, headers, m.shstrndx, "section name table")
         skip = non_sections(headers, symtab, m.shstrndx)
         buf = inp.buf
+        if any(h[0] >= shstr_size for h in headers):
+            raise UserError(f"{m.name}: corrupt ELF (section name offset past the section name table)")
         letters = [NO_SECTION if i in skip else
                    section_letter(h[1], h[2], cstring(buf, shstr_off + h[0], shstr_off + shstr_size))
                    for i, h in enumerate(headers)]

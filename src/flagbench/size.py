@@ -48,9 +48,12 @@ def is_small(inp: elf.Input) -> bool:
     return total <= SMALL_SYMTAB
 
 
-def sized_entries(inp: elf.Input, types: str):
-    """(name, nm letter, size) of every symbol `nm --size-sort` lists with a letter in TYPES."""
-    if is_small(inp):
+def sized_entries(inp: elf.Input, types: str, vectorised: bool | None = None):
+    """(name, nm letter, size) of every symbol `nm --size-sort` lists with a letter in TYPES.
+
+    VECTORISED picks the reader (None: numpy only for large inputs)."""
+    small = is_small(inp) if vectorised is None else not vectorised
+    if small:
         return [e for e in elf.sized_symbols_small(inp) if e[1] in types]
     import numpy as np
     t = elf.read_tables(inp)

@@ -1,0 +1,298 @@
+"""flagbench size on real objects, archives and executables built here by real compilers.
+
+Oracles: GNU nm (binutils-multiarch reads every target) for the symbol list, the kernel's
+bloat-o-meter (Debian's 6.1 copy, and the same with the upstream weak-symbol patch applied)
+for --format=bom, readelf for the padding arithmetic.
+"""
+import collections
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flagbench import elf, size
+from flagbench.toolchains import TARGETS
+
+DATA = Path(__file__).parent / "data" / "size"
+ORACLE = Path(__file__).parent.parent / ".cache" / "bloat-o-meter"
+ALL = [("x86_64", "gcc"), ("x86_64", "clang"), ("aarch64", "gcc"), ("arm", "gcc"),
+       ("riscv64", "gcc"), ("loongarch64", "clang"), ("hppa", "gcc"), ("hppa64", "gcc")]
+
+
+def cc(tmp, target, compiler, source, out, flags=()):
+    t = TARGETS[target]
+    argv = t.compiler_argv(compiler) + list(t.base_cflags) + ["-O2", "-c", str(source), "-o", str(out)]
+    subprocess.run(argv + list(flags), check=True, capture_output=True)
+    return out
+
+
+def nm_sized(path):
+    """(name, letter, size) of `nm --size-sort`, lines as bloat-o-meter reads them."""
+    out = subprocess.run(["nm", "--size-sort", str(path)], capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        if not line or ":" in line:
+            continue
+        s, letter, name = line.split()
+        rows.append((name, letter, int(s, 16)))
+    return collections.Counter(rows)
+
+
+def both_readers(path):
+    """What the pure-Python and the numpy reader list, which must agree with each other."""
+    inp = elf.open_input(str(path))
+    small = collections.Counter(size.sized_entries(inp, "".join(map(chr, range(33, 127))), False))
+    big = collections.Counter(size.sized_entries(inp, "".join(map(chr, range(33, 127))), True))
+    return small, big
+
+
+def flagbench(*args):
+    return subprocess.run([sys.executable, "-m", "flagbench", "size", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def oracle(tmp_path, *args, current=False):
+    """Run bloat-o-meter; CURRENT applies upstream's weak-symbol commit to the 6.1 copy."""
+    script = ORACLE
+    if current:
+        text = ORACLE.read_text()
+        for a, b in (('"Function", "tT")', '"Function", "tTwW")'), ('"Data", "dDbB")', '"Data", "dDbBvV")'),
+                     ('"Data", "dDbBrR")', '"Data", "dDbBrRvV")'),
+                     ('"Function", "tTdDbBrR")', '"Function", "tTdDbBrRvVwW")')):
+            assert a in text
+            text = text.replace(a, b)
+        script = tmp_path / "bloat-o-meter-current"
+        script.write_text(text)
+    out = subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.parametrize("target,compiler", ALL, ids=[f"{t}-{c}" for t, c in ALL])
+def test_symbols_match_nm_on_every_target(tmp_path, target, compiler):
+    obj = cc(tmp_path, target, compiler, DATA / "kinds.c", tmp_path / "kinds.o")
+    want = nm_sized(obj)
+    small, big = both_readers(obj)
+    assert small == want
+    assert big == want
+    letters = {letter for _, letter, _ in want}
+    assert {"T", "W", "V", "D", "d", "B", "b", "R", "r", "C"} <= letters, letters
+
+
+def test_static_executable_archive_and_module(tmp_path):
+    exe = tmp_path / "prog"
+    (tmp_path / "main.c").write_text("#include <stdio.h>\nint main(void){puts(\"hi\");return 0;}\n")
+    subprocess.run(["gcc", "-O2", "-static", str(tmp_path / "main.c"), "-o", str(exe)], check=True)
+    objs = [cc(tmp_path, "x86_64", "gcc", DATA / f"{n}.c", tmp_path / f"{n}_with_a_long_member_name.o")
+            for n in ("kinds", "funcs", "module")]
+    gnu = tmp_path / "gnu.a"
+    subprocess.run(["ar", "rcs", str(gnu), *map(str, objs)], check=True)
+    bsd = tmp_path / "bsd.a"
+    subprocess.run(["llvm-ar-19", "rcs", "--format=bsd", str(bsd), *map(str, objs)], check=True)
+    ko = tmp_path / "demo.ko"
+    subprocess.run(["ld", "-r", "-o", str(ko), str(objs[2])], check=True)
+    for path in (exe, gnu, ko):
+        want = nm_sized(path)
+        small, big = both_readers(path)
+        assert small == want, path
+        assert big == want, path
+    assert both_readers(bsd)[1] == nm_sized(gnu)       # same members, BSD names
+    assert len(elf.open_input(str(gnu)).members) == 3
+    assert "i" in {letter for _, letter, _ in nm_sized(exe)}  # glibc's ifuncs (memcpy...)
+    assert sum(nm_sized(exe).values()) > 1000           # glibc's symbols, not just main
+
+
+def pair(tmp_path, target="x86_64", compiler="gcc", source="kinds.c", old=("-O1",), new=("-O2",)):
+    a = cc(tmp_path, target, compiler, DATA / source, tmp_path / f"old-{target}.o", old)
+    b = cc(tmp_path, target, compiler, DATA / source, tmp_path / f"new-{target}.o", new)
+    return a, b
+
+
+@pytest.mark.parametrize("mode", ["", "-c", "-d", "-t"])
+def test_bom_matches_bloat_o_meter_without_weak_symbols(tmp_path, mode):
+    objs = []
+    for flags in (("-O1",), ("-O2", "-funroll-loops")):
+        tag = "x".join(f.strip("-") for f in flags)
+        for src in ("funcs.c", "module.c"):
+            objs.append(cc(tmp_path, "x86_64", "gcc", DATA / src, tmp_path / f"{src}.{tag}.o", flags))
+    old, new = tmp_path / "old.a", tmp_path / "new.a"
+    subprocess.run(["ar", "rcs", str(old), *map(str, objs[:2])], check=True)
+    subprocess.run(["ar", "rcs", str(new), *map(str, objs[2:])], check=True)
+    assert not any(t in "wWvV" for _, t, _ in nm_sized(old) + nm_sized(new))
+    args = [mode] if mode else []
+    for a, b in ((objs[0], objs[2]), (objs[1], objs[3]), (old, new)):
+        want = oracle(tmp_path, *args, a, b)
+        got = flagbench("--format=bom", *args, a, b)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == want
+    assert "vermagic" not in got.stdout and "__mod_" not in got.stdout
+
+
+@pytest.mark.parametrize("target,compiler", ALL, ids=[f"{t}-{c}" for t, c in ALL])
+def test_bom_with_weak_symbols_on_every_target(tmp_path, target, compiler):
+    a, b = pair(tmp_path, target, compiler, old=("-O1",), new=("-O2",))
+    got = flagbench("--format=bom", a, b)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == oracle(tmp_path, a, b, current=True)
+    # By hand from nm: the weak function and the weak object are in the table (6.1 drops them).
+    old, new = nm_sized(a), nm_sized(b)
+    weak = {n: s for n, t, s in new if t in "wWvV"}
+    old_weak = {n: s for n, t, s in old if t in "wWvV"}
+    assert set(weak) == {"weak_fn", "weak_data"}
+    total_old = sum(s for _, t, s in old if t in size.DEFAULT_TYPES)
+    total_new = sum(s for _, t, s in new if t in size.DEFAULT_TYPES)
+    assert f"Total: Before={total_old}, After={total_new}," in got.stdout
+    d = weak["weak_fn"] - old_weak["weak_fn"]
+    if d:  # bloat-o-meter's row format
+        assert "%-40s %7s %7s %+7d" % ("weak_fn", old_weak["weak_fn"], weak["weak_fn"], d) in got.stdout
+    assert "weak_fn" not in oracle(tmp_path, a, b)
+
+
+def readelf_padding(path):
+    """Padding in .text from readelf alone: gaps after each function up to the next or the end."""
+    sections = subprocess.run(["readelf", "-SW", str(path)], capture_output=True, text=True).stdout
+    m = re.search(r"\]\s+\.text\s+PROGBITS\s+\w+\s+\w+\s+(\w+)", sections)
+    text_size = int(m.group(1), 16)
+    syms = subprocess.run(["readelf", "-sW", str(path)], capture_output=True, text=True).stdout
+    ndx = re.search(r"\[\s*(\d+)\]\s+\.text\s", sections).group(1)
+    funcs = sorted((int(p[1], 16), int(p[2])) for p in (line.split() for line in syms.splitlines())
+                   if len(p) >= 8 and p[3] == "FUNC" and p[6] == ndx)
+    ends = [v + s for v, s in funcs]
+    starts = [v for v, _ in funcs][1:] + [text_size]
+    return sum(nxt - end for end, nxt in zip(ends, starts)), len(funcs)
+
+
+def test_padding_with_falign_functions_64(tmp_path):
+    a = cc(tmp_path, "x86_64", "gcc", DATA / "funcs.c", tmp_path / "a.o")
+    b = cc(tmp_path, "x86_64", "gcc", DATA / "funcs.c", tmp_path / "b.o", ["-falign-functions=64"])
+    bom = flagbench("--format=bom", a, b).stdout
+    assert bom == oracle(tmp_path, a, b)
+    assert bom.rstrip().endswith("chg +0.00%")            # bloat-o-meter sees nothing
+    out = flagbench("--format=json", a, b)
+    assert out.returncode == 0, out.stderr
+    j = json.loads(out.stdout)
+    pad_a, n = readelf_padding(a)
+    pad_b, _ = readelf_padding(b)
+    assert n == 21
+    assert (j["padding"]["old"], j["padding"]["new"]) == (pad_a, pad_b)
+    assert pad_b - pad_a > 20 * 16                        # 21 functions now 64-byte apart
+    assert j["padding"]["delta"] == pad_b - pad_a
+    assert j["code"]["delta"] == j["padding"]["delta"] + j["in_symbols"]["delta"]
+    text = flagbench(a, b).stdout
+    assert f"padding {pad_b - pad_a:+d}" in text
+    # Footprint: size plus the gap after it, so footprints add up to the symbols plus padding.
+    fns = [s for s in j["symbols"] if s["type"] in "tT"]
+    assert all(s["footprint_new"] >= s["new"] for s in fns if s["new"])
+
+
+def test_cold_code_is_shown_apart(tmp_path):
+    a = cc(tmp_path, "x86_64", "gcc", DATA / "kinds.c", tmp_path / "a.o", ["-O2"])
+    j = json.loads(flagbench("--format=json", a, a).stdout)
+    cold = sum(s for n, t, s in nm_sized(a) if ".cold" in n)
+    unlikely = subprocess.run(["readelf", "-SW", str(a)], capture_output=True, text=True).stdout
+    m = re.search(r"\.text\.unlikely\s+PROGBITS\s+\w+\s+\w+\s+(\w+)", unlikely)
+    assert cold > 0 and m
+    assert j["cold"]["new"] == cold
+    assert j["text_unlikely"]["new"] == int(m.group(1), 16)
+    assert any(s["name"] == ".text.unlikely" for s in j["sections"])
+
+
+def test_formats_and_filters(tmp_path):
+    a, b = pair(tmp_path, old=("-O1",), new=("-O2",))
+    j = json.loads(flagbench("--format=json", a, b).stdout)
+    assert {"symbols", "sections", "padding", "total"} <= j.keys()
+    assert all({"name", "type", "old", "new", "delta"} <= s.keys() for s in j["symbols"])
+    assert all(s["delta"] == (s["new"] or 0) - (s["old"] or 0) for s in j["symbols"])
+    funcs = json.loads(flagbench("--format=json", "--functions", a, b).stdout)
+    assert funcs["symbols"] and all(s["type"] in "tTwW" for s in funcs["symbols"])
+    data = json.loads(flagbench("--format=json", "--kind", "data", a, b).stdout)
+    assert all(s["type"] in "dDbBvV" for s in data["symbols"])
+    one = json.loads(flagbench("--format=json", "--top", "1", a, b).stdout)
+    assert len(one["symbols"]) == 1
+    assert abs(one["symbols"][0]["delta"]) == max(abs(s["delta"]) for s in j["symbols"])
+    only = json.loads(flagbench("--format=json", "--match", "^get$", a, b).stdout)
+    assert [s["name"] for s in only["symbols"]] in (["get"], [])
+    csv = flagbench("--format=csv", a, b).stdout.splitlines()
+    assert csv[0].startswith("kind,name,type,old,new,delta")
+    assert len([r for r in csv if r.startswith("symbol,")]) == len(j["symbols"])
+    md = flagbench("--format=md", a, b).stdout
+    assert "| symbol | old | new | delta |" in md
+
+
+def one_line_error(result, *words):
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for w in words:
+        assert w in result.stderr, result.stderr
+
+
+def test_bad_inputs(tmp_path):
+    good = cc(tmp_path, "x86_64", "gcc", DATA / "kinds.c", tmp_path / "good.o")
+    data = good.read_bytes()
+    one_line_error(flagbench(tmp_path / "nope.o", good), "nope.o", "no such file")
+    (tmp_path / "text.o").write_text("just text\n")
+    one_line_error(flagbench(tmp_path / "text.o", good), "text.o", "not an ELF")
+    (tmp_path / "empty.o").write_bytes(b"")
+    one_line_error(flagbench(tmp_path / "empty.o", good), "empty.o", "empty")
+    for cut in (20, 60, len(data) // 2, len(data) - 8):
+        (tmp_path / "cut.o").write_bytes(data[:cut])
+        one_line_error(flagbench("--format=bom", tmp_path / "cut.o", good), "cut.o", "truncated")
+        one_line_error(flagbench(tmp_path / "cut.o", good), "cut.o", "truncated")
+    bad = bytearray(data)
+    bad[5] = 7                                            # EI_DATA
+    (tmp_path / "corrupt.o").write_bytes(bad)
+    one_line_error(flagbench(tmp_path / "corrupt.o", good), "corrupt.o", "corrupt")
+    shoff = int.from_bytes(data[0x28:0x30], "little")
+    bad = bytearray(data)
+    bad[0x3A:0x3C] = (17).to_bytes(2, "little")           # e_shentsize
+    (tmp_path / "corrupt2.o").write_bytes(bad)
+    one_line_error(flagbench(tmp_path / "corrupt2.o", good), "corrupt2.o", "corrupt")
+    bad = bytearray(data)
+    bad[shoff + 64 * 1:shoff + 64 * 1 + 4] = b"\xff\xff\xff\x7f"   # a section name offset
+    (tmp_path / "corrupt3.o").write_bytes(bad)
+    for fmt in ("bom", "text"):
+        r = flagbench(f"--format={fmt}", tmp_path / "corrupt3.o", good)
+        one_line_error(r, "corrupt3.o")
+    stripped = tmp_path / "stripped.o"
+    subprocess.run(["strip", "-o", str(stripped), str(good)], check=True)
+    one_line_error(flagbench(stripped, good), "stripped.o", "no symbol table")
+    one_line_error(flagbench("--format=bom", good, stripped), "stripped.o", "no symbol table")
+    empty = tmp_path / "empty.a"
+    empty.write_bytes(b"!<arch>\n")
+    one_line_error(flagbench(empty, good), "empty.a", "empty archive")
+    thin = tmp_path / "thin.a"
+    subprocess.run(["ar", "rcsT", str(thin), str(good)], check=True)
+    one_line_error(flagbench(thin, good), "thin.a", "thin archive")
+    one_line_error(flagbench("--match", "(", good, good), "--match")
+    # Different architectures: allowed, with one warning line.
+    arm = cc(tmp_path, "aarch64", "gcc", DATA / "kinds.c", tmp_path / "arm.o")
+    r = flagbench("--format=bom", good, arm)
+    assert r.returncode == 0
+    assert r.stderr.count("\n") == 1 and "warning" in r.stderr and "aarch64" in r.stderr
+
+
+def test_archive_member_parsing_edge_cases(tmp_path):
+    good = cc(tmp_path, "x86_64", "gcc", DATA / "kinds.c", tmp_path / "k.o")
+    arch = tmp_path / "odd.a"
+    # A non-ELF member (skipped, like nm does) next to an ELF one; odd sizes need the pad byte.
+    (tmp_path / "README").write_text("odd")
+    subprocess.run(["ar", "rc", str(arch), str(tmp_path / "README"), str(good)], check=True)
+    assert both_readers(arch)[1] == nm_sized(good)
+    raw = arch.read_bytes()
+    (tmp_path / "badhdr.a").write_bytes(raw[:66] + b"xx" + raw[68:])
+    one_line_error(flagbench(tmp_path / "badhdr.a", good), "badhdr.a", "corrupt archive")
+    (tmp_path / "short.a").write_bytes(raw[: len(raw) - 100])
+    one_line_error(flagbench(tmp_path / "short.a", good), "short.a", "truncated")
+
+
+def test_size_verb_does_not_import_numpy_for_bom_on_small_files(tmp_path):
+    a, b = pair(tmp_path)
+    code = ("import sys; from flagbench.cli import main; main(['size', '--format=bom', "
+            f"{str(a)!r}, {str(b)!r}]); assert 'numpy' not in sys.modules and 'scipy' not in sys.modules")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
