@@ -25,6 +25,7 @@ from __future__ import annotations
 import platform
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -241,9 +242,15 @@ def _memfn(ctx: _Context, build) -> list[BenchCell]:
     if not measures:
         return []
     cells = []
+    defined = _defined_symbols(build)
     for function in functions:
         if function == "libc" and not get_target(target).static_libc:
             ctx.note(f"{target}: no C library here (freestanding runtime); libc {kind} skipped")
+            continue
+        if function != "libc" and function not in defined:
+            if not any(function in _defined_symbols(b) for b in ctx.builds):
+                raise UserError(f"bench {ctx.name}: no object of the experiment defines {function}")
+            ctx.note(f"{target}/{build.cell.compiler}: {function} is not built for this target; skipped")
             continue
         defines = ({"memset": ("-DFB_KIND_MEMSET",), "memmove": ("-DFB_KIND_MEMMOVE",)}.get(kind, ())
                    + (("-DFB_LIBC",) if function == "libc" else (f"-DFB_FN={function}",)))
@@ -263,6 +270,23 @@ def _memfn(ctx: _Context, build) -> list[BenchCell]:
                     timed_metric="MB/s", counted_metric="insns_per_byte",
                     provenance={"function": function, "memcheck": str(checker)}))
     return cells
+
+
+_SYMBOLS: dict[tuple, frozenset[str]] = {}
+
+
+def _defined_symbols(build) -> frozenset[str]:
+    """Global text symbols of a build's objects (an implementation may exist on one target only:
+    rep movsb on x86_64). binutils-multiarch's nm reads objects of every target."""
+    key = tuple(build.objects)
+    if key not in _SYMBOLS:
+        out = subprocess.run(["nm", "--defined-only", "-P", *map(str, build.objects)],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise UserError(f"nm cannot read the objects of {build.cell.key}: {out.stderr.strip()[:200]}")
+        _SYMBOLS[key] = frozenset(line.split()[0] for line in out.stdout.splitlines()
+                                  if len(line.split()) >= 2 and line.split()[1] in "TtWi")
+    return _SYMBOLS[key]
 
 
 def _memcheck(ctx: _Context, exe: Path, target: str) -> Callable[[], str | None]:
