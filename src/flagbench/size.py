@@ -176,14 +176,21 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
     """The whole bloat-o-meter output for OLD vs NEW (mode None, "c", "d" or "t")."""
     old_in, new_in = open_pair(old_path, new_path)
     tables = BOM_TABLES[mode] if types is None else (("Function", types),)
+    olds = _table_sizes(old_in, tables, match)   # one file at a time: its pages go before the next
+    news = _table_sizes(new_in, tables, match)
+    return "".join(bom_text(bom_table(label, o, n), top)
+                   for (label, _), o, n in zip(tables, olds, news))
+
+
+def _table_sizes(inp: elf.Input, tables, match) -> list[dict[str, int]]:
     letters = "".join(sorted(set("".join(t for _, t in tables))))
-    old = sized_entries(old_in, letters)
-    new = sized_entries(new_in, letters)
-    if len(tables) > 1:  # read each file once, filter per table
-        old, new = list(old), list(new)
-    return "".join(bom_text(bom_table(label, bom_sizes(old, types, match),
-                                      bom_sizes(new, types, match)), top)
-                   for label, types in tables)
+    entries = sized_entries(inp, letters)
+    if len(tables) > 1:  # read the file once, filter per table
+        entries = list(entries)
+    sizes = [bom_sizes(entries, types, match) for _, types in tables]
+    del entries
+    inp.close()
+    return sizes
 
 
 # ---- beyond bloat-o-meter: sections, padding, footprints, cold code -------------------------

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""flagbench size --format=bom vs the kernel's bloat-o-meter, side by side on the same pairs.
+
+    .venv/bin/python bench/size_speed.py [--runs N] [--pair kernel|llvm|all]
+
+Pairs: (1) /work/kernel-pair/vmlinux.old/.new (made by bench/make-kernel-pair);
+(2) two merged LLVM static archives, /work/llvm-pair/llvm14.a and llvm15.a, made here when
+missing from Debian's llvm-14-dev and llvm-15-dev (`apt-get install -y --no-install-recommends
+llvm-14-dev llvm-15-dev`) by an `ar -M` script that adds every libLLVM*.a.
+
+Runs are interleaved (oracle, flagbench, oracle, ...); it prints both medians, the ratio and each
+tool's peak RSS (ru_maxrss of the largest process it ran: python or nm), and checks that both
+printed the same bytes. The oracle is the 6.1 copy with upstream's weak-symbol types patched in
+(the same change flagbench implements), so the outputs must be identical.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ORACLE = ROOT / ".cache" / "bloat-o-meter"
+KERNEL = (Path("/work/kernel-pair/vmlinux.old"), Path("/work/kernel-pair/vmlinux.new"))
+LLVM_DIR = Path("/work/llvm-pair")
+
+
+def current_oracle(tmp: Path) -> Path:
+    text = ORACLE.read_text()
+    for a, b in (('"Function", "tT")', '"Function", "tTwW")'), ('"Data", "dDbB")', '"Data", "dDbBvV")'),
+                 ('"Data", "dDbBrR")', '"Data", "dDbBrRvV")'),
+                 ('"Function", "tTdDbBrR")', '"Function", "tTdDbBrRvVwW")')):
+        text = text.replace(a, b)
+    out = tmp / "bloat-o-meter"
+    out.write_text(text)
+    return out
+
+
+def llvm_pair() -> tuple[Path, Path]:
+    LLVM_DIR.mkdir(parents=True, exist_ok=True)
+    out = []
+    for v in (14, 15):
+        archive = LLVM_DIR / f"llvm{v}.a"
+        if not archive.exists():
+            libs = sorted(glob.glob(f"/usr/lib/llvm-{v}/lib/libLLVM*.a"))
+            if not libs:
+                sys.exit(f"no /usr/lib/llvm-{v}/lib/libLLVM*.a: apt-get install -y "
+                         f"--no-install-recommends llvm-{v}-dev")
+            script = f"create {archive}\n" + "".join(f"addlib {lib}\n" for lib in libs) + "save\nend\n"
+            subprocess.run(["ar", "-M"], input=script, text=True, check=True)
+        out.append(archive)
+    return out[0], out[1]
+
+
+def timed(argv: list[str]) -> tuple[float, int, bytes]:
+    """Wall time, peak RSS (KB) of the largest process, stdout."""
+    # ru_maxrss of RUSAGE_CHILDREN is the maximum over all children so far: run each
+    # measurement in a fresh intermediate process so the numbers do not mix.
+    code = ("import resource,subprocess,sys,time,os;t=time.perf_counter();"
+            "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.DEVNULL);"
+            "d=time.perf_counter()-t;r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
+            "os.write(2,b'%f %d\\n'%(d,r));sys.stdout.buffer.write(p.stdout)")
+    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, check=True)
+    wall, rss = p.stderr.split()[-2:]
+    return float(wall), int(rss), p.stdout
+
+
+def bench(name: str, old: Path, new: Path, runs: int, oracle: Path) -> None:
+    tools = {
+        "bloat-o-meter": [sys.executable, str(oracle), str(old), str(new)],
+        "flagbench": [sys.executable, "-m", "flagbench", "size", "--format=bom", str(old), str(new)],
+    }
+    times = {k: [] for k in tools}
+    rss = {k: 0 for k in tools}
+    outputs = {}
+    timed(tools["flagbench"])  # warm the page cache for both
+    timed(tools["bloat-o-meter"])
+    for _ in range(runs):
+        for k, argv in tools.items():
+            t, r, out = timed(argv)
+            times[k].append(t)
+            rss[k] = max(rss[k], r)
+            outputs[k] = out
+    same = outputs["bloat-o-meter"] == outputs["flagbench"]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"{name}: {old.name} vs {new.name}, {runs} interleaved runs each")
+    for k in tools:
+        print(f"  {k:14s} median {med[k]:.3f} s  (min {min(times[k]):.3f}, max {max(times[k]):.3f})"
+              f"  peak RSS {rss[k] / 1024:.0f} MB")
+    print(f"  ratio bloat-o-meter / flagbench = {med['bloat-o-meter'] / med['flagbench']:.2f}x"
+          f"  output identical: {'yes' if same else 'NO'}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--pair", choices=("kernel", "llvm", "all"), default="all")
+    args = ap.parse_args()
+    os.chdir(ROOT)
+    with tempfile.TemporaryDirectory() as tmp:
+        oracle = current_oracle(Path(tmp))
+        if args.pair in ("kernel", "all"):
+            if all(p.exists() for p in KERNEL):
+                bench("kernel", *KERNEL, args.runs, oracle)
+            else:
+                print("kernel pair missing: run bench/make-kernel-pair (about 20 minutes)")
+        if args.pair in ("llvm", "all"):
+            bench("llvm", *llvm_pair(), args.runs, oracle)
+
+
+if __name__ == "__main__":
+    main()
