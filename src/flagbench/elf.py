@@ -101,9 +101,6 @@ def open_input(path: str) -> Input:
         if size == 0:
             raise UserError(f"{path}: empty file, not an ELF file or archive")
         buf = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        # Only headers, symbol and string tables are read, scattered over the file: without
-        # this, read-ahead and fault-around map most of a 250 MB archive into our RSS.
-        buf.madvise(mmap.MADV_RANDOM)
     finally:
         os.close(fd)
     head = buf[:8]
