@@ -1,8 +1,8 @@
 """The command line: a thin face over the stages.
 
 Each verb lives in its own module here with `register(subparsers)` and
-`run(args) -> int`; heavy imports happen inside `run` so `--help` and the
-fast verbs start quickly.
+`run(args) -> int`. Only the chosen verb's module is imported (and its heavy
+imports happen inside `run`), so `flagbench size` on two small files starts fast.
 """
 from __future__ import annotations
 
@@ -13,7 +13,16 @@ import sys
 from flagbench import __version__
 from flagbench.errors import UserError
 
-VERBS = ("doctor", "size", "asm", "build", "run", "wis", "report", "demo")
+VERBS = {   # verb -> the line `flagbench --help` shows without importing the verb
+    "doctor": "list compilers, disassemblers and runners per target",
+    "size": "symbol, section and padding size diff of two ELF files (bloat-o-meter compatible)",
+    "asm": "per-function disassembly diff and instruction mix of two builds",
+    "build": "compile an experiment's variants for its targets and compilers",
+    "run": "build an experiment's variants and run its benchmarks",
+    "wis": "run a will-it-scale testcase (processes and threads, 1..N tasks)",
+    "report": "print the tables of a stored run (default: the latest)",
+    "demo": "run the bundled case studies end to end and write their report",
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -23,19 +32,24 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = OneLineParser(prog="flagbench", description="Show me the numbers for a "
                            "code-generation change: size, asm and benchmarks of builds A vs B.")
     parser.add_argument("--version", action="version", version=f"flagbench {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=OneLineParser)
-    for verb in VERBS:
-        module = importlib.import_module(f"flagbench.cli.{verb}")
-        module.register(sub).set_defaults(handler=module.run)
+    args = sys.argv[1:] if argv is None else argv
+    chosen = next((a for a in args if not a.startswith("-")), None)
+    for verb, line in VERBS.items():
+        if verb == chosen:
+            module = importlib.import_module(f"flagbench.cli.{verb}")
+            module.register(sub).set_defaults(handler=module.run)
+        else:
+            sub.add_parser(verb, help=line)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()
