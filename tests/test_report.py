@@ -148,3 +148,16 @@ def test_variant_order_falls_back_to_sorted_and_missing_baseline_gives_dash():
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_many_variants_print_one_line_per_variant():
+    """Seven memcpy implementations side by side would not fit a terminal or a commit message."""
+    names = [f"impl{i}" for i in range(5)]
+    samples = [dict(bench="memcpy", metric="MB/s", unit="MB/s", variant=v, target="x86_64", compiler="gcc",
+                    params={"size": "32"}, value=100.0 * (1 + i) + j) for i, v in enumerate(names) for j in range(9)]
+    md = render(build_tables(samples, names), "md")
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    assert [c.strip() for c in table[0].split("|")[1:-1]] == ["size", "variant", "median", "vs impl0"]
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table[2:]]
+    assert [r[1] for r in rows] == names and rows[0][3] == "baseline"
+    assert rows[1][2] == "104.00" and rows[1][3].startswith("+100.0 %") and rows[1][3].endswith("faster")

@@ -152,7 +152,17 @@ def fmt_comparison(c: Comparison | None) -> str:
     return f"~ {body}" if c.verdict == "~" else f"{body} {c.verdict}"
 
 
+WIDE = 3   # more variants than this: one line per row x variant, or the table outgrows a terminal
+
+
 def _table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
+    if len(t.variants) > WIDE:
+        base = t.variants[0]
+        header = list(t.param_keys) + ["variant", "median", f"vs {base}"]
+        return header, [[r.params.get(k, "") for k in t.param_keys]
+                        + [v, fmt_value(r.median(v), t.exact),
+                           "baseline" if v == base else fmt_comparison(r.comparisons.get(v))]
+                        for r in t.rows for v in t.variants]
     header = list(t.param_keys) + list(t.variants) + [f"{v} vs {t.variants[0]}" for v in t.variants[1:]]
     body = []
     for r in t.rows:
