@@ -50,6 +50,20 @@ class Build:
     cached: bool                      # True: no compiler ran for this cell
 
 
+def archive(b: Build) -> Path:
+    """The cell's objects as one static archive (what `size` compares for an object set).
+    `ar S`: no symbol index, so ar need not understand the target's object format."""
+    out = b.dir / "objects.a"
+    if not out.exists():
+        tmp = out.with_name(f".objects.a.{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        done = _run(["ar", "rcS", str(tmp), *(str(o) for o in b.objects)], b.dir)
+        if done.returncode:
+            raise UserError(f"ar cannot archive the objects of {b.cell.key}: {_first_errors(done.stderr)}")
+        os.replace(tmp, out)
+    return out
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or ".cache/flagbench").resolve()
 

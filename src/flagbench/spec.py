@@ -26,7 +26,7 @@ BENCH_KEYS = {"name", "kind", "metrics", "samples", "warmup", "targets", "timeou
               "function", "count_iters", "functions", "sizes", "alignments",
               "testcase", "tasks", "modes", "duration", "warmup_seconds", "command"}
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench"}
+            "variants", "target", "bench", "show"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 _BAD_NAME = re.compile(r"[/:\s]|^\.")
@@ -72,6 +72,7 @@ class Experiment:
     hash: str                                    # sha256 of the file, its sources and their local headers
     target_optional_cflags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()                  # cells skipped, and why
+    show: tuple[str, ...] = ()                   # functions reports show side by side (asm)
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -219,7 +220,7 @@ class _Checker:
             sources=sources, cflags=cflags, variants=variants, targets=targets,
             compilers=compilers, target_cflags=target_cflags, benches=benches,
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
-            target_optional_cflags=target_optional)
+            target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()))
         pairs, notes = exp.pairs()
         if not pairs:
             self.fail(("compilers",), "no compiler here can build any target: " + "; ".join(notes))
