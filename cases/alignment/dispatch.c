@@ -6,7 +6,17 @@
 
 #define NOINLINE __attribute__((noinline))
 
-NOINLINE uint64_t op_add(uint64_t a, uint64_t b) { return a + b; }
+/* Seed 002's "selective isolation": align one function of the object to
+ * FB_ISOLATE bytes. The object's text section then starts on such a boundary
+ * wherever the code linked before it ends, so this object (and what follows it)
+ * no longer moves with earlier objects: at most FB_ISOLATE - 1 bytes of padding. */
+#ifdef FB_ISOLATE
+#define ISOLATE __attribute__((aligned(FB_ISOLATE)))
+#else
+#define ISOLATE
+#endif
+
+ISOLATE NOINLINE uint64_t op_add(uint64_t a, uint64_t b) { return a + b; }
 NOINLINE uint64_t op_xor(uint64_t a, uint64_t b) { return a ^ (b << 1); }
 NOINLINE uint64_t op_mul(uint64_t a, uint64_t b) { return a * (b | 1); }
 NOINLINE uint64_t op_rot(uint64_t a, uint64_t b) { return (a << (b & 31)) | (a >> (64 - (b & 31) - 1)); }

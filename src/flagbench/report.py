@@ -24,7 +24,8 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from flagbench.stats import Comparison, compare, compare_exact, higher_is_better, is_exact_metric
+from flagbench.stats import (Comparison, LayoutBand, band_verdict, compare, compare_exact, higher_is_better,
+                             is_exact_metric, layout_band)
 
 FORMATS = ("text", "md", "json", "csv")
 # Sweep axes go last so rows group by alignment (memcpy) or by mode (will-it-scale).
@@ -37,6 +38,9 @@ class Row:
     params: dict[str, str]
     values: dict[str, list[float]]                      # variant -> samples
     comparisons: dict[str, Comparison] = field(default_factory=dict)   # variant -> vs baseline
+    bands: dict[str, LayoutBand] = field(default_factory=dict)          # variant -> its layout band
+    band_verdicts: dict[str, str] = field(default_factory=dict)         # variant -> vs the baseline's band
+    layout_ratios: dict[str, float] = field(default_factory=dict)       # relink column -> median / its variant's
 
     def median(self, variant: str) -> float | None:
         values = sorted(self.values.get(variant, ()))
@@ -57,6 +61,7 @@ class Table:
     param_keys: list[str]
     rows: list[Row]
     exact: bool
+    layouts: dict[str, list[str]] = field(default_factory=dict)   # variant -> its relinks' columns ("v@L1", ...)
 
     @property
     def title(self) -> str:
@@ -93,6 +98,7 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
         bench, metric, target, compiler = key
         param_keys = sorted(keys_seen[key], key=lambda k: k in _INNER_AXES)
         variants = [v for v in order if any(v in vals for vals in rows_by_params.values())]
+        variants, layouts = _split_layouts(variants)
         exact = metric == EXACT_TABLE
         rows = []
         for params, values in rows_by_params.items():
@@ -101,12 +107,45 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
             for v in variants[1:]:
                 if base in values and v in values:
                     row.comparisons[v] = _compare(values[base], values[v], row.params.get("count", metric), exact, alpha)
+            _add_bands(row, variants[0], layouts)
             if not exact or any(row.median(v) for v in variants):   # counters that stayed 0 say nothing
                 rows.append(row)
         rows.sort(key=lambda r: [_natural(r.params.get(k, "")) for k in param_keys])
-        tables.append(Table(bench, metric, units[key], target, compiler, variants, param_keys, rows, exact))
+        tables.append(Table(bench, metric, units[key], target, compiler, variants, param_keys, rows, exact,
+                            layouts))
     tables.sort(key=lambda t: (t.bench, t.target, t.compiler, t.exact, t.metric))
     return tables
+
+
+def _split_layouts(columns: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Relink columns ("default@L3", run/layout.py) leave the table's variants and become
+    their variant's layouts; a column whose variant is not in the table stays a column.
+
+    >>> _split_layouts(["a", "b", "a@L2", "a@L1", "c@L1"])
+    (['a', 'b', 'c@L1'], {'a': ['a@L1', 'a@L2']})
+    """
+    from flagbench.run.layout import split_layout_column
+    layouts: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for column in columns:
+        parts = split_layout_column(column)
+        if parts and parts[0] in columns:
+            layouts[parts[0]].append((parts[1], column))
+    taken = {c for relinks in layouts.values() for _, c in relinks}
+    return [c for c in columns if c not in taken], {v: [c for _, c in sorted(r)] for v, r in layouts.items()}
+
+
+def _add_bands(row: Row, base: str, layouts: dict[str, list[str]]) -> None:
+    """Each relinked variant's band, and every comparison judged against the baseline's band."""
+    for variant, columns in layouts.items():
+        present = [c for c in columns if row.values.get(c)]
+        band = layout_band(row.values.get(variant, []), [row.values[c] for c in present])
+        if band is not None:
+            row.bands[variant] = band
+            row.layout_ratios.update(zip(present, band.ratios))
+    for variant, c in row.comparisons.items():
+        verdict = band_verdict(c.ci_low, c.ci_high, row.bands.get(base))
+        if verdict and c.verdict != "exact":
+            row.band_verdicts[variant] = verdict
 
 
 def _compare(old: list[float], new: list[float], metric: str, exact: bool, alpha: float) -> Comparison:
@@ -156,13 +195,23 @@ WIDE = 3   # more variants than this: one line per row x variant, or the table o
 
 
 def _table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
-    if len(t.variants) > WIDE:
+    if len(t.variants) > WIDE or t.layouts:
         base = t.variants[0]
         header = list(t.param_keys) + ["variant", "median", f"vs {base}"]
-        return header, [[r.params.get(k, "") for k in t.param_keys]
-                        + [v, fmt_value(r.median(v), t.exact),
-                           "baseline" if v == base else fmt_comparison(r.comparisons.get(v))]
-                        for r in t.rows for v in t.variants]
+        if t.layouts:
+            header += ["layout band", f"vs {base}'s band"]
+        body = []
+        for r in t.rows:
+            for v in t.variants:
+                line = [r.params.get(k, "") for k in t.param_keys]
+                line += [v, fmt_value(r.median(v), t.exact),
+                         "baseline" if v == base else fmt_comparison(r.comparisons.get(v))]
+                if t.layouts:
+                    band = r.bands.get(v)
+                    line += [f"{band.as_percent()} ({band.n_layouts} layouts)" if band else "",
+                             r.band_verdicts.get(v, "-" if v != base else "")]
+                body.append(line)
+        return header, body
     header = list(t.param_keys) + list(t.variants) + [f"{v} vs {t.variants[0]}" for v in t.variants[1:]]
     body = []
     for r in t.rows:
@@ -182,8 +231,12 @@ def _notes(t: Table) -> list[str]:
                 label = ",".join(f"{k}={val}" for k, val in r.params.items()) or "all"
                 where[re.sub(r"\d+ ?%", "N %", w) if "spread" in w else w].append(f"{v}@{label}")
     every = sum(len(r.comparisons) for r in t.rows)
-    return [f"{w}: {'every row' if len(cells) == every else ', '.join(cells[:4]) + (' …' if len(cells) > 4 else '')}"
-            for w, cells in where.items()]
+    notes = [f"{w}: {'every row' if len(cells) == every else ', '.join(cells[:4]) + (' …' if len(cells) > 4 else '')}"
+             for w, cells in where.items()]
+    if t.layouts:
+        notes.append("layout band: min..max over the variant and its relinks with code moved (layouts) of "
+                     "median / the variant's median; beyond = the whole CI lies outside the baseline's band")
+    return notes
 
 
 def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: list[dict] | None = None) -> str:
@@ -261,16 +314,23 @@ def _json(tables, run, failures) -> str:
         doc["tables"].append({
             "bench": t.bench, "metric": t.metric, "unit": t.unit, "target": t.target, "compiler": t.compiler,
             "exact": t.exact, "baseline": t.variants[0], "variants": t.variants, "param_keys": t.param_keys,
+            "layouts": t.layouts,
             "rows": [{"params": r.params,
                       "variants": {v: {"n": len(r.values.get(v, [])), "median": r.median(v),
                                        "samples": r.values.get(v, [])} for v in t.variants},
-                      "comparisons": {v: _comparison_dict(c) for v, c in r.comparisons.items()}}
+                      "layouts": {c: {"n": len(r.values.get(c, [])), "median": r.median(c),
+                                      "ratio": r.layout_ratios.get(c), "samples": r.values.get(c, [])}
+                                  for cs in t.layouts.values() for c in cs},
+                      "comparisons": {v: _comparison_dict(c) for v, c in r.comparisons.items()},
+                      "bands": {v: asdict(b) for v, b in r.bands.items()},
+                      "band_verdicts": r.band_verdicts}
                      for r in t.rows]})
     return json.dumps(doc, indent=2, default=str) + "\n"
 
 
 CSV_COLUMNS = ("bench", "target", "compiler", "params", "metric", "unit", "variant", "n", "median", "baseline",
-               "ratio", "ci_low", "ci_high", "p_value", "verdict", "warnings")
+               "ratio", "ci_low", "ci_high", "p_value", "verdict", "warnings", "band_low", "band_high",
+               "band_verdict")
 
 
 def _csv(tables, run, failures) -> str:
@@ -281,12 +341,18 @@ def _csv(tables, run, failures) -> str:
         for r in t.rows:
             params = ",".join(f"{k}={v}" for k, v in r.params.items())
             for v in t.variants:
-                c = r.comparisons.get(v)
+                c, band = r.comparisons.get(v), r.bands.get(v)
                 writer.writerow([t.bench, t.target, t.compiler, params, t.metric, t.unit, v,
                                  len(r.values.get(v, [])), r.median(v), t.variants[0],
                                  *(("", "", "", "", "baseline" if v == t.variants[0] else "", "") if c is None else
                                    (c.ratio, _blank(c.ci_low), _blank(c.ci_high), _blank(c.p_value), c.verdict,
-                                    "; ".join(c.warnings)))])
+                                    "; ".join(c.warnings))),
+                                 *((band.low, band.high) if band else ("", "")), r.band_verdicts.get(v, "")])
+                for column in t.layouts.get(v, []):   # a relink: its ratio to its own variant
+                    writer.writerow([t.bench, t.target, t.compiler, params, t.metric, t.unit, column,
+                                     len(r.values.get(column, [])), r.median(column), v,
+                                     _blank(r.layout_ratios.get(column)),
+                                     "", "", "", "layout", "", "", "", ""])
     for f in failures:
         writer.writerow([f["bench"], "", "", f["cell"], "", "", "", 0, "", "", "", "", "", "", "failed",
                          f.get("reason") or ""])

@@ -24,7 +24,8 @@ BENCH_KINDS = ("micro", "memcpy", "memset", "memmove", "wis", "command")
 # What run/benches.py reads from a [[bench]] table; anything else is a typo.
 BENCH_KEYS = {"name", "kind", "metrics", "samples", "warmup", "targets", "timeout",
               "function", "count_iters", "functions", "sizes", "alignments",
-              "testcase", "tasks", "modes", "duration", "warmup_seconds", "command"}
+              "testcase", "tasks", "modes", "duration", "warmup_seconds", "command",
+              "layouts", "layout_variants"}
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
             "variants", "target", "bench", "show"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}

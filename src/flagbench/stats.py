@@ -193,3 +193,56 @@ def compare_exact(old: float, new: float, *, metric: str = "") -> Comparison:
     return Comparison(metric=metric, n_old=1, n_new=1, median_old=float(old), median_new=float(new),
                       ratio=_ratio(float(new), float(old)), ci_low=None, ci_high=None, p_value=None,
                       verdict="exact", warnings=())
+
+
+# -- layout noise ---------------------------------------------------------------------------
+
+BEYOND, WITHIN = "beyond layout noise", "within layout noise"
+
+
+@dataclass(frozen=True)
+class LayoutBand:
+    """How far a variant moves when only its code placement changes (run/layout.py).
+
+    Each relink's median over the unshifted build's median is one draw of "layout luck";
+    the unshifted build is a layout too (ratio 1), so the band always holds 1. The band
+    is min..max of those K + 1 ratios. Each median carries its own sampling noise too,
+    which only widens the band (conservative). K draws understate the true extent: a
+    fresh layout falls outside the range of K + 1 with probability 2 / (K + 2).
+
+    >>> b = layout_band([10, 10, 10], [[9.5, 9.7, 9.6], [10.4, 10.3, 10.5]])
+    >>> b.low, b.high, b.n_layouts, b.ratios
+    (0.96, 1.04, 2, (0.96, 1.04))
+    >>> band_verdict(0.9, 0.95, b), band_verdict(0.95, 1.1, b), band_verdict(None, None, b)
+    ('beyond layout noise', 'within layout noise', None)
+    """
+    n_layouts: int
+    low: float
+    high: float
+    ratios: tuple[float, ...]     # each relink's median / the unshifted median, in layout order
+
+    def as_percent(self) -> str:
+        """
+        >>> LayoutBand(8, 0.969, 1.042, ()).as_percent()
+        '-3.1 % .. +4.2 %'
+        """
+        return f"{(self.low - 1) * 100:+.1f} % .. {(self.high - 1) * 100:+.1f} %"
+
+
+def layout_band(unshifted: Sequence[float], layouts: Sequence[Sequence[float]]) -> LayoutBand | None:
+    """The band of a variant from its unshifted samples and each relink's samples; None
+    without samples on either side."""
+    layouts = [np.asarray(v, dtype=float) for v in layouts if len(v)]
+    if not len(unshifted) or not layouts:
+        return None
+    base = float(np.median(np.asarray(unshifted, dtype=float)))
+    ratios = tuple(_ratio(float(np.median(v)), base) for v in layouts)
+    return LayoutBand(len(ratios), min(1.0, *ratios), max(1.0, *ratios), ratios)
+
+
+def band_verdict(ci_low: float | None, ci_high: float | None, band: LayoutBand | None) -> str | None:
+    """BEYOND when the whole CI of a ratio lies outside the band, WITHIN when it touches it;
+    None without a CI or a band: too few samples cannot say either."""
+    if ci_low is None or ci_high is None or band is None:
+        return None
+    return BEYOND if ci_low > band.high or ci_high < band.low else WITHIN

@@ -16,6 +16,11 @@ Kinds and what one cell stores (metric, unit):
 - wis: the will-it-scale driver (run/wis.py) per variant, x86_64 only: "per_second".
 - command: a whole command per variant, timed from outside: "seconds".
 
+`layouts = K` (micro): the variants named in `layout_variants` (default: the first,
+the baseline) are also relinked K times with their code moved (run/layout.py), each
+relink its own column "VARIANT@Ln", timed only (the machine code is the same, so
+instruction counts are too); report.py turns those columns into the layout-noise band.
+
 Builds are duck-typed as build.Build (cell.variant.name, cell.target, cell.compiler,
 objects, cflags, tools, dir); harness programs are compiled and linked by a `link`
 callable, by default flagbench.build's compile_sources + link_executable.
@@ -33,6 +38,7 @@ from typing import Any, Callable, Sequence
 from flagbench.errors import UserError
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET, Measurement, NativeExecutor, executor_for
+from flagbench.run.layout import bench_layouts
 from flagbench.toolchains import get_target
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
@@ -72,7 +78,10 @@ def link_with_build(build, program: Program, out_dir: Path) -> Path:
     target, compiler = build.cell.target, build.cell.compiler
     objects = builder.compile_sources(target, compiler, [program.source],
                                       [*harness_cflags(compiler), *program.defines], out_dir)
-    return builder.link_executable(target, compiler, [*objects, *build.objects], out_dir / program.name)
+    # A layout relink (run/layout.py) puts its padding before everything, harness included.
+    leading = tuple(getattr(build, "leading_objects", ()))
+    return builder.link_executable(target, compiler, [*leading, *objects, *build.objects],
+                                   out_dir / program.name)
 
 
 def _pad(n: int) -> str:
@@ -121,6 +130,7 @@ class _Context:
         self.single_variant = len({b.cell.variant.name for b in builds}) == 1
         self.native = None
         self.calibrated: dict[tuple, int] = {}   # one calibration per bench x target x compiler x point
+        self.layouts, self.layout_variants = bench_layouts(bench, [b.cell.variant.name for b in builds])
 
     def native_executor(self) -> NativeExecutor:
         if self.native is None:
@@ -145,8 +155,9 @@ class _Context:
         if text not in self.notes:
             self.notes.append(text)
 
-    def program(self, build, program: Program) -> Path:
-        out = self.workdir / self.name / build.cell.variant.name / build.cell.target / build.cell.compiler
+    def program(self, build, program: Program, column: str | None = None) -> Path:
+        column = column or build.cell.variant.name
+        out = self.workdir / self.name / column / build.cell.target / build.cell.compiler
         out.mkdir(parents=True, exist_ok=True)
         return self.link(build, program, out)
 
@@ -183,7 +194,22 @@ def _micro(ctx: _Context, build) -> list[BenchCell]:
     measures = ctx.measures_for(build.cell.target)
     if not measures:
         return []
-    exe = ctx.program(build, Program(MICRO_C, (f"-DFB_FN={function}",), f"micro-{function}"))
+    program = Program(MICRO_C, (f"-DFB_FN={function}",), f"micro-{function}")
+    variant = build.cell.variant.name
+    cells = [_micro_cell(ctx, build, ctx.program(build, program), variant, function, measures, {})]
+    if variant in ctx.layout_variants and "time" in measures:
+        from flagbench.run.layout import layout_column, plan, relink, symbol_address
+        for layout in plan(ctx.layouts, len(build.objects)):
+            column = layout_column(variant, layout.index)
+            exe = ctx.program(relink(build, layout, ctx.workdir), program, column)
+            address = symbol_address(exe, function)
+            cells.append(_micro_cell(ctx, build, exe, column, function, ["time"],
+                                     {**layout.describe(), "function_address": address}))
+    return cells
+
+
+def _micro_cell(ctx: _Context, build, exe: Path, column: str, function: str, measures: list[str],
+                provenance: dict) -> BenchCell:
     target, iters = build.cell.target, int(ctx.bench.get("count_iters", COUNT_ITERS))
     calib_key = (target, build.cell.compiler)
 
@@ -212,12 +238,13 @@ def _micro(ctx: _Context, build) -> list[BenchCell]:
             emit(f"{metric}_per_iter", delta / iters, metric.split("_")[0])
         return None
 
-    return [ctx.cell(build, build.cell.variant.name, {},
-                     timed=timed if "time" in measures else None,
-                     counted=counted if "insns" in measures else None,
-                     executor="native", count_executor=_count_executor_name(target),
-                     timed_metric="ns_per_iter", counted_metric="insns_per_iter",
-                     provenance={"function": function, "count_iters": iters})]
+    return ctx.cell(build, column, {},
+                    timed=timed if "time" in measures else None,
+                    counted=counted if "insns" in measures else None,
+                    executor="native", count_executor=_count_executor_name(target),
+                    timed_metric="ns_per_iter", counted_metric="insns_per_iter",
+                    provenance={"function": function, "count_iters": iters,
+                                **provenance})
 
 
 def _count_executor_name(target: str) -> str:

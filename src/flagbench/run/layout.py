@@ -1,0 +1,137 @@
+"""Code-layout relinks: the same objects, linked so that every function moves.
+
+A speed difference between two builds may be code-placement luck rather than the flag
+(Mytkowicz et al., ASPLOS 2009; Stabilizer, ASPLOS 2013). To measure that luck, a
+bench with `layouts = K` links a variant K more times, each time with
+
+- a padding object first on the link line (before the harness and the experiment's
+  objects): R bytes of never-executed text, R a multiple of 16 in 16..4096, so every
+  function linked after it (the harness, the experiment, the C library) moves by R;
+- the experiment's objects in a shuffled order (when there are several): link order
+  is the other half of Mytkowicz's placement effect.
+
+The objects themselves are the very files of the build: the machine code is the same,
+only addresses (and the PC-relative and absolute fields that encode them) differ.
+Every choice comes from a fixed seed and the layout's index, so layout 3 is the same
+program in every run, and a resumed run measures the same binaries.
+
+>>> sorted(lay.pad for lay in plan(256, 1)) == list(range(16, 4097, 16))   # distinct
+True
+>>> plan(3, 1)[:2] == plan(2, 1)
+True
+>>> layout_column("default", 3), split_layout_column("default@L3"), split_layout_column("O2")
+('default@L3', ('default', 3), None)
+"""
+from __future__ import annotations
+
+import random
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from flagbench.errors import UserError
+
+SEED = 0x1A7005                  # fixed: layout i is the same relink in every run
+PAD_STEP, PAD_MAX = 16, 4096     # functions are 16-aligned at -O2: finer steps would round away
+MAX_LAYOUTS = PAD_MAX // PAD_STEP
+_COLUMN = re.compile(r"^(?P<variant>.+)@L(?P<index>\d+)$")
+
+
+@dataclass(frozen=True)
+class Layout:
+    index: int                   # 1..K
+    pad: int                     # bytes of text linked before everything else
+    order: tuple[int, ...]       # the experiment's objects, by their index in the build
+
+    def describe(self) -> dict:
+        return {"layout": self.index, "pad_bytes": self.pad, "object_order": list(self.order)}
+
+
+def plan(k: int, n_objects: int, seed: int = SEED) -> list[Layout]:
+    """K layouts with distinct pads; the first j of a plan of K are the plan of j."""
+    if not 0 <= k <= MAX_LAYOUTS:
+        raise UserError(f"layouts must be 0..{MAX_LAYOUTS} (distinct paddings of {PAD_STEP}..{PAD_MAX} bytes)")
+    pads = list(range(PAD_STEP, PAD_MAX + 1, PAD_STEP))
+    random.Random(seed).shuffle(pads)
+    layouts = []
+    for i in range(1, k + 1):
+        order = list(range(n_objects))
+        random.Random(f"{seed}:{i}").shuffle(order)
+        layouts.append(Layout(i, pads[i - 1], tuple(order)))
+    return layouts
+
+
+def bench_layouts(bench: dict, variants: list[str]) -> tuple[int, frozenset[str]]:
+    """A [[bench]]'s `layouts = K` and `layout_variants = [...]` (default: the first
+    variant, the baseline), checked: (K, the variants to relink)."""
+    name, k = bench.get("name"), bench.get("layouts", 0)
+    wanted = bench.get("layout_variants", variants[:1])
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise UserError(f"bench {name}: layouts must be a whole number of relinks (0: none)")
+    if k and bench.get("kind") != "micro":
+        raise UserError(f"bench {name}: layouts is supported for kind micro only")
+    if not isinstance(wanted, list) or not all(isinstance(v, str) for v in wanted):
+        raise UserError(f"bench {name}: layout_variants must be a list of variant names")
+    unknown = [v for v in wanted if v not in variants]
+    if unknown and variants:
+        raise UserError(f"bench {name}: layout_variants names no variant {', '.join(unknown)} "
+                        f"(variants: {', '.join(dict.fromkeys(variants))})")
+    plan(k, 0)   # the range check, before anything is linked
+    return k, frozenset(wanted) if k else frozenset()
+
+
+def layout_column(variant: str, index: int) -> str:
+    """The table column (and stored cell variant) of a variant's relink."""
+    return f"{variant}@L{index}"
+
+
+def split_layout_column(column: str) -> tuple[str, int] | None:
+    m = _COLUMN.match(column)
+    return (m["variant"], int(m["index"])) if m else None
+
+
+def pad_source(pad: int, directory: Path) -> Path:
+    """An assembler file of `pad` bytes of local text (the content names the size, so the
+    build cache keeps one object per size). `%function` is the spelling every ELF
+    assembler here accepts ('@' starts a comment on arm and aarch64)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"fb_layout_pad_{pad}.s"
+    text = (f"\t.text\n\t.balign {PAD_STEP}\n\t.type fb_layout_pad_{pad}, %function\n"
+            f"fb_layout_pad_{pad}:\n\t.space {pad}\n\t.size fb_layout_pad_{pad}, {pad}\n")
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+@dataclass(frozen=True)
+class LayoutBuild:
+    """A build as benches.py sees it (duck-typed build.Build), relinked: `leading_objects`
+    go first on the link line, `objects` are the build's own in the layout's order."""
+    base: object
+    layout: Layout
+    leading_objects: tuple[Path, ...]
+    objects: tuple[Path, ...]
+
+    def __getattr__(self, name):   # cell, cflags, tools, dir: those of the build
+        return getattr(self.base, name)
+
+
+def relink(build, layout: Layout, workdir: Path) -> LayoutBuild:
+    """The build with its padding object compiled (cached) for the build's target and compiler."""
+    from flagbench.build import compile_sources
+    target, compiler = build.cell.target, build.cell.compiler
+    source = pad_source(layout.pad, workdir / "layout-pads")
+    pad_object, = compile_sources(target, compiler, [source], [])   # the cache's own file
+    objects = tuple(build.objects)
+    return LayoutBuild(build, layout, (pad_object,), tuple(objects[i] for i in layout.order))
+
+
+def symbol_address(executable: Path, name: str) -> int | None:
+    """Where `name` landed in a linked program (nm reads every target's ELF here)."""
+    out = subprocess.run(["nm", "--defined-only", "-P", str(executable)], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0] == name:
+            return int(parts[2], 16)
+    return None
