@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,13 @@ def test_bad_input(argv, message, capsys):
 def test_missing_testcase(capsys):
     assert main(["wis", "/nonexistent/t.c"]) == 2
     assert "no such testcase" in capsys.readouterr().err
+
+
+def test_kernel_like_non_pic_flags_still_link(tmp_path):
+    """-fno-pic objects cannot go into Debian's default PIE executable: the driver links -no-pie."""
+    from flagbench.run.wis import build_testcase
+    exe = build_testcase(DATA / "wis_getppid.c", "processes", tmp_path,
+                         ["-O2", "-mno-sse", "-mgeneral-regs-only", "-fno-pic"])
+    assert exe.exists()
+    header = subprocess.run(["readelf", "-h", str(exe)], capture_output=True, text=True, check=True).stdout
+    assert "EXEC (Executable file)" in header

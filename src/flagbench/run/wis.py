@@ -24,6 +24,7 @@ from flagbench.run.executors import FIXED_CWD, FIXED_ENV, signal_name
 DRIVER = Path(__file__).resolve().parent / "wis_main.c"
 MODES = ("processes", "threads")
 BASE_CFLAGS = ("-O2", "-g", "-Wall", "-pthread")
+NON_PIC_FLAGS = {"-fno-pic", "-fno-PIC", "-fno-pie", "-fno-PIE", "-mcmodel=kernel"}
 
 # on_sample(mode, tasks, index, per_second, is_warmup)
 SampleCallback = Callable[[str, int, int, float, bool], None]
@@ -39,11 +40,14 @@ def build_testcase(testcase: Path, mode: str, out_dir: Path, cflags: Sequence[st
     if shutil.which(compiler) is None:
         raise UserError(f"compiler {compiler} not found (apt-get install gcc / clang-19)")
     exe = out_dir / f"{testcase.stem}_{mode}"
-    argv = [compiler, *BASE_CFLAGS, *cflags, *(["-DTHREADS"] if mode == "threads" else []),
+    # Code built without PIC (kernel-like flags) cannot go into the default PIE executable.
+    no_pie = ["-no-pie"] if set(cflags) & NON_PIC_FLAGS else []
+    argv = [compiler, *BASE_CFLAGS, *cflags, *no_pie, *(["-DTHREADS"] if mode == "threads" else []),
             "-o", str(exe), str(DRIVER), str(testcase.resolve())]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
-        message = " | ".join(line for line in proc.stderr.splitlines() if "error" in line)
+        message = " | ".join(line for line in proc.stderr.splitlines()
+                             if ("error" in line or "ld:" in line) and not line.startswith("collect2"))
         raise UserError(f"{testcase} does not compile ({mode}): "
                         f"{message or proc.stderr.strip() or 'exit status %d' % proc.returncode}")
     return exe
