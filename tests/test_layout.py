@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from scipy.stats import chi2
 
 from flagbench import build, spec
 from flagbench.errors import UserError
@@ -218,6 +219,11 @@ def test_band_and_verdicts_from_stored_samples(banded_store):
     assert band.n_layouts == 3
     assert band.low == pytest.approx(0.98) and band.high == pytest.approx(1.03)
     assert band.ratios == pytest.approx((1.03, 0.98, 1.01))
+    # Kruskal-Wallis by hand: the four groups of 9 do not overlap, so their ranks are
+    # A@L2 1..9, A 10..18, A@L3 19..27, A@L1 28..36 (rank sums 45, 126, 207, 288)
+    h = 12 / (36 * 37) * (45**2 + 126**2 + 207**2 + 288**2) / 9 - 3 * 37
+    assert h == pytest.approx(32.8378, abs=1e-4)
+    assert band.p_value == pytest.approx(chi2.sf(h, 3))   # df = groups - 1
     assert row.comparisons["B"].ci_low > 1.03 and row.comparisons["E"].ci_low < 1.03 < row.comparisons["E"].ci_high
     assert row.band_verdicts == {"B": BEYOND, "C": WITHIN, "D": BEYOND, "E": WITHIN}
     assert row.comparisons["E"].verdict == "slower"   # significant, yet within layout noise
@@ -228,7 +234,7 @@ def test_band_and_verdicts_from_stored_samples(banded_store):
 def test_band_in_every_format(banded_store):
     s, run = banded_store
     text = report_run(s, run, "text")
-    assert "-2.0 % .. +3.0 % (3 layouts)" in text and BEYOND in text and WITHIN in text
+    assert "-2.0 % .. +3.0 % (3 layouts, p=0.000)" in text and BEYOND in text and WITHIN in text
     assert "A@L1" not in text                                   # relinks are the band, not columns
     md = report_run(s, run, "md")
     header = next(line for line in md.splitlines() if line.startswith("| variant"))
@@ -236,7 +242,7 @@ def test_band_in_every_format(banded_store):
         "variant", "median", "vs A", "layout band", "vs A's band"]
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in md.splitlines() if line.startswith("|")]
     by_variant = {c[0]: c for c in cells if len(c) == 5}
-    assert by_variant["A"][3:] == ["-2.0 % .. +3.0 % (3 layouts)", ""]
+    assert by_variant["A"][3:] == ["-2.0 % .. +3.0 % (3 layouts, p=0.000)", ""]
     assert by_variant["B"][4] == BEYOND and by_variant["E"][4] == WITHIN and by_variant["B"][3] == ""
     doc = json.loads(report_run(s, run, "json"))
     table, = [t for t in doc["tables"] if t["metric"] == "ns_per_iter"]

@@ -38,3 +38,17 @@ NOINLINE uint64_t interpret(unsigned long n)
 	}
 	return acc;
 }
+
+/* Two tiny calls per iteration: a tight loop of call/return pairs whose speed
+ * on recent x86 cores swings by +-10 % with where its three blocks fall (which
+ * fetch lines and uop-cache windows they share): placement, not code. */
+NOINLINE uint64_t step_mul(uint64_t a) { return a * 3 + 1; }
+NOINLINE uint64_t step_shift(uint64_t a) { return a ^ (a >> 7); }
+
+NOINLINE uint64_t call_chain(unsigned long n)
+{
+	uint64_t a = 1;
+	for (unsigned long i = 0; i < n; i++)
+		a = step_shift(step_mul(a)) + i;
+	return a;
+}

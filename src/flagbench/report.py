@@ -208,7 +208,7 @@ def _table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
                          "baseline" if v == base else fmt_comparison(r.comparisons.get(v))]
                 if t.layouts:
                     band = r.bands.get(v)
-                    line += [f"{band.as_percent()} ({band.n_layouts} layouts)" if band else "",
+                    line += [_fmt_band(band) if band else "",
                              r.band_verdicts.get(v, "-" if v != base else "")]
                 body.append(line)
         return header, body
@@ -220,6 +220,15 @@ def _table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
         line += [fmt_comparison(r.comparisons.get(v)) for v in t.variants[1:]]
         body.append(line)
     return header, body
+
+
+def _fmt_band(band: LayoutBand) -> str:
+    """
+    >>> _fmt_band(LayoutBand(12, 0.889, 1.135, (), 0.0004))
+    '-11.1 % .. +13.5 % (12 layouts, p=0.000)'
+    """
+    p = "" if band.p_value is None else f", p={band.p_value:.3f}"
+    return f"{band.as_percent()} ({band.n_layouts} layouts{p})"
 
 
 def _notes(t: Table) -> list[str]:
@@ -234,8 +243,9 @@ def _notes(t: Table) -> list[str]:
     notes = [f"{w}: {'every row' if len(cells) == every else ', '.join(cells[:4]) + (' …' if len(cells) > 4 else '')}"
              for w, cells in where.items()]
     if t.layouts:
-        notes.append("layout band: min..max over the variant and its relinks with code moved (layouts) of "
-                     "median / the variant's median; beyond = the whole CI lies outside the baseline's band")
+        notes.append("layout band: min..max of median / the variant's median over the variant and its relinks "
+                     "with code moved; p: do the layouts differ at all (Kruskal-Wallis); beyond = the whole CI "
+                     "lies outside the baseline's band")
     return notes
 
 

@@ -209,10 +209,12 @@ class LayoutBand:
     is min..max of those K + 1 ratios. Each median carries its own sampling noise too,
     which only widens the band (conservative). K draws understate the true extent: a
     fresh layout falls outside the range of K + 1 with probability 2 / (K + 2).
+    `p_value` (Kruskal-Wallis over the K + 1 sample groups) says whether the layouts
+    differ at all beyond the noise of single runs: a small p means placement matters.
 
     >>> b = layout_band([10, 10, 10], [[9.5, 9.7, 9.6], [10.4, 10.3, 10.5]])
-    >>> b.low, b.high, b.n_layouts, b.ratios
-    (0.96, 1.04, 2, (0.96, 1.04))
+    >>> b.low, b.high, b.n_layouts, b.ratios, b.p_value
+    (0.96, 1.04, 2, (0.96, 1.04), None)
     >>> band_verdict(0.9, 0.95, b), band_verdict(0.95, 1.1, b), band_verdict(None, None, b)
     ('beyond layout noise', 'within layout noise', None)
     """
@@ -220,6 +222,7 @@ class LayoutBand:
     low: float
     high: float
     ratios: tuple[float, ...]     # each relink's median / the unshifted median, in layout order
+    p_value: float | None = None  # Kruskal-Wallis: do the layouts differ? (None: < MIN_SAMPLES_CI each)
 
     def as_percent(self) -> str:
         """
@@ -237,7 +240,13 @@ def layout_band(unshifted: Sequence[float], layouts: Sequence[Sequence[float]]) 
         return None
     base = float(np.median(np.asarray(unshifted, dtype=float)))
     ratios = tuple(_ratio(float(np.median(v)), base) for v in layouts)
-    return LayoutBand(len(ratios), min(1.0, *ratios), max(1.0, *ratios), ratios)
+    groups = [np.asarray(unshifted, dtype=float), *layouts]
+    p_value = None
+    if min(g.size for g in groups) >= MIN_SAMPLES_CI:
+        from scipy.stats import kruskal
+        everything = np.concatenate(groups)
+        p_value = 1.0 if np.all(everything == everything[0]) else float(kruskal(*groups).pvalue)
+    return LayoutBand(len(ratios), min(1.0, *ratios), max(1.0, *ratios), ratios, p_value)
 
 
 def band_verdict(ci_low: float | None, ci_high: float | None, band: LayoutBand | None) -> str | None:
