@@ -128,6 +128,7 @@ def test_k_layouts_are_k_programs_whose_code_moved_but_did_not_change(relinked):
     addresses = {col: nm_addresses(exe) for col, exe in exes.items() if col != "other"}
     spin = {col: a["spin"] for col, a in addresses.items()}
     assert len(set(spin.values())) == 5, spin                    # five programs, five places
+    assert cells[0].provenance["function_address"] == spin["base"]
     for c in relinks:
         pad, order = c.provenance["pad_bytes"], c.provenance["object_order"]
         assert pad % 16 == 0 and 16 <= pad <= 4096

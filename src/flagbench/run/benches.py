@@ -196,9 +196,11 @@ def _micro(ctx: _Context, build) -> list[BenchCell]:
         return []
     program = Program(MICRO_C, (f"-DFB_FN={function}",), f"micro-{function}")
     variant = build.cell.variant.name
-    cells = [_micro_cell(ctx, build, ctx.program(build, program), variant, function, measures, {})]
+    exe = ctx.program(build, program)
+    cells = [_micro_cell(ctx, build, exe, variant, function, measures, {})]
     if variant in ctx.layout_variants and "time" in measures:
         from flagbench.run.layout import layout_column, plan, relink, symbol_address
+        cells[0].provenance["function_address"] = symbol_address(exe, function)   # the unshifted layout
         for layout in plan(ctx.layouts, len(build.objects)):
             column = layout_column(variant, layout.index)
             exe = ctx.program(relink(build, layout, ctx.workdir), program, column)
