@@ -412,3 +412,5 @@ def _link_or_copy(src: Path, dest: Path) -> None:
     except OSError:
         shutil.copy2(src, tmp)
     os.replace(tmp, dest)
+    # rename() between two links to one inode does nothing and leaves tmp behind
+    tmp.unlink(missing_ok=True)
