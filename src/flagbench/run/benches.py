@@ -44,7 +44,7 @@ from flagbench.toolchains import get_target
 HARNESS_DIR = Path(__file__).resolve().parent.parent / "harness"
 MICRO_C, MEMCHECK_C, MEMSWEEP_C = (HARNESS_DIR / f for f in ("micro.c", "memcheck.c", "memsweep.c"))
 KINDS = ("micro", "memcpy", "memset", "memmove", "wis", "command")
-MEASURES = ("time", "insns")
+MEASURES = ("time", "insns", "perf")   # perf: task-clock and page faults of each timed run
 COUNT_ITERS = 1000           # micro: counted with n and 2n
 COUNT_WIDTH = 10             # counted argv numbers are zero-padded to this width
 DEFAULT_SIZES = (32, 100, 4096, 1048576)
@@ -121,10 +121,11 @@ class _Context:
         self.timeout = float(bench.get("timeout", 300))
         self.samples = int(bench.get("samples", 10))
         self.warmup = int(bench.get("warmup", 1))
-        measures = bench.get("metrics", list(MEASURES))
+        measures = bench.get("metrics", ["time", "insns"])
         if not isinstance(measures, list) or not measures or set(measures) - set(MEASURES):
             raise UserError(f"bench {self.name}: metrics must be a list of {', '.join(MEASURES)}")
         self.measures = measures
+        self.perf = "perf" in measures and self._perf_here()
         wanted = bench.get("targets")
         self.builds = [b for b in builds if wanted is None or b.cell.target in wanted]
         self.single_variant = len({b.cell.variant.name for b in builds}) == 1
@@ -134,8 +135,15 @@ class _Context:
 
     def native_executor(self) -> NativeExecutor:
         if self.native is None:
-            self.native = NativeExecutor()
+            self.native = NativeExecutor(perf=self.perf)
         return self.native
+
+    def _perf_here(self) -> bool:
+        from flagbench.run.executors import perf_available
+        if not perf_available():
+            self.note("perf stat -e task-clock,page-faults does not work here (apt-get install linux-perf; "
+                      "kernel.perf_event_paranoid): no perf metrics")
+        return perf_available()
 
     def measures_for(self, target: str) -> list[str]:
         spec = get_target(target)
@@ -144,6 +152,8 @@ class _Context:
             return []
         out = []
         for m in self.measures:
+            if m == "perf":
+                continue                  # rides on the timed runs
             if m == "time" and (target != HOST_TARGET or platform.machine() != HOST_TARGET):
                 self.note(f"{target}: time is measured natively on {HOST_TARGET} only; insns instead")
                 continue
@@ -227,6 +237,7 @@ def _micro_cell(ctx: _Context, build, exe: Path, column: str, function: str, mea
         if _failure(m) or _need(m, "iters", "ns"):
             return _failure(m) or _need(m, "iters", "ns")
         emit("ns_per_iter", m.metrics["ns"] / m.metrics["iters"], "ns")
+        emit_perf(m, emit)
         return None
 
     def counted(emit: Emit) -> str | None:
@@ -247,6 +258,14 @@ def _micro_cell(ctx: _Context, build, exe: Path, column: str, function: str, mea
                     timed_metric="ns_per_iter", counted_metric="insns_per_iter",
                     provenance={"function": function, "count_iters": iters,
                                 **provenance})
+
+
+def emit_perf(m: Measurement, emit: Emit) -> None:
+    """perf's software events of a timed run, when it ran under perf (whole process: harness start-up too)."""
+    if "task_clock_ns" in m.metrics:
+        emit("task_clock_ms", m.metrics["task_clock_ns"] / 1e6, "ms")
+    if "page_faults" in m.metrics:
+        emit("page_faults", m.metrics["page_faults"], "faults")
 
 
 def _count_executor_name(target: str) -> str:
@@ -461,13 +480,14 @@ def _command(ctx: _Context, build) -> list[BenchCell]:
     argv = fill_command(command, {"dir": [str(build.dir)], "cc": cc, "cflags": _compile_flags(build),
                                   "target": [target], "variant": [build.cell.variant.name],
                                   "root": [str(ctx.root)]})
-    executor = NativeExecutor(cpu=None, parse_stdout=False)   # a build may use every CPU
+    executor = NativeExecutor(cpu=None, parse_stdout=False, perf=ctx.perf)   # a build may use every CPU
 
     def timed(emit: Emit) -> str | None:
         m = executor.measure(argv, timeout=ctx.timeout)
         if not m.ok:
             return m.failure + (f": {m.stderr.strip().splitlines()[-1]}" if m.stderr.strip() else "")
         emit("seconds", m.metrics["wall_ns"] / 1e9, "s")
+        emit_perf(m, emit)
         return None
 
     return [ctx.cell(build, build.cell.variant.name, {}, timed=timed, executor="native-command",
