@@ -175,8 +175,8 @@ def fmt_value(value: float | None, exact: bool = False) -> str:
 
 def fmt_comparison(c: Comparison | None) -> str:
     """
-    >>> fmt_comparison(compare_exact(100, 117))
-    '+17.00 % exact'
+    >>> fmt_comparison(compare_exact(100, 117)), fmt_comparison(compare_exact(0, 8))
+    ('+17.00 % exact', '+8 exact')
     >>> fmt_comparison(compare([1, 2, 3], [1, 2, 3]))
     '~ +0.0 % (n=3+3, no CI)'
     """
@@ -184,6 +184,8 @@ def fmt_comparison(c: Comparison | None) -> str:
         return "-"
     pct = lambda r: f"{(r - 1) * 100:+.1f}"   # noqa: E731 - ratio -> "+5.0"
     if c.verdict == "exact":
+        if c.median_old == 0:        # no ratio from zero: the difference itself
+            return f"{c.median_new:+g} exact"
         return f"{(c.ratio - 1) * 100:+.2f} % exact"
     if c.ci_low is None:
         return f"~ {pct(c.ratio)} % (n={c.n_old}+{c.n_new}, no CI)"
