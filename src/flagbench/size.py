@@ -220,7 +220,8 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
         olds, news = both(_table_sizes, old_in, new_in, tables, match)
         made = [bom_table(label, o, n) for (label, _), o, n in zip(tables, olds, news)]
     else:
-        olds, news = both(_large_table_sizes, old_in, new_in, tables, match)
+        olds, news = both(_large_table_sizes, old_in, new_in, tables, match,
+                          new_func=_large_table_sizes_indexed)
         from flagbench import size_large
         made = [size_large.bom_table(label, o, n) for (label, _), o, n in zip(tables, olds, news)]
     return "".join(bom_text(t, top) for t in made)
@@ -229,6 +230,11 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
 def _large_table_sizes(inp: elf.Input, tables, match):
     from flagbench import size_large   # here, so that both processes import numpy at once
     return size_large.table_sizes(inp, tables, match)
+
+
+def _large_table_sizes_indexed(inp: elf.Input, tables, match):
+    from flagbench import size_large
+    return size_large.table_sizes(inp, tables, match, index=True)
 
 
 def _table_sizes(inp: elf.Input, tables, match) -> list[dict[str, int]]:

@@ -9,6 +9,7 @@ Names are grouped by one `dict.setdefault` pass and sizes summed with `bincount`
 """
 from __future__ import annotations
 
+from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
@@ -19,8 +20,9 @@ from flagbench.size import _NUMBER, SKIP_NAMES, SKIP_PREFIXES, bom_name
 EXACT = float(1 << 53)   # float64 sums are exact below this
 
 
-def table_sizes(inp, tables, match) -> list[tuple[list[str], list[int]]]:
-    """Per (label, letters) table: unique bom names and their summed sizes."""
+def table_sizes(inp, tables, match, index: bool = False) -> list[tuple]:
+    """Per (label, letters) table: unique bom names and their summed sizes, and with INDEX a
+    dict name -> position in them (the one built while summing: no second hashing pass)."""
     letters = "".join(sorted(set("".join(t for _, t in tables))))
     t = elf_tables.read_tables(inp, full=False)
     inp.close()
@@ -43,7 +45,7 @@ def table_sizes(inp, tables, match) -> list[tuple[list[str], list[int]]]:
         if match is not None:
             hit = np.fromiter(map(bool, map(match.search, picked)), bool, len(picked))
             picked, picked_sizes = _pick(picked, np.flatnonzero(hit)), picked_sizes[hit]
-        out.append(_summed(picked, picked_sizes))
+        out.append(_summed(picked, picked_sizes, index))
     return out
 
 
@@ -68,18 +70,25 @@ def _bom_names(t, rows):
     piece = np.searchsorted(nul, starts)            # split piece each name starts in
     at_start = np.ones(len(rows), bool)
     at_start[starts > 0] = buf[starts[starts > 0] - 1] == 0
-    # The skip rules, on the raw names: ':' anywhere, the prefixes, the two exact names.
-    skip = set()
-    for needle in (":", *("\0" + p for p in SKIP_PREFIXES), *("\0" + n + "\0" for n in SKIP_NAMES)):
-        pos = text.find(needle)
-        while pos >= 0:
-            skip.add(pos)
-            pos = text.find(needle, pos + 1)
-    if skip:
-        hits = np.array(sorted(skip), np.int64)
-        lead = np.array([text[p] == "\0" for p in hits.tolist()])
-        hit_piece = np.searchsorted(nul, hits + lead)    # the name after a leading NUL
-        keep &= ~(at_start & np.isin(piece, hit_piece))
+    # The skip rules, on the raw names: ':' anywhere (memchr-fast `find`), then the prefixes and
+    # the two exact names, checked by hand only where the first bytes and length could match.
+    colon = []
+    pos = text.find(":")
+    while pos >= 0:
+        colon.append(pos)
+        pos = text.find(":", pos + 1)
+    if colon:
+        keep &= ~np.isin(piece, np.searchsorted(nul, np.array(colon, np.int64)))
+    length = nul[np.minimum(piece, len(nul) - 1)] - starts
+    first = buf[starts]
+    second = buf[np.minimum(starts + 1, len(buf) - 1)]
+    cand = (((first == 95) & (second == 95))
+            | np.isin(length, [len(n) for n in SKIP_NAMES]) & np.isin(first, [ord(n[0]) for n in SKIP_NAMES]))
+    for i in np.flatnonzero(cand & at_start).tolist():
+        s = int(starts[i])
+        raw = text[s:s + int(length[i])]
+        if raw.startswith(SKIP_PREFIXES) or raw in SKIP_NAMES:
+            keep[i] = False
     pieces = (_NUMBER.sub("", text) if _NUMBER.search(text) else text).split("\0")
     names = list(itemgetter(*piece.tolist())(pieces)) if len(rows) > 1 else \
         [pieces[int(p)] for p in piece]
@@ -91,32 +100,43 @@ def _bom_names(t, rows):
     return names, keep
 
 
-def _summed(names: list[str], sizes) -> tuple[list[str], list[int]]:
-    """Unique names and their summed sizes: one setdefault pass gives each row its first row."""
+def _summed(names: list[str], sizes, index: bool) -> tuple:
+    """Unique names and their summed sizes: one setdefault pass gives each row its first row.
+    With INDEX also (dict name -> first row, position of each first row among the unique)."""
     n = len(names)
     first_of: dict[str, int] = {}
     first = np.fromiter(map(first_of.setdefault, names, range(n)), np.int64, n)
     unique = np.fromiter(first_of.values(), np.int64, len(first_of))
     if len(unique) == n:
-        return names, sizes.tolist()
-    if float(sizes.sum(dtype=np.float64)) < EXACT:
+        out = (names, sizes.tolist())
+    elif float(sizes.sum(dtype=np.float64)) < EXACT:
         totals = np.bincount(first, weights=sizes.astype(np.float64), minlength=n)
-        return list(first_of), totals[unique].astype(np.int64).tolist()
-    sums = [0] * n                                     # beyond float precision: exact ints
-    for i, s in zip(first.tolist(), sizes.tolist()):
-        sums[i] += s
-    return list(first_of), [sums[i] for i in unique.tolist()]
+        out = (list(first_of), totals[unique].astype(np.int64).tolist())
+    else:
+        sums = [0] * n                                 # beyond float precision: exact ints
+        for i, s in zip(first.tolist(), sizes.tolist()):
+            sums[i] += s
+        out = (list(first_of), [sums[i] for i in unique.tolist()])
+    if not index:
+        return out
+    position = np.full(n + 1, -1, np.int64)           # row -1 (not found) stays -1
+    position[unique] = np.arange(len(unique))
+    return (*out, (first_of, position))
 
 
 def bom_table(label, old: tuple[list[str], list[int]], new: tuple[list[str], list[int]]):
     """size.bom_table for two (names, sizes) columns: one lookup pass, the rest in numpy."""
     from flagbench.size import BomTable
-    old_names, old_sizes = old
-    new_names, new_sizes = new
+    old_names, old_sizes = old[:2]
+    new_names, new_sizes = new[:2]
     o = np.array(old_sizes, np.int64) if old_sizes else np.zeros(0, np.int64)
     n = np.array(new_sizes, np.int64) if new_sizes else np.zeros(0, np.int64)
-    where = dict(zip(new_names, range(len(new_names))))
-    j = np.fromiter(map(where.get, old_names, [-1] * len(old_names)), np.int64, len(old_names))
+    if len(new) > 2:
+        first_of, position = new[2]
+    else:
+        first_of, position = dict(zip(new_names, range(len(new_names)))), np.arange(len(new_names) + 1)
+        position[-1] = -1
+    j = position[np.fromiter(map(first_of.get, old_names, repeat(-1)), np.int64, len(old_names))]
     matched = j >= 0
     n_of_old = np.where(matched, n[np.maximum(j, 0)] if len(n) else 0, 0)
     d = n_of_old - o
@@ -134,10 +154,15 @@ def bom_table(label, old: tuple[list[str], list[int]], new: tuple[list[str], lis
     news = np.where(matched[changed], n_of_old[changed], 0).tolist() + n[added].tolist()
     news[:len(changed)] = [v if m else "-" for v, m in zip(news[:len(changed)],
                                                           matched[changed].tolist())]
-    nz = deltas != 0
-    rows = sorted(zip(deltas[nz].tolist(), _pick(names, np.flatnonzero(nz)),
-                      _pick(olds, np.flatnonzero(nz)), _pick(news, np.flatnonzero(nz))),
-                  reverse=True)
+    # bloat-o-meter's order, (delta, name) descending: names sorted once (a list of str sorts
+    # with CPython's fast string compare), then a stable numpy sort by delta.
+    nz = np.flatnonzero(deltas != 0)
+    names = _pick(names, nz)
+    by_name = np.array(sorted(range(len(names)), key=names.__getitem__)[::-1], np.int64)
+    deltas = deltas[nz]
+    order = by_name[np.argsort(-deltas[by_name], kind="stable")]
+    rows = list(zip(deltas[order].tolist(), _pick(names, order), _pick(_pick(olds, nz), order),
+                    _pick(_pick(news, nz), order)))
     table = BomTable(label, len(added), int(removed.sum()), int(grow_m.sum()),
                      int(shrink_m.sum()), up, down, rows, {}, {})
     table.total_old, table.total_new = int(o.sum()), int(n.sum())
