@@ -9,8 +9,11 @@ missing from Debian's llvm-14-dev and llvm-15-dev (`apt-get install -y --no-inst
 llvm-14-dev llvm-15-dev`) by an `ar -M` script that adds every libLLVM*.a.
 
 Runs are interleaved (oracle, flagbench, oracle, ...); it prints both medians, the ratio and each
-tool's peak RSS (ru_maxrss of the largest process it ran: python or nm), and checks that both
-printed the same bytes. The oracle is the 6.1 copy with upstream's weak-symbol types patched in
+tool's peak RSS (ru_maxrss of the largest process it ran: python, nm, or flagbench's forked
+reader), and checks that both printed the same bytes. flagbench runs as users run it, through
+its console script (`flagbench`, next to this Python), with its bytecode cached as an install
+leaves it (PYTHONDONTWRITEBYTECODE is dropped from the environment, so the warm-up run writes
+the .pyc files; otherwise every run would compile the modules again, ~15 ms). The oracle is the 6.1 copy with upstream's weak-symbol types patched in
 (the same change flagbench implements), so the outputs must be identical.
 """
 from __future__ import annotations
@@ -59,6 +62,11 @@ def llvm_pair() -> tuple[Path, Path]:
     return out[0], out[1]
 
 
+def flagbench_argv() -> list[str]:
+    script = Path(sys.executable).parent / "flagbench"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "flagbench"]
+
+
 def timed(argv: list[str]) -> tuple[float, int, bytes]:
     """Wall time, peak RSS (KB) of the largest process, stdout."""
     # ru_maxrss of RUSAGE_CHILDREN is the maximum over all children so far: run each
@@ -67,7 +75,8 @@ def timed(argv: list[str]) -> tuple[float, int, bytes]:
             "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.DEVNULL);"
             "d=time.perf_counter()-t;r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
             "os.write(2,b'%f %d\\n'%(d,r));sys.stdout.buffer.write(p.stdout)")
-    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, check=True, env=env)
     wall, rss = p.stderr.split()[-2:]
     return float(wall), int(rss), p.stdout
 
@@ -75,7 +84,7 @@ def timed(argv: list[str]) -> tuple[float, int, bytes]:
 def bench(name: str, old: Path, new: Path, runs: int, oracle: Path) -> None:
     tools = {
         "bloat-o-meter": [sys.executable, str(oracle), str(old), str(new)],
-        "flagbench": [sys.executable, "-m", "flagbench", "size", "--format=bom", str(old), str(new)],
+        "flagbench": [*flagbench_argv(), "size", "--format=bom", str(old), str(new)],
     }
     times = {k: [] for k in tools}
     rss = {k: 0 for k in tools}

@@ -131,6 +131,8 @@ class BomTable:
     """bloat-o-meter's calc(): counts, and the rows (delta, name) in its order, zero deltas
     dropped."""
 
+    columns = None    # size_large: (deltas, names, olds, news) in place of rows
+
     def __init__(self, label, add, remove, grow, shrink, up, down, rows, old, new):
         self.label, self.add, self.remove, self.grow, self.shrink = label, add, remove, grow, shrink
         self.up, self.down, self.rows, self.old, self.new = up, down, rows, old, new
@@ -165,12 +167,16 @@ def bom_table(label: str, old: dict[str, int], new: dict[str, int]) -> BomTable:
 
 
 def bom_text(table: BomTable, top: int | None = None) -> str:
-    """One bloat-o-meter print_result() block, byte for byte. Rows are (delta, name), or
-    (delta, name, old, new) with "-" for a missing side."""
-    rows = table.rows if top is None else top_rows(table.rows, top)
-    if rows and len(rows[0]) == 4:
-        deltas, names, olds, news = zip(*rows)
+    """One bloat-o-meter print_result() block, byte for byte. The table has rows (delta, name),
+    or columns (deltas, names, olds, news) with "-" for a missing side."""
+    columns = table.columns
+    if columns is not None and top is not None:
+        rows = top_rows(list(zip(*columns)), top)
+        columns = tuple(map(list, zip(*rows))) if rows else ([], [], [], [])
+    if columns is not None:
+        deltas, names, olds, news = columns
     else:
+        rows = table.rows if top is None else top_rows(table.rows, top)
         deltas = [d for d, _ in rows]
         names = [n for _, n in rows]
         olds = map(table.old.get, names, repeat("-"))

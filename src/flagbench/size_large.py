@@ -24,14 +24,20 @@ def table_sizes(inp, tables, match, index: bool = False) -> list[tuple]:
     """Per (label, letters) table: unique bom names and their summed sizes, and with INDEX a
     dict name -> position in them (the one built while summing: no second hashing pass)."""
     letters = "".join(sorted(set("".join(t for _, t in tables))))
-    t = elf_tables.read_tables(inp, full=False)
-    inp.close()
     wanted = np.zeros(256, bool)
     wanted[[ord(c) for c in letters]] = True
-    rows = np.flatnonzero(wanted[t.sym_letter] & (t.sym_size > 0))
-    names, keep = _bom_names(t, rows)
-    sym_letter, sizes = t.sym_letter[rows], t.sym_size[rows]
-    del t
+    names, keeps, letter_parts, size_parts = [], [], [], []
+    for t in elf_tables.read_chunks(inp):
+        rows = np.flatnonzero(wanted[t.sym_letter] & (t.sym_size > 0))
+        chunk_names, keep = _bom_names(t, rows)
+        names += chunk_names
+        keeps.append(keep)
+        letter_parts.append(t.sym_letter[rows])
+        size_parts.append(t.sym_size[rows])
+        del t
+    inp.close()
+    keep = np.concatenate(keeps)
+    sym_letter, sizes = np.concatenate(letter_parts), np.concatenate(size_parts)
     out = []
     for _, types in tables:
         sel = keep.copy()
@@ -161,9 +167,10 @@ def bom_table(label, old: tuple[list[str], list[int]], new: tuple[list[str], lis
     by_name = np.array(sorted(range(len(names)), key=names.__getitem__)[::-1], np.int64)
     deltas = deltas[nz]
     order = by_name[np.argsort(-deltas[by_name], kind="stable")]
-    rows = list(zip(deltas[order].tolist(), _pick(names, order), _pick(_pick(olds, nz), order),
-                    _pick(_pick(news, nz), order)))
+    columns = (deltas[order].tolist(), _pick(names, order), _pick(_pick(olds, nz), order),
+               _pick(_pick(news, nz), order))
     table = BomTable(label, len(added), int(removed.sum()), int(grow_m.sum()),
-                     int(shrink_m.sum()), up, down, rows, {}, {})
+                     int(shrink_m.sum()), up, down, None, {}, {})
+    table.columns = columns
     table.total_old, table.total_new = int(o.sum()), int(n.sum())
     return table
