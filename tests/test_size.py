@@ -296,3 +296,90 @@ def test_size_verb_does_not_import_numpy_for_bom_on_small_files(tmp_path):
             f"{str(a)!r}, {str(b)!r}]); assert 'numpy' not in sys.modules and 'scipy' not in sys.modules")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+SKIP_RULES_C = r"""
+int __mod_table_x = 1;                      /* skipped: generated module symbol */
+int __addressable_y = 2;                    /* skipped */
+const char vermagic[] = "6.1 SMP";          /* skipped: exact name */
+int vermagic_not = 3;                       /* kept: only the exact name is skipped */
+int colon_var __asm__("a:b") = 4;           /* skipped: ':' in the nm line (clang quotes it) */
+int __se_sys_open_like(int a) { return a + 1; }   /* skipped */
+int __mod_not_a_prefix_elsewhere_x = 5;     /* skipped (prefix) */
+"""
+STATICS_C = r"""
+int keep_me(int x) { static int counter; return counter += x; }   /* gcc: counter.0 -> counter */
+int keep_too(int x) { static int counter; return counter -= x; }  /* counter.1: summed with it */
+#ifdef MORE
+int keep_three(int x) { static int counter; return counter ^= x; }
+#endif
+"""
+
+
+def _bom_pair_archives(tmp_path):
+    objs = []
+    (tmp_path / "skip.c").write_text(SKIP_RULES_C)
+    (tmp_path / "statics.c").write_text(STATICS_C)
+    for flags in (("-O1",), ("-O2", "-funroll-loops", "-DMORE")):
+        tag = "x".join(f.strip("-") for f in flags)
+        for src, compiler in ((DATA / "funcs.c", "gcc"), (DATA / "module.c", "gcc"),
+                              (tmp_path / "statics.c", "gcc"), (tmp_path / "skip.c", "clang")):
+            objs.append(cc(tmp_path, "x86_64", compiler, src, tmp_path / f"{src.stem}.{tag}.o", flags))
+    old, new = tmp_path / "old.a", tmp_path / "new.a"     # skip.o only in OLD: its symbols go
+    subprocess.run(["ar", "rcs", str(old), *map(str, objs[:4])], check=True)
+    subprocess.run(["ar", "rcs", str(new), *map(str, objs[4:7])], check=True)
+    return old, new
+
+
+@pytest.mark.parametrize("mode", [None, "c", "d", "t"])
+def test_bom_large_path_and_fork_match_bloat_o_meter(tmp_path, monkeypatch, mode):
+    """The numpy path (archives of thousands of members) and the forked reader, forced on small
+    archives, print what bloat-o-meter prints, skip rules and .NUMBER sums included."""
+    from flagbench import size_pair
+    old, new = _bom_pair_archives(tmp_path)
+    names = {n for n, _, _ in nm_sized(old)}
+    assert {"vermagic", "__mod_table_x", "vermagic_not"} <= names
+    assert "a:b" in subprocess.run(["nm", str(old)], capture_output=True, text=True).stdout
+    assert any(re.fullmatch(r"counter\.\d+", n) for n in names)
+    want = oracle(tmp_path, *([f"-{mode}"] if mode else []), old, new)
+    if mode != "t":
+        assert "vermagic_not" in want and "counter " in want
+    assert "a:b" not in want and "__mod_" not in want and "vermagic " not in want
+    small = size.bom(str(old), str(new), mode)
+    assert small == want
+    small_top = size.bom(str(old), str(new), mode, top=2)
+    assert small_top.count("\n") <= len(size.BOM_TABLES[mode]) * (3 + 2)
+    monkeypatch.setattr(size, "SMALL_SYMTAB", 0)            # numpy reader
+    monkeypatch.setattr(size_pair, "PARALLEL_BYTES", 0)     # old file in a forked child
+    monkeypatch.setattr(size, "is_small", lambda inp: False)
+    assert size.bom(str(old), str(new), mode) == want
+    assert size.bom(str(old), str(new), mode, top=2) == small_top
+
+
+def test_chunked_reader_agrees_with_one_pass(tmp_path):
+    from flagbench import elf_tables
+    old, _ = _bom_pair_archives(tmp_path)
+    inp = elf.open_input(str(old))
+    whole = collections.Counter(size.sized_entries(inp, size.DEFAULT_TYPES, True))
+    one_by_one = collections.Counter()
+    for t in elf_tables.read_chunks(inp, members=1):
+        rows = [i for i, s in enumerate(t.sym_size.tolist()) if s]
+        one_by_one.update(zip(t.names(rows), map(chr, t.sym_letter[rows].tolist()),
+                              t.sym_size[rows].tolist()))
+    assert one_by_one == whole
+    assert ("a:b", "D", 4) in whole                       # nm_sized drops ':' lines, as bom does
+    assert collections.Counter(e for e in whole.elements() if ":" not in e[0]) == \
+        collections.Counter(e for e in nm_sized(old).elements() if e[1] in size.DEFAULT_TYPES)
+
+
+def test_forked_reader_reports_the_old_files_error(tmp_path):
+    from flagbench import size_pair
+    good = cc(tmp_path, "x86_64", "gcc", DATA / "kinds.c", tmp_path / "good.o")
+    stripped = tmp_path / "stripped.o"
+    subprocess.run(["strip", "-o", str(stripped), str(good)], check=True)
+    old, new = size.open_pair(str(stripped), str(good))
+    with pytest.raises(size.UserError, match="stripped.o: no symbol table"):
+        size_pair.both(size._table_sizes, old, new, size.BOM_TABLES[None], None, parallel=True)
+    old, new = size.open_pair(str(good), str(good))
+    a, b = size_pair.both(size._table_sizes, old, new, size.BOM_TABLES[None], None, parallel=True)
+    assert a == b and a[0]["get"] > 0
