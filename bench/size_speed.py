@@ -13,7 +13,8 @@ tool's peak RSS (ru_maxrss of the largest process it ran: python, nm, or flagben
 reader), and checks that both printed the same bytes. flagbench runs as users run it, through
 its console script (`flagbench`, next to this Python), with its bytecode cached as an install
 leaves it (PYTHONDONTWRITEBYTECODE is dropped from the environment, so the warm-up run writes
-the .pyc files; otherwise every run would compile the modules again, ~15 ms). The oracle is the 6.1 copy with upstream's weak-symbol types patched in
+the .pyc files; otherwise every run would compile the modules again, ~15 ms).
+The oracle is the 6.1 copy with upstream's weak-symbol types patched in
 (the same change flagbench implements), so the outputs must be identical.
 """
 from __future__ import annotations

@@ -378,7 +378,8 @@ def test_forked_reader_reports_the_old_files_error(tmp_path):
     stripped = tmp_path / "stripped.o"
     subprocess.run(["strip", "-o", str(stripped), str(good)], check=True)
     old, new = size.open_pair(str(stripped), str(good))
-    with pytest.raises(size.UserError, match="stripped.o: no symbol table"):
+    from flagbench.errors import UserError
+    with pytest.raises(UserError, match="stripped.o: no symbol table"):
         size_pair.both(size._table_sizes, old, new, size.BOM_TABLES[None], None, parallel=True)
     old, new = size.open_pair(str(good), str(good))
     a, b = size_pair.both(size._table_sizes, old, new, size.BOM_TABLES[None], None, parallel=True)

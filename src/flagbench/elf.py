@@ -61,7 +61,8 @@ class Member:
 
     def __init__(self, name, offset, size, is64, big, machine, etype, shoff, shnum, shstrndx):
         self.name, self.offset, self.size, self.is64, self.big = name, offset, size, is64, big
-        self.machine, self.etype, self.shoff, self.shnum, self.shstrndx = machine, etype, shoff, shnum, shstrndx
+        self.machine, self.etype, self.shoff = machine, etype, shoff
+        self.shnum, self.shstrndx = shnum, shstrndx
 
 
 class Input:

@@ -21,7 +21,6 @@ from itertools import accumulate, compress, filterfalse, repeat
 from operator import ne
 
 from flagbench import elf
-from flagbench.errors import UserError
 
 DEFAULT_TYPES = "tTdDbBrRvVwW"
 KINDS = {"functions": "tTwW", "data": "dDbBvV", "rodata": "rR"}

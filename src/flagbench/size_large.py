@@ -88,8 +88,8 @@ def _bom_names(t, rows):
     length = nul[np.minimum(piece, len(nul) - 1)] - starts
     first = buf[starts]
     second = buf[np.minimum(starts + 1, len(buf) - 1)]
-    cand = (((first == 95) & (second == 95))
-            | np.isin(length, [len(n) for n in SKIP_NAMES]) & np.isin(first, [ord(n[0]) for n in SKIP_NAMES]))
+    exact = np.isin(length, [len(n) for n in SKIP_NAMES]) & np.isin(first, [ord(n[0]) for n in SKIP_NAMES])
+    cand = ((first == 95) & (second == 95)) | exact     # "__": every prefix starts so
     for i in np.flatnonzero(cand & at_start).tolist():
         s = int(starts[i])
         raw = text[s:s + int(length[i])]
