@@ -25,7 +25,8 @@ def register(sub):
     p.add_argument("--cases-dir", type=Path, default=None, help="where the cases are (default: the bundled ones)")
     p.add_argument("--db", type=Path, default=Path("flagbench.db"), help="results database (default ./flagbench.db)")
     p.add_argument("--out", type=Path, default=Path("out/demo.md"), help="report file (default out/demo.md)")
-    p.add_argument("--samples", type=int, default=10, help="timed samples per cell (default 10)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="timed samples per cell (default: each bench's own, 10 unless its file says)")
     p.add_argument("--fresh", action="store_true", help="measure again instead of resuming earlier demo runs")
     return p
 
