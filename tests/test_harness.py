@@ -1,37 +1,33 @@
 """The benchmark harnesses (micro, memcheck, memsweep) built with real compilers and run
 natively, under callgrind and under qemu-user; benches.py turns them into samples.
 
+Everything is compiled with flagbench.build.compile_sources and linked the way a run
+links it (benches.link_with_build: build.link_executable with the harness runtime,
+glibc -static for x86_64 and aarch64, the freestanding runtime for loongarch64).
 The loops whose instruction counts are asserted are written in assembler, so the
 expected numbers come from the source here, not from the code under test.
-Until build.link_executable exists, programs are linked directly: glibc -static for
-x86_64 and aarch64, a freestanding runtime of the tests' own for loongarch64.
 """
 from __future__ import annotations
 
 import doctest
 import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from flagbench import build as builder
 from flagbench.errors import UserError
 from flagbench.run import benches
-from flagbench.run.benches import Program, cells_for_bench
+from flagbench.run.benches import Program, cells_for_bench, link_with_build
 from flagbench.run.executors import NativeExecutor, QemuExecutor, parse_metrics
+from flagbench.toolchains import get_target
 
 DATA = Path(__file__).resolve().parent / "data"
-RUNTIME = DATA / "fbrt"
 
-COMPILE = {
-    "x86_64": ["gcc", "-static"],
-    "aarch64": ["aarch64-linux-gnu-gcc", "-static"],
-    "loongarch64": ["clang-19", "--target=loongarch64-linux-gnu", "-mno-lsx", "-ffreestanding",
-                    "-nostdlib", "-static", "-fuse-ld=lld"],
-}
-RUNTIME_SOURCE = {"x86_64": "fbrt_libc.c", "aarch64": "fbrt_libc.c", "loongarch64": "fbrt_loongarch64.c"}
+COMPILER = {"x86_64": "gcc", "aarch64": "gcc", "loongarch64": "clang"}
 QEMU = {"aarch64": "qemu-aarch64", "loongarch64": "qemu-loongarch64"}
+direct_link = link_with_build   # the name tests/test_engine.py imports
 
 # Five instructions an iteration (three nops, decrement, branch), n = 0 does no turn.
 SPIN5 = {
@@ -56,32 +52,20 @@ def need(*tools: str) -> None:
             pytest.skip(f"{tool} is not installed (see scripts/install-deps)")
 
 
-def compile_objects(target: str, sources: list[Path], out: Path, flags=()) -> list[Path]:
-    objects = []
-    for src in sources:
-        obj = out / f"{src.stem}.o"
-        subprocess.run([*COMPILE[target], "-O2", *flags, "-c", "-o", str(obj), str(src)], check=True)
-        objects.append(obj)
-    return objects
-
-
-def direct_link(build, program: Program, out_dir: Path) -> Path:
-    """What build.link_executable will do, done with the toolchains directly."""
-    target = build.cell.target
-    exe = out_dir / program.name
-    flags = [*benches.harness_cflags(COMPILE[target][0]), *program.defines, f"-I{RUNTIME}"]
-    subprocess.run([*COMPILE[target], *flags, "-o", str(exe), str(program.source),
-                    str(RUNTIME / RUNTIME_SOURCE[target]), *map(str, build.objects)], check=True)
-    return exe
+@pytest.fixture(autouse=True)
+def cache(tmp_path_factory, monkeypatch):
+    """One object cache for this module's tests (content-keyed, so sharing is safe),
+    not the working directory's."""
+    monkeypatch.setenv(builder.CACHE_ENV, str(tmp_path_factory.getbasetemp() / "harness-cache"))
 
 
 def make_build(tmp: Path, target: str, variant: str, sources: list[Path], cflags=()) -> SimpleNamespace:
-    need(COMPILE[target][0], *([QEMU[target]] if target in QEMU else []))
+    """A variant's objects, duck-typed as build.Build (what benches.py reads of it)."""
+    compiler = COMPILER[target]
+    need(get_target(target).compiler_argv(compiler)[0], *([QEMU[target]] if target in QEMU else []))
     out = tmp / "obj" / variant / target
-    out.mkdir(parents=True, exist_ok=True)
-    objects = compile_objects(target, sources, out, ["-fno-builtin", *cflags])
-    cell = SimpleNamespace(variant=SimpleNamespace(name=variant), target=target,
-                           compiler="clang" if "clang" in COMPILE[target][0] else "gcc")
+    objects = builder.compile_sources(target, compiler, sources, ["-O2", "-fno-builtin", *cflags], out)
+    cell = SimpleNamespace(variant=SimpleNamespace(name=variant), target=target, compiler=compiler)
     return SimpleNamespace(cell=cell, objects=tuple(objects), cflags=("-O2", *cflags), tools={}, dir=out)
 
 
@@ -106,7 +90,7 @@ def test_micro_counts_exact_per_iteration(target, tmp_path):
         need("valgrind")
     build = make_build(tmp_path, target, "A", [asm_source(tmp_path, "spin5", SPIN5[target])])
     cell, = cells_for_bench({"name": "spin", "kind": "micro", "function": "spin5", "metrics": ["insns"]},
-                            [build], root=tmp_path, workdir=tmp_path / "work", link=direct_link)
+                            [build], root=tmp_path, workdir=tmp_path / "work")
     assert cell.timed is None and cell.key == f"A/{target}/{build.cell.compiler}"
     first, reason = collect(cell.counted)
     assert reason is None
@@ -119,7 +103,7 @@ def test_micro_counts_exact_per_iteration(target, tmp_path):
 
 def test_micro_raw_counts_identical_on_repeat(tmp_path):
     build = make_build(tmp_path, "aarch64", "A", [asm_source(tmp_path, "spin5", SPIN5["aarch64"])])
-    exe = direct_link(build, Program(benches.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
+    exe = link_with_build(build, Program(benches.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
     qemu = QemuExecutor("aarch64")
     runs = [qemu.measure([str(exe), "c", "0000004000"], target="aarch64").metrics for _ in range(3)]
     assert runs[0] == runs[1] == runs[2] and runs[0]["insns"] > 4000 * 5
@@ -127,7 +111,7 @@ def test_micro_raw_counts_identical_on_repeat(tmp_path):
 
 def test_micro_timed_natively(tmp_path):
     build = make_build(tmp_path, "x86_64", "A", [asm_source(tmp_path, "spin5", SPIN5["x86_64"])])
-    exe = direct_link(build, Program(benches.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
+    exe = link_with_build(build, Program(benches.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
     calibrated = NativeExecutor().measure([str(exe)])
     assert calibrated.ok
     iters = int(calibrated.metrics["iters"])
@@ -138,7 +122,7 @@ def test_micro_timed_natively(tmp_path):
     assert bad.failure == "exit status 2"
 
     cell, = cells_for_bench({"name": "spin", "kind": "micro", "function": "spin5", "metrics": ["time"]},
-                            [build], root=tmp_path, workdir=tmp_path / "work", link=direct_link)
+                            [build], root=tmp_path, workdir=tmp_path / "work")
     values, reason = collect(cell.timed)
     assert reason is None and values["ns_per_iter"] > 0
 
@@ -147,7 +131,7 @@ def test_micro_time_is_host_only(tmp_path):
     build = make_build(tmp_path, "aarch64", "A", [asm_source(tmp_path, "spin5", SPIN5["aarch64"])])
     notes: list[str] = []
     cell, = cells_for_bench({"name": "spin", "kind": "micro", "function": "spin5"}, [build], root=tmp_path,
-                            workdir=tmp_path / "w", link=direct_link, notes=notes)
+                            workdir=tmp_path / "w", notes=notes)
     assert cell.timed is None and cell.counted is not None
     assert any("natively on x86_64 only" in n for n in notes)
 
@@ -155,9 +139,9 @@ def test_micro_time_is_host_only(tmp_path):
 def test_micro_missing_function_is_bad_input(tmp_path):
     build = make_build(tmp_path, "x86_64", "A", [asm_source(tmp_path, "spin5", SPIN5["x86_64"])])
     with pytest.raises(UserError, match="kind micro needs function"):
-        cells_for_bench({"name": "x", "kind": "micro"}, [build], root=tmp_path, workdir=tmp_path, link=direct_link)
+        cells_for_bench({"name": "x", "kind": "micro"}, [build], root=tmp_path, workdir=tmp_path)
     with pytest.raises(UserError, match="kind must be one of"):
-        cells_for_bench({"name": "x", "kind": "nope"}, [build], root=tmp_path, workdir=tmp_path, link=direct_link)
+        cells_for_bench({"name": "x", "kind": "nope"}, [build], root=tmp_path, workdir=tmp_path)
 
 
 # -- memcheck ------------------------------------------------------------------------------------
@@ -167,7 +151,7 @@ def memcheck_reason(tmp_path, target, kind, functions):
                        ["-fno-tree-loop-distribute-patterns"] if target != "loongarch64" else [])
     cells = cells_for_bench({"name": kind, "kind": kind, "functions": functions, "sizes": [64],
                              "alignments": [[0, 0]], "metrics": ["insns"]},
-                            [build], root=tmp_path, workdir=tmp_path / "work", link=direct_link)
+                            [build], root=tmp_path, workdir=tmp_path / "work")
     return {c.variant: c.check() for c in cells}
 
 
@@ -213,7 +197,7 @@ def test_libc_skipped_on_freestanding_target(tmp_path):
     build = make_build(tmp_path, "loongarch64", "O2", [DATA / "memcpy_good.c"])
     cells = cells_for_bench({"name": "m", "kind": "memcpy", "functions": ["good_memcpy", "libc"],
                              "sizes": [32], "metrics": ["insns"]}, [build], root=tmp_path,
-                            workdir=tmp_path / "w", link=direct_link, notes=notes)
+                            workdir=tmp_path / "w", notes=notes)
     assert {c.variant for c in cells} == {"good_memcpy"}
     assert any("libc memcpy skipped" in n for n in notes)
 
@@ -222,7 +206,7 @@ def test_libc_skipped_on_freestanding_target(tmp_path):
 
 def test_memsweep_output_parses(tmp_path):
     build = make_build(tmp_path, "x86_64", "O2", [DATA / "memcpy_good.c"], ["-fno-tree-loop-distribute-patterns"])
-    exe = direct_link(build, Program(benches.MEMSWEEP_C, ("-DFB_FN=good_memcpy",), "sweep"), tmp_path)
+    exe = link_with_build(build, Program(benches.MEMSWEEP_C, ("-DFB_FN=good_memcpy",), "sweep"), tmp_path)
     m = NativeExecutor().measure([str(exe), "t", "100", "3", "1", "64", "4096", "0", "0", "0"])
     assert m.ok, m.stdout
     assert m.metrics["reps.size100.dalign3.salign1"] == 64 and m.metrics["ns.size100.dalign3.salign1"] > 0
@@ -235,7 +219,7 @@ def test_memsweep_output_parses(tmp_path):
 
     cells = cells_for_bench({"name": "copy", "kind": "memcpy", "functions": ["good_memcpy"], "sizes": [32, 4096],
                              "alignments": [[0, 0], [3, 1]], "metrics": ["time"]},
-                            [build], root=tmp_path, workdir=tmp_path / "w", link=direct_link)
+                            [build], root=tmp_path, workdir=tmp_path / "w")
     assert [c.key for c in cells] == [f"good_memcpy/x86_64/gcc:dalign={d},salign={s},size={n}"
                                       for d, s in ((0, 0), (3, 1)) for n in (32, 4096)]
     values, reason = collect(cells[3].timed)
@@ -247,7 +231,7 @@ def test_memsweep_counts_per_byte_exact(target, tmp_path):
     build = make_build(tmp_path, target, "O2", [asm_source(tmp_path, "copy4", COPY4[target])])
     cells = cells_for_bench({"name": "copy", "kind": "memcpy", "functions": ["copy4"], "sizes": [32, 4096],
                              "alignments": [[3, 1]], "metrics": ["insns"]},
-                            [build], root=tmp_path, workdir=tmp_path / "w", link=direct_link)
+                            [build], root=tmp_path, workdir=tmp_path / "w")
     small, reason_small = collect(cells[0].counted)
     large, reason_large = collect(cells[1].counted)
     assert reason_small is None and reason_large is None
@@ -268,7 +252,7 @@ def test_wis_bench_runs_the_driver_per_variant(tmp_path):
     build = make_build(tmp_path, "x86_64", "O2", [DATA / "memcpy_good.c"])
     cells = cells_for_bench({"name": "getppid", "kind": "wis", "testcase": "wis_getppid.c", "tasks": [1],
                              "modes": ["threads"], "duration": 1, "warmup_seconds": 0},
-                            [build], root=DATA, workdir=tmp_path / "w", link=direct_link)
+                            [build], root=DATA, workdir=tmp_path / "w")
     cell, = cells
     assert cell.key == "O2/x86_64/gcc:mode=threads,tasks=1" and cell.warmup == 0
     got: list = []
@@ -276,7 +260,7 @@ def test_wis_bench_runs_the_driver_per_variant(tmp_path):
     assert reason is None and got == [("per_second", "iter/s", True)]
     with pytest.raises(UserError, match="does not exist"):
         cells_for_bench({"name": "w", "kind": "wis", "testcase": "nope.c"}, [build], root=DATA,
-                        workdir=tmp_path, link=direct_link)
+                        workdir=tmp_path)
 
 
 def test_command_bench_fills_placeholders_and_times(tmp_path):
@@ -284,11 +268,11 @@ def test_command_bench_fills_placeholders_and_times(tmp_path):
     build = make_build(tmp_path, "x86_64", "O2", [DATA / "memcpy_good.c"], ["-fno-tree-loop-distribute-patterns"])
     cell, = cells_for_bench({"name": "cc", "kind": "command",
                              "command": ["{cc}", "{cflags}", "-c", "-o", "{dir}/again.o", str(DATA / "memcpy_good.c")]},
-                            [build], root=tmp_path, workdir=tmp_path / "w", link=direct_link)
+                            [build], root=tmp_path, workdir=tmp_path / "w")
     got: list = []
     assert cell.timed(lambda metric, value, unit: got.append((metric, unit))) is None
     assert got == [("seconds", "s")] and (build.dir / "again.o").is_file()
     assert cell.provenance["command"][:4] == ["gcc", "-O2", "-fno-tree-loop-distribute-patterns", "-c"]
     failing, = cells_for_bench({"name": "cc", "kind": "command", "command": ["gcc", "/nonexistent.c"]},
-                               [build], root=tmp_path, workdir=tmp_path / "w", link=direct_link)
+                               [build], root=tmp_path, workdir=tmp_path / "w")
     assert failing.timed(lambda *a: None).startswith("exit status 1: ")
