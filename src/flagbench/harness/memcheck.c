@@ -31,37 +31,8 @@
  * (B is the offset from dst, negative before it; overlaps add "overlap dst-src=+K";
  * a wrong return value says "returned dst+X") and exits with status 1.
  */
-#include "fbrt.h"
-
-#if defined(FB_KIND_MEMSET)
-#define KIND "memset"
-typedef void *fn_t(void *, int, size_t);
-#elif defined(FB_KIND_MEMMOVE)
-#define KIND "memmove"
-typedef void *fn_t(void *, const void *, size_t);
-#else
-#define FB_KIND_MEMCPY 1
-#define KIND "memcpy"
-typedef void *fn_t(void *, const void *, size_t);
-#endif
-
-#ifdef FB_LIBC
-#if defined(FB_KIND_MEMSET)
-#define FB_FN memset
-#elif defined(FB_KIND_MEMMOVE)
-#define FB_FN memmove
-#else
-#define FB_FN memcpy
-#endif
-#define NAME "libc"
-#else
-#ifndef FB_FN
-#error "compile with -DFB_FN=function_name (or -DFB_LIBC)"
-#endif
-#define STR_(x) #x
-#define STR(x) STR_(x)
-#define NAME STR(FB_FN)
-#endif
+#define FB_MEMORY_FUNCTION 1
+#include "harness.h"      /* fn_t, FB_FN and FN_NAME from the build flags */
 
 fn_t FB_FN;
 static fn_t *volatile impl = FB_FN;
@@ -142,7 +113,7 @@ static unsigned char sentinel(unsigned char avoid)
 static void fail_head(int64_t delta, unsigned dalign, unsigned salign, size_t len)
 {
 	put_s("FAIL ");
-	put_s(NAME);
+	put_s(FN_NAME);
 	put_s(": ");
 	if (delta) {
 		put_s("overlap dst-src=");

@@ -19,25 +19,9 @@
  * (memset: no ".salign<S>"). MB/s = SIZE * reps * 1000 / ns, computed by the caller.
  * Bad arguments: a line "usage: ..." and exit status 2.
  */
-#include "fbrt.h"
+#define FB_MEMORY_FUNCTION 1
+#include "harness.h"      /* fn_t and FB_FN from the build flags; parse_u64 */
 
-#if defined(FB_KIND_MEMSET)
-typedef void *fn_t(void *, int, size_t);
-#else
-typedef void *fn_t(void *, const void *, size_t);
-#endif
-#ifdef FB_LIBC
-#if defined(FB_KIND_MEMSET)
-#define FB_FN memset
-#elif defined(FB_KIND_MEMMOVE)
-#define FB_FN memmove
-#else
-#define FB_FN memcpy
-#endif
-#endif
-#ifndef FB_FN
-#error "compile with -DFB_FN=function_name (or -DFB_LIBC)"
-#endif
 #ifndef FB_TARGET_NS
 #define FB_TARGET_NS 10000000ull
 #endif
@@ -51,20 +35,6 @@ static fn_t *volatile impl = FB_FN;
 
 static unsigned char src_buf[FB_MAX_SIZE + 64] __attribute__((aligned(64)));
 static unsigned char dst_buf[FB_MAX_SIZE + 64] __attribute__((aligned(64)));
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-	if (!*s)
-		return 0;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9' || v > (~0ull - 9) / 10)
-			return 0;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	*out = v;
-	return 1;
-}
 
 static void batch(unsigned char *dst, const unsigned char *src, size_t size, uint64_t reps)
 {

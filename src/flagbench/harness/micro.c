@@ -17,7 +17,7 @@
  *   -DFB_ITERS=N   with no argument: counted mode with N (runtimes without argv).
  * Only integers are printed; the Python side divides.
  */
-#include "fbrt.h"
+#include "harness.h"      /* parse_u64 */
 
 #ifndef FB_FN
 #error "compile with -DFB_FN=name_of_the_loop_function"
@@ -30,21 +30,6 @@
 uint64_t FB_FN(uint64_t n);
 
 volatile uint64_t fb_sink; /* the loop's result goes somewhere the compiler must keep */
-
-/* Decimal digits only; anything else is a usage error. */
-static int parse_u64(const char *s, uint64_t *out)
-{
-	uint64_t v = 0;
-	if (!*s)
-		return 0;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9' || v > (~0ull - 9) / 10)
-			return 0;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
-	*out = v;
-	return 1;
-}
 
 static uint64_t timed_call(uint64_t n)
 {
