@@ -21,13 +21,13 @@ import pytest
 from rich.console import Console
 
 from flagbench.errors import UserError
-from flagbench.run.benches import cells_for_bench
+from flagbench.run.benches import cells_for_bench, link_with_build
 from flagbench.run.engine import EXIT_FAILED, EXIT_OK, BenchCell, run_cells
 from flagbench.stats import compare
 from flagbench.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_harness import DATA, SPIN5, asm_source, direct_link, make_build, need  # noqa: E402
+from test_harness import DATA, SPIN5, asm_source, cache, make_build, need  # noqa: E402,F401 (cache: autouse fixture)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -139,7 +139,7 @@ def test_check_gate_fails_the_cells_of_a_broken_implementation(tmp_path):
                        ["-fno-tree-loop-distribute-patterns"])
     cells = cells_for_bench({"name": "copy", "kind": "memcpy", "functions": ["good_memcpy", "memcpy_one_alignment"],
                              "sizes": [32, 100], "alignments": [[3, 1]], "metrics": ["time"], "samples": 2},
-                            [build], root=tmp_path, workdir=tmp_path / "w", link=direct_link)
+                            [build], root=tmp_path, workdir=tmp_path / "w")
     with Store(tmp_path / "fb.db") as store:
         out = run_cells(store, cells, experiment="e", experiment_hash="h", console=quiet())
         result = {c["cell"]: (c["status"], c["reason"]) for c in store.cells(out.run_id)}
@@ -162,7 +162,7 @@ def test_aa_same_binary_twice_is_not_different(tmp_path):
     def link_once(b, program, out_dir):   # literally one executable for both variants
         key = (program, b.objects)
         if key not in linked:
-            linked[key] = direct_link(b, program, out_dir)
+            linked[key] = link_with_build(b, program, out_dir)
         return linked[key]
     cells = cells_for_bench({"name": "spin", "kind": "micro", "function": "spin5", "samples": 10, "warmup": 1},
                             [build, twin], root=tmp_path, workdir=tmp_path / "w", link=link_once)

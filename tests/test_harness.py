@@ -27,7 +27,6 @@ DATA = Path(__file__).resolve().parent / "data"
 
 COMPILER = {"x86_64": "gcc", "aarch64": "gcc", "loongarch64": "clang"}
 QEMU = {"aarch64": "qemu-aarch64", "loongarch64": "qemu-loongarch64"}
-direct_link = link_with_build   # the name tests/test_engine.py imports
 
 # Five instructions an iteration (three nops, decrement, branch), n = 0 does no turn.
 SPIN5 = {
