@@ -1,8 +1,10 @@
 """flagbench asm on real objects built by real compilers for all seven targets."""
 import doctest
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +214,79 @@ def test_different_targets_warn_but_compare(tmp_path):
 
 def test_doctests():
     assert doctest.testmod(mix_module).failed == 0
+
+
+# -- two variants of an experiment -------------------------------------------------------
+CASES = Path(__file__).resolve().parent.parent / "cases"
+
+
+def flagbench_cached(tmp_path, *args):
+    env = {**os.environ, "FLAGBENCH_CACHE": str(tmp_path / "cache")}
+    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True, env=env)
+
+
+def test_experiment_strict_align_on_loongarch64(tmp_path):
+    # the function named after the options: positionals and options may be mixed
+    out = flagbench_cached(tmp_path, "asm", str(CASES / "strict-align"), "--target", "loongarch64",
+                           "assign", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["old"]["build"], doc["new"]["build"]) == ("default/loongarch64/clang", "strict/loongarch64/clang")
+    assign = next(f for f in doc["functions"] if f["name"] == "assign")
+    assert assign["status"] == "changed"
+    assert assign["mix"]["old"]["loads"] == {"8": 1} and assign["mix"]["old"]["stores"] == {"8": 1}
+    assert assign["mix"]["new"]["loads"] == {"1": 8} and assign["mix"]["new"]["stores"] == {"1": 8}
+    # functions of all four objects in one list
+    names = {f["name"] for f in doc["functions"]}
+    assert {"assign", "jhash", "flow_key", "get_le64"} <= names
+    assert "ld.bu" in "\n".join(row[2] for row in doc["diffs"]["assign"])
+    assert "also in the experiment: aarch64/clang, aarch64/gcc" in out.stderr
+
+
+def test_experiment_long_calls_on_hppa(tmp_path):
+    out = flagbench_cached(tmp_path, "asm", str(CASES / "long-calls"), "--target", "hppa", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    changed = [f for f in doc["functions"] if f["status"] == "changed"]
+    assert {f["name"] for f in changed} >= {"call_once", "call_loop"}
+    for f in changed:   # every changed function makes its calls with longer sequences
+        old, new = f["mix"]["old"], f["mix"]["new"]
+        assert new["calls"]["sequence_insns"] > old["calls"]["sequence_insns"], f["name"]
+    once = next(f for f in changed if f["name"] == "call_once")["mix"]
+    assert (once["old"]["calls"]["sequence_insns"], once["new"]["calls"]["sequence_insns"]) == (1, 5)
+    # the callees do not call: built the same both ways
+    assert doc["counts"]["same"] >= 1 and doc["counts"]["added"] == doc["counts"]["removed"] == 0
+
+
+def test_experiment_names_that_collide_are_qualified_by_object(tmp_path):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    helper = "static int helper(int x) {{ return x * {k} + {j}; }}\n"
+    others = "int fb(int x) { return helper(x) + 4; }\nint moved(int x) { return x - 5; }\n"
+    (exp / "a.c").write_text(helper.format(k=3, j=1) + "int fa(int x) { return helper(x) + 2; }\n")
+    (exp / "b.c").write_text(helper.format(k=5, j=2) + others)
+    (exp / "c.c").write_text(helper.format(k=5, j=2) + others)
+    (exp / "experiment.toml").write_text(
+        'sources = ["a.c", "b.c"]\ncflags = ["-O2", "-fno-inline"]\n'
+        '[variants]\nbase = {}\nrenamed = { sources = ["a.c", "c.c"] }\n')
+    out = flagbench_cached(tmp_path, "asm", str(exp), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    status = {f["name"]: f["status"] for f in json.loads(out.stdout)["functions"]}
+    # helper is in two objects on each side, so it is paired by object file: b.o is only in
+    # the old build, c.o only in the new; the unique names are matched wherever they are
+    assert status == {"a.o:helper": "same", "b.o:helper": "removed", "c.o:helper": "added",
+                      "fa": "same", "fb": "same", "moved": "same"}
+    shown = flagbench_cached(tmp_path, "asm", str(exp), "a.o:helper")
+    assert shown.returncode == 0 and "a.o:helper (same" in shown.stdout
+    missing = flagbench_cached(tmp_path, "asm", str(exp), "helper")
+    assert missing.returncode == 2 and "no function 'helper' in base/x86_64/gcc" in missing.stderr
+
+
+def test_experiment_options_with_elf_files_are_an_error(tmp_path):
+    obj = build(tmp_path, "x86_64", "m")
+    out = flagbench("asm", str(obj), str(obj), "--target", "hppa")
+    assert out.returncode == 2 and "--target go with an experiment" in out.stderr
+    out = flagbench("asm", str(obj))
+    assert out.returncode == 2 and "give two ELF files" in out.stderr
+    out = flagbench("asm", str(tmp_path / "nothing.toml"))
+    assert out.returncode == 2 and "no such experiment file" in out.stderr

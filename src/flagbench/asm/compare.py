@@ -10,8 +10,10 @@ import difflib
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Sequence
 
 from flagbench.asm.disasm import Disassembly, Function, disassemble
 from flagbench.asm.elfinfo import read_header
@@ -58,7 +60,7 @@ class Comparison:
                 return f
         close = difflib.get_close_matches(name, [f.name for f in self.functions], n=3)
         hint = f" (close: {', '.join(close)})" if close else ""
-        raise UserError(f"no function {name!r} in {self.old.path} or {self.new.path}{hint}")
+        raise UserError(f"no function {name!r} in {self.old.shown} or {self.new.shown}{hint}")
 
 
 def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tuple[Disassembly, Disassembly, str | None]:
@@ -80,6 +82,35 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tupl
 def compare(old: Path | str, new: Path | str, *, parallel: bool | None = None, rank: bool = True) -> Comparison:
     d_old, d_new, warning = disassemble_pair(Path(old), Path(new), parallel)
     return compare_disassemblies(d_old, d_new, rank=rank, warning=warning)
+
+
+def compare_object_sets(old: Sequence[Path], new: Sequence[Path], *, old_label: str = "",
+                        new_label: str = "", rank: bool = True) -> Comparison:
+    """Two sets of objects (two variant builds) as one comparison.
+
+    Functions are matched by name across the set, so one that moved to another source
+    file is still compared; a name defined in more than one object of a set (a static
+    helper, `main`) is qualified by its object, "jhash.o:helper", on both sides, which
+    pairs those up by object file name.
+    """
+    d_old = [disassemble(p) for p in old]
+    d_new = [disassemble(p) for p in new]
+    collide = set()
+    for side in (d_old, d_new):
+        seen = Counter(name for d in side for name in d.functions)
+        collide |= {name for name, n in seen.items() if n > 1}
+    return compare_disassemblies(_merge(d_old, collide, old_label), _merge(d_new, collide, new_label), rank=rank)
+
+
+def _merge(parts: list[Disassembly], collide: set[str], label: str) -> Disassembly:
+    functions = {}
+    for d in parts:
+        for name, f in d.functions.items():
+            key = f"{d.path.name}:{name}" if name in collide else name
+            functions[key] = replace(f, name=key)
+    first = parts[0]
+    path = Path(os.path.commonpath([d.path for d in parts])) if len(parts) > 1 else first.path
+    return Disassembly(path, first.target, first.tool, functions, label)
 
 
 def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool = True,

@@ -40,6 +40,11 @@ class Disassembly:
     target: str
     tool: str          # "objdump-name version"
     functions: dict[str, Function]
+    label: str = ""    # what to call it instead of the path (a variant build: "strict/loongarch64/clang")
+
+    @property
+    def shown(self) -> str:
+        return self.label or str(self.path)
 
 
 def objdump_argv(tool: str, path: Path, relocatable: bool) -> list[str]:

@@ -65,9 +65,7 @@ def to_json(c: Comparison, chosen: list[str], everything: bool = True) -> str:
             "name": d.name, "status": d.status, "changed_lines": d.changed_lines,
             "mix": {"old": mo.to_json() if mo else None, "new": mn.to_json() if mn else None},
         })
-    out = {
-        "old": {"path": str(c.old.path), "target": c.old.target, "tool": c.old.tool},
-        "new": {"path": str(c.new.path), "target": c.new.target, "tool": c.new.tool},
+    out = {"old": _side_json(c.old), "new": _side_json(c.new),
         "counts": c.counts(),
         "functions": functions,
         "total": {"old": mixes.total("old").to_json(), "new": mixes.total("new").to_json()},
@@ -77,6 +75,13 @@ def to_json(c: Comparison, chosen: list[str], everything: bool = True) -> str:
     if chosen:
         out["diffs"] = {name: [list(r) for r in side_by_side(c.get(name))] for name in chosen}
     return json.dumps(out, indent=2)
+
+
+def _side_json(d) -> dict:
+    out = {"path": str(d.path), "target": d.target, "tool": d.tool}
+    if d.label:
+        out["build"] = d.label
+    return out
 
 
 def _delta(a: int, b: int) -> str:
@@ -91,7 +96,7 @@ def _summary(c: Comparison) -> str:
 
 def to_markdown(c: Comparison, chosen: list[str], limit: int) -> str:
     mixes = Mixes(c)
-    out = [f"**asm** `{c.old.path}` → `{c.new.path}` ({c.old.target}) · {_summary(c)}", ""]
+    out = [f"**asm** `{c.old.shown}` → `{c.new.shown}` ({c.old.target}) · {_summary(c)}", ""]
     if c.warning:
         out += [f"> warning: {c.warning}", ""]
     listed = [d for d in c.functions if d.status in LIST_STATUSES][:limit]
@@ -129,8 +134,8 @@ def print_text(c: Comparison, chosen: list[str], limit: int, file=None) -> None:
     file = file or sys.stdout
     console = Console(file=file, highlight=False, soft_wrap=True, emoji=False)
     mixes = Mixes(c)
-    console.print(f"old: {c.old.path}  ({c.old.target}, {c.old.tool})")
-    console.print(f"new: {c.new.path}  ({c.new.target}, {c.new.tool})")
+    console.print(f"old: {c.old.shown}  ({c.old.target}, {c.old.tool})")
+    console.print(f"new: {c.new.shown}  ({c.new.target}, {c.new.tool})")
     if c.warning:
         console.print(Text(f"warning: {c.warning}", style="yellow"))
     console.print(_summary(c))

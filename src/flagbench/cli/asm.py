@@ -1,40 +1,90 @@
-"""`flagbench asm OLD NEW [FUNCTION...]`: which functions changed between two builds, how
-(side by side) and what that does to the instruction mix."""
+"""`flagbench asm OLD NEW [FUNCTION...]` or `flagbench asm EXPERIMENT [FUNCTION...]`: which
+functions changed between two builds, how (side by side) and what that does to the
+instruction mix."""
 from __future__ import annotations
+
+import sys
 
 FORMATS = ("text", "md", "json")
 
 
 def register(sub):
-    p = sub.add_parser("asm", help="per-function disassembly diff and instruction mix of two ELF files",
-                       description="Compare two objects or executables function by function. The "
-                       "disassembly is normalised so that layout alone (addresses, alignment padding, "
-                       "relocation offsets) makes no difference. Name functions to see them side by side.")
-    p.add_argument("old", help="the baseline object or executable")
-    p.add_argument("new", help="the changed object or executable")
-    p.add_argument("functions", nargs="*", metavar="FUNCTION", help="functions to show side by side")
+    p = sub.add_parser("asm", help="per-function disassembly diff and instruction mix of two builds",
+                       usage="flagbench asm [options] (OLD NEW | EXPERIMENT) [FUNCTION ...]",
+                       description="Compare two objects or executables, or two variant builds of an "
+                       "experiment, function by function. The disassembly is normalised so that layout "
+                       "alone (addresses, alignment padding, relocation offsets) makes no difference. "
+                       "Name functions to see them side by side.")
+    p.add_argument("inputs", nargs="+", metavar="OLD NEW | EXPERIMENT",
+                   help="two ELF files (baseline first), or an experiment directory or .toml file "
+                   "followed by the functions to show side by side")
+    p.add_argument("--variants", metavar="A,B", help="experiment: the two variants (default: the first two)")
+    p.add_argument("--target", help="experiment: the target (default: its first)")
+    p.add_argument("--compiler", help="experiment: the compiler (default: the target's first)")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--limit", type=int, default=50, help="changed/added/removed functions listed (text, md)")
     p.add_argument("--changed-only", action="store_true",
                    help="json: leave out functions that are the same (they are still counted)")
+    p.__class__ = _intermixed(type(p))
     return p
+
+
+def _intermixed(parser_class):
+    """The parser class, taking positionals after options too (`asm EXP --target hppa f`):
+    argparse's own parse_known_args stops at the first option after the positionals."""
+
+    class Intermixed(parser_class):
+        _inside = False
+
+        def parse_known_args(self, args=None, namespace=None):
+            if self._inside:   # parse_known_intermixed_args calls back here
+                return super().parse_known_args(args, namespace)
+            self._inside = True
+            try:
+                return self.parse_known_intermixed_args(args, namespace)
+            finally:
+                self._inside = False
+
+    return Intermixed
 
 
 def run(args) -> int:
     from flagbench.asm import render
-    from flagbench.asm.compare import compare
+    from flagbench.errors import UserError
+    from flagbench.variants import is_experiment
 
-    # TODO(lead): `flagbench asm EXPERIMENT --variants A,B` once build.py lands (see the report).
-    c = compare(args.old, args.new)
-    for name in args.functions:
-        c.get(name)   # every named function must exist before anything is printed
-    if c.warning and args.format != "text":
-        import sys
-        print(f"flagbench asm: warning: {c.warning}", file=sys.stderr)
-    if args.format == "json":
-        print(render.to_json(c, args.functions, everything=not args.changed_only))
-    elif args.format == "md":
-        print(render.to_markdown(c, args.functions, args.limit), end="")
+    if is_experiment(args.inputs[0]):
+        c, functions, notes = _experiment(args)
     else:
-        render.print_text(c, args.functions, args.limit)
+        from flagbench.asm.compare import compare
+
+        used = [f"--{k}" for k in ("variants", "target", "compiler") if getattr(args, k) is not None]
+        if used:
+            raise UserError(f"{', '.join(used)} go with an experiment, not with two ELF files")
+        if len(args.inputs) < 2:
+            raise UserError(f"{args.inputs[0]}: give two ELF files (OLD NEW) or an experiment directory")
+        functions, notes = args.inputs[2:], []
+        c = compare(args.inputs[0], args.inputs[1])
+    for name in functions:
+        c.get(name)   # every named function must exist before anything is printed
+    if c.warning and args.format != "text":   # text prints it with the comparison
+        notes.append(f"warning: {c.warning}")
+    for note in notes:
+        print(f"flagbench asm: {note}", file=sys.stderr)
+    if args.format == "json":
+        print(render.to_json(c, functions, everything=not args.changed_only))
+    elif args.format == "md":
+        print(render.to_markdown(c, functions, args.limit), end="")
+    else:
+        render.print_text(c, functions, args.limit)
     return 0
+
+
+def _experiment(args):
+    """The comparison of two variant builds, the functions to show and the notes."""
+    from flagbench.asm.compare import compare_object_sets
+    from flagbench.variants import variant_pair
+
+    old, new, notes = variant_pair(args.inputs[0], args.variants, args.target, args.compiler)
+    c = compare_object_sets(old.objects, new.objects, old_label=old.cell.key, new_label=new.cell.key)
+    return c, args.inputs[1:], notes
