@@ -290,3 +290,60 @@ def test_experiment_options_with_elf_files_are_an_error(tmp_path):
     assert out.returncode == 2 and "give two ELF files" in out.stderr
     out = flagbench("asm", str(tmp_path / "nothing.toml"))
     assert out.returncode == 2 and "no such experiment file" in out.stderr
+
+
+# -- padding inside a function ------------------------------------------------------------
+# f's second half has no symbol (as in kernel assembly): the int3 alignment run before it
+# sits inside f, and the branches across it move with f's placement.
+INNER_PADDING = r"""
+	.text
+{before}
+	.globl	f
+	.type	f, @function
+f:
+	test	%edi, %edi
+	je	1f
+	mov	$1, %eax
+	ret
+	.p2align 5, 0xcc
+1:	lea	(%rsi,%rdx,4), %rcx
+	cmp	%rcx, %rsi
+	jae	2f
+3:	add	$4, %rsi
+	cmp	%rcx, %rsi
+	jb	3b
+{extra}
+2:	ret
+	.size	f, .-f
+"""
+
+
+def assemble(tmp_path, name, before="", extra=""):
+    src = tmp_path / f"{name}.s"
+    src.write_text(INNER_PADDING.format(before=before, extra=extra))
+    out = tmp_path / f"{name}.o"
+    subprocess.run(["gcc", "-c", str(src), "-o", str(out)], check=True, capture_output=True)
+    return out
+
+
+def test_padding_inside_a_function_is_layout(tmp_path):
+    old = assemble(tmp_path, "old")
+    # an 8-byte function first: f starts at 8, its inner padding shrinks from 22 to 14 bytes
+    new = assemble(tmp_path, "new", before="\t.globl g\ng:\tmov $7, %eax\n\tnop\n\tnop\n\tret\n")
+    assert function_offsets(new, "x86_64")["f"] == 8
+    d_old, d_new = disassemble(old).functions["f"], disassemble(new).functions["f"]
+    # what the first pass sees: different padding, and offsets that moved after it
+    assert d_old.lines.count("int3") == 22 and d_new.lines.count("int3") == 14
+    assert "je     <.+0x20>" in d_old.lines and "je     <.+0x18>" in d_new.lines
+    c = compare(old, new)
+    assert c.get("f").status == "same"
+    assert c.get("g").status == "added"
+
+
+def test_an_int3_that_aligns_nothing_is_a_change(tmp_path):
+    old = assemble(tmp_path, "old")
+    # before the last `ret`: the int3 ends at 51, not a multiple of 4, so it is code (like
+    # straight-line-speculation hardening), not padding, though `jae 2f` moved only by it
+    new = assemble(tmp_path, "new", extra="\tint3")
+    c = compare(old, new)
+    assert c.get("f").status == "changed"

@@ -17,6 +17,7 @@ from typing import Sequence
 
 from flagbench.asm.disasm import Disassembly, Function, disassemble
 from flagbench.asm.elfinfo import read_header
+from flagbench.asm.padding import loose, same_apart_from_layout
 from flagbench.errors import UserError
 
 STATUSES = ("changed", "added", "removed", "same")
@@ -116,16 +117,22 @@ def _merge(parts: list[Disassembly], collide: set[str], label: str) -> Disassemb
 def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool = True,
                           warning: str | None = None) -> Comparison:
     out: list[FunctionDiff] = []
+    differ = [name for name, f in d_old.functions.items()
+              if name in d_new.functions and f.text != d_new.functions[name].text]
+    # a second look (objdump over their ranges) at those that may differ by layout only
+    maybe = [name for name in differ if loose(d_old.functions[name].text) == loose(d_new.functions[name].text)]
+    layout_only = same_apart_from_layout(d_old, d_new, maybe)
     for name, f in d_old.functions.items():
         g = d_new.functions.get(name)
         if g is None:
-            out.append(FunctionDiff(name, "removed", f, None))
-        elif f.text == g.text:
+            if f.text:   # a label on nothing but padding is not a function
+                out.append(FunctionDiff(name, "removed", f, None))
+        elif f.text == g.text or name in layout_only:
             out.append(FunctionDiff(name, "same", f, g))
         else:
             out.append(FunctionDiff(name, "changed", f, g, changed_lines(f, g) if rank else 0))
     for name, g in d_new.functions.items():
-        if name not in d_old.functions:
+        if name not in d_old.functions and g.text:
             out.append(FunctionDiff(name, "added", None, g))
     order = {s: i for i, s in enumerate(STATUSES)}
     out.sort(key=lambda d: (order[d.status], -d.changed_lines, d.name))

@@ -132,6 +132,7 @@ _COMMENT_TARGET = re.compile(r"\s*# <[^>\n]*>")
 _EXPR = re.compile(r"^(.*?)([+-]0x[0-9a-f]+)?$")
 _X86_PCREL = ("R_X86_64_PC32", "R_X86_64_PLT32", "R_X86_64_GOTPCREL", "R_X86_64_GOTPCRELX",
               "R_X86_64_REX_GOTPCRELX", "R_X86_64_PC64")
+_INDEXED_BY_8 = re.compile(r"\(,%\w+,8\)")       # jmp *TABLE(,%rdx,8)
 _IMMEDIATE = re.compile(r"0x([0-9a-f]{6,16})(?![0-9a-f])")
 # What alignment pads with, on every target: NOP spellings, int3 fill, zero fill ("..."),
 # hppa64's `break 0,0`, arm's `mov r8, r8`.
@@ -154,6 +155,7 @@ class Normaliser:
                 self._local.setdefault(s.name, []).append(s)
 
     def body(self, body: str, fname: str) -> str:
+        self._fname = fname
         if body.endswith("int3"):
             # vmlinux pads sections with megabytes of int3: cut the run in one step. rstrip may
             # eat the tail of the last real line ("ret"); the next newline restores that line.
@@ -231,6 +233,11 @@ class Normaliser:
         neg = start and text[start - 1] == "-"
         return f"{_DROP_MINUS}<{m.group(2)}>(%rip){m.group(1)}" if neg else f"<{m.group(2)}>(%rip){m.group(1)}"
 
+    def _is_jump_table(self, addr: int) -> bool:
+        entry = self.elf.read_word(addr, 8)
+        desc = self.elf.describe_address(entry) if entry else None
+        return desc is not None and (desc == self._fname or desc.startswith(self._fname + "+"))
+
     def _address(self, m: re.Match) -> str:
         text, start = m.string, m.start()
         before = text[start - 1] if start else " "
@@ -241,5 +248,10 @@ class Normaliser:
             value = -value & self.mask
         if not self.lo <= value < self.hi:
             return m.group(0)
-        desc = self.elf.describe_address(value)
+        if _INDEXED_BY_8.match(text, m.end()) and self._is_jump_table(value):
+            # its place in .rodata is layout; its entries point into this function
+            return f"{_DROP_MINUS}<jump table>" if before == "-" else "<jump table>"
+        # an address compared against is a boundary (a label), one stored or called a function
+        line_start = text.rfind("\n", 0, start) + 1
+        desc = self.elf.describe_address(value, label=text.startswith("cmp", line_start + (text[line_start] == "\t")))
         return f"{_DROP_MINUS}<{desc}>" if before == "-" and desc else f"<{desc}>" if desc else m.group(0)

@@ -52,6 +52,7 @@ class ElfInfo:
     sections: list[Section]
     symbols: list[Symbol]
     data: bytes = field(repr=False)
+    big: bool = False
     # section index -> {offset: "symbol+addend"} for relocations applying to data sections
     data_relocs: dict[int, dict[int, str]] = field(default_factory=dict, repr=False)
     _by_section: dict[int, tuple[list[int], list[Symbol]]] = field(default_factory=dict, repr=False)
@@ -79,15 +80,24 @@ class ElfInfo:
             return _plus(sym.name, offset - sym.value)
         return self._contents(section, offset) or _plus(sec.name, offset)
 
-    def describe_address(self, addr: int) -> str | None:
-        """A name for an address in an executable: symbol+off, a string, or section+off."""
+    def describe_address(self, addr: int, label: bool = False) -> str | None:
+        """A name for an address in an executable: symbol+off, a string, or section+off.
+
+        Where a label (no size: a linker-script boundary like `__cpuidle_text_start`) and
+        a function or object share the address, which one the code meant depends on
+        whether padding separates them in this build; `label` says which to prefer.
+        """
         if self._by_addr is None:
             syms = sorted((s for s in self.symbols if s.shndx and s.type != STT_SECTION
                            and s.shndx < len(self.sections) and s.name
                            and self.sections[s.shndx].flags & SHF_ALLOC),
-                          key=lambda s: s.value)
+                          key=_preferred)
             self._by_addr = ([s.value for s in syms], syms)
         sym = _containing(self._by_addr, addr)
+        if sym is not None and sym.value == addr and label:
+            values, syms = self._by_addr
+            i = bisect.bisect_left(values, addr)
+            sym = next((s for s in syms[i:bisect.bisect_right(values, addr)] if not s.size), sym)
         if sym is not None:
             return _plus(sym.name, addr - sym.value)
         for i, sec in enumerate(self.sections):
@@ -95,11 +105,19 @@ class ElfInfo:
                 return self._contents(i, addr - sec.addr, loose=True) or _plus(sec.name, addr - sec.addr)
         return None
 
+    def read_word(self, addr: int, size: int) -> int | None:
+        """The size-byte word at an address of an executable (a jump table entry)."""
+        for sec in self.sections:
+            if sec.flags & SHF_ALLOC and sec.type != SHT_NOBITS and sec.addr <= addr <= sec.addr + sec.size - size:
+                raw = self.data[sec.offset + addr - sec.addr: sec.offset + addr - sec.addr + size]
+                return int.from_bytes(raw, "big" if self.big else "little")
+        return None
+
     def _section_symbols(self, section: int):
         if section not in self._by_section:
             syms = sorted((s for s in self.symbols if s.shndx == section and s.type != STT_SECTION
                            and s.name and not s.name.startswith((".L", "$"))),
-                          key=lambda s: s.value)
+                          key=_preferred)
             self._by_section[section] = ([s.value for s in syms], syms)
         return self._by_section[section]
 
@@ -124,6 +142,14 @@ class ElfInfo:
         if sec.flags & SHF_MERGE and sec.entsize and not sec.flags & SHF_STRINGS:
             return "=0x" + raw[:sec.entsize].hex()
         return None
+
+
+def _preferred(s: Symbol) -> tuple[int, bool]:
+    """Sort key: by address, and at one address a sized symbol (a function, an object)
+    after the labels, so it is the one found: `default_idle`, not the
+    `__cpuidle_text_start` that sits on it only while nothing pads between them
+    (describe_address(label=True) asks for the label)."""
+    return s.value, s.size > 0
 
 
 def _containing(index, addr: int) -> Symbol | None:
@@ -199,7 +225,7 @@ def read_elf(path: Path) -> ElfInfo:
     for s in symbols:  # section symbols have no name of their own
         if s.type == STT_SECTION and s.shndx < len(sections):
             s.name = sections[s.shndx].name
-    info = ElfInfo(Path(path), target, is64, e_type == ET_REL, sections, symbols, data)
+    info = ElfInfo(Path(path), target, is64, e_type == ET_REL, sections, symbols, data, big)
     if info.relocatable:
         info.data_relocs = _data_relocs(data, raw, sections, symbols, is64, e)
     return info
