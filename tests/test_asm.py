@@ -347,3 +347,59 @@ def test_an_int3_that_aligns_nothing_is_a_change(tmp_path):
     new = assemble(tmp_path, "new", extra="\tint3")
     c = compare(old, new)
     assert c.get("f").status == "changed"
+
+
+# -- executables: no relocations, so addresses are named from the symbol table -----------
+LINKED = r"""
+	.section .rodata
+{rodata}
+.Ltable:	.quad	1f, 2f
+	.text
+	.globl	user
+	.type	user, @function
+user:
+	cmp	$boundary, %rdi
+	jb	2f
+	movq	$fn, slot(%rip)
+	jmp	*.Ltable(,%rdi,8)
+1:	mov	$1, %eax
+	ret
+2:	xor	%eax, %eax
+	ret
+	.size	user, .-user
+boundary:
+{pad}
+	.globl	fn
+	.type	fn, @function
+fn:	ret
+	.size	fn, .-fn
+	.bss
+slot:	.quad	0
+"""
+
+
+def link(tmp_path, name, rodata="", pad=""):
+    src = tmp_path / f"{name}.s"
+    src.write_text(LINKED.format(rodata=rodata, pad=pad))
+    obj, exe = tmp_path / f"{name}.o", tmp_path / name
+    subprocess.run(["gcc", "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
+    subprocess.run(["ld", "-e", "user", "-o", str(exe), str(obj)], check=True, capture_output=True)
+    return exe
+
+
+def test_labels_functions_and_jump_tables_in_executables(tmp_path):
+    old = link(tmp_path, "old")
+    # padding between the label and fn, and the jump table further into .rodata
+    new = link(tmp_path, "new", rodata='\t.asciz "moves the table"', pad="\t.p2align 6, 0xcc")
+    offsets = function_offsets(new, "x86_64")
+    assert offsets["boundary"] != offsets["fn"]
+    assert function_offsets(old, "x86_64")["boundary"] == function_offsets(old, "x86_64")["fn"]
+    c = compare(old, new)
+    user = c.get("user")
+    assert user.status == "same", (user.old.text, user.new.text)
+    # compared against: the boundary label; stored: the function; the table by what it is
+    assert "cmp    $<boundary>,%rdi" in user.old.lines
+    assert any(line.startswith("movq   $<fn>,") for line in user.old.lines)
+    assert "jmp    *<jump table>(,%rdi,8)" in user.old.lines
+    # boundary holds only padding in new: a label, not a function that was added
+    assert c.counts() == {"changed": 0, "added": 0, "removed": 0, "same": 2}
