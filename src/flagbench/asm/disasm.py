@@ -136,7 +136,7 @@ _INDEXED_BY_8 = re.compile(r"\(,%\w+,8\)")       # jmp *TABLE(,%rdx,8)
 _IMMEDIATE = re.compile(r"0x([0-9a-f]{6,16})(?![0-9a-f])")
 # What alignment pads with, on every target: NOP spellings, int3 fill, zero fill ("..."),
 # hppa64's `break 0,0`, arm's `mov r8, r8`.
-_PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|int3|\.\.\.|c\.nop"
+PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|int3|\.\.\.|c\.nop"
                       r"|break 0,0|mov r8, r8|lea +0x0\(%[er]si,%[er]iz,1\),%[er]si"
                       r"|\.inst 0x00000000.*|udf #0|\.short 0x0000|\.word 0x00000000|\(bad\))(?: .*)?$")
 
@@ -182,7 +182,7 @@ class Normaliser:
             body = body.replace("\n\t", "\n").removeprefix("\t")
         body = body.replace("\t", " ")
         lines = body.split("\n")
-        while lines and (not lines[-1] or _PADDING.match(lines[-1])):
+        while lines and (not lines[-1] or PADDING.match(lines[-1])):
             lines.pop()
         return "\n".join(lines)
 

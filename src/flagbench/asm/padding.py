@@ -23,8 +23,9 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from flagbench.asm.disasm import _PADDING, Disassembly, Function
+from flagbench.asm.disasm import PADDING, Disassembly, Function
 from flagbench.asm.elfinfo import STT_SECTION, read_elf
+from flagbench.toolchains import get_target
 
 STT_FILE = 4
 # Ranges of one section closer than this are disassembled by one objdump run (a run costs
@@ -38,7 +39,7 @@ _INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)")
 
 def loose(text: str) -> str:
     """The text without padding lines and with in-function offsets blanked."""
-    return _SELF.sub("<.+?>", "\n".join(line for line in text.split("\n") if not _PADDING.match(line)))
+    return _SELF.sub("<.+?>", "\n".join(line for line in text.split("\n") if not PADDING.match(line)))
 
 
 @dataclass
@@ -84,7 +85,7 @@ def _split(p: Placed):
     lines, addrs, gaps = [], [], {}
     run, run_start = [], None
     for line, addr in zip(p.lines, p.addrs):
-        if _PADDING.match(line):
+        if PADDING.match(line):
             if not run:
                 run_start = addr
             run.append(line)
@@ -193,7 +194,6 @@ def _ranges(elf, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
 
 def _objdump(d: Disassembly, section: str, start: int | None, stop: int | None) -> list[tuple[int | None, str]]:
     """(address, mnemonic) per instruction line; None for a "..." run of zeros."""
-    from flagbench.toolchains import get_target
     argv = [get_target(d.target).objdump, "-d", "--no-show-raw-insn", "-j", section]
     if "llvm" not in argv[0]:
         argv.append("-w")
