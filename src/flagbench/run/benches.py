@@ -30,7 +30,6 @@ from __future__ import annotations
 import platform
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -324,16 +323,14 @@ _SYMBOLS: dict[tuple, frozenset[str]] = {}
 
 
 def _defined_symbols(build) -> frozenset[str]:
-    """Global text symbols of a build's objects (an implementation may exist on one target only:
-    rep movsb on x86_64). binutils-multiarch's nm reads objects of every target."""
+    """Code symbols defined in a build's objects (an implementation may exist on one target
+    only: rep movsb on x86_64), read with the size stage's ELF reader."""
+    from flagbench import elf
     key = tuple(build.objects)
     if key not in _SYMBOLS:
-        out = subprocess.run(["nm", "--defined-only", "-P", *map(str, build.objects)],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise UserError(f"nm cannot read the objects of {build.cell.key}: {out.stderr.strip()[:200]}")
-        _SYMBOLS[key] = frozenset(line.split()[0] for line in out.stdout.splitlines()
-                                  if len(line.split()) >= 2 and line.split()[1] in "TtWi")
+        _SYMBOLS[key] = frozenset(name for obj in build.objects
+                                  for name, letter, _ in elf.sized_symbols_small(elf.open_input(str(obj)))
+                                  if letter in "TtWi")
     return _SYMBOLS[key]
 
 
