@@ -1,0 +1,313 @@
+"""Process supervision: nothing flagbench starts outlives it, its timeout or a signal.
+
+Every program flagbench runs (compilers, harnesses, callgrind, qemu-user, will-it-scale
+drivers, make and qemu-system for kernels) goes through `run` (wait for it, with a hard
+wall-time bound) or `start` (a handle for programs read while they run). Each child
+
+- runs in its own session and process group, so one kill reaches all it forked;
+- has PR_SET_PDEATHSIG = SIGKILL, so it dies if flagbench dies, even by kill -9
+  (the signal follows the *thread* that started it: call `run`/`start` from a thread
+  that lives at least as long as the child);
+- writes stdout/stderr to files, not pipes, so a grandchild that keeps a pipe open
+  cannot make flagbench wait for it.
+
+flagbench itself is a child subreaper (PR_SET_CHILD_SUBREAPER): a grandchild that
+leaves its group (setsid, a daemon) is reparented to flagbench instead of init, and is
+killed when the program that started it ends. `install()` turns that on and handles
+SIGTERM, SIGHUP and SIGINT: every live child tree is killed and `Terminated` (a
+KeyboardInterrupt) is raised in the main thread, so `finally` blocks remove temporary
+directories and the store keeps every sample; the CLI then exits 128 + the signal.
+
+>>> done = run(["/bin/sh", "-c", "echo hi; exit 3"], timeout=10)
+>>> done.returncode, done.stdout, done.failure
+(3, 'hi\\n', 'exit status 3')
+>>> run(["/bin/sleep", "5"], timeout=0.2).failure
+'timeout after 0.2 s'
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+_libc = ctypes.CDLL(None, use_errno=True)
+_lock = threading.RLock()        # Popen creation vs orphan scans: a fresh child is never an "orphan"
+_live: dict[int, "Proc"] = {}    # pid -> handle of every child started here and not yet ended
+_subreaper = False
+_terminating: int | None = None  # the signal being handled: no new program starts
+
+
+class Terminated(KeyboardInterrupt):
+    """flagbench got SIGTERM, SIGHUP or SIGINT; its children are already dead."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + self.signum
+
+
+@dataclass
+class Done:
+    """How a program ended. `returncode` None: killed at its deadline."""
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    wall_ns: int
+    timeout: float | None
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+    @property
+    def failure(self) -> str | None:
+        """None when it exited 0, else "timeout after N s", "SIGSEGV", "exit status 3"."""
+        if self.returncode is None:
+            return f"timeout after {self.timeout:g} s"
+        if self.returncode < 0:
+            return signal_name(-self.returncode)
+        return f"exit status {self.returncode}" if self.returncode else None
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class Deadline:
+    """A wall-time budget shared by several programs (a counted cell runs two)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(self.end - time.monotonic(), 0.0)
+
+
+def install() -> None:
+    """Make this process a subreaper and route SIGTERM/SIGHUP/SIGINT through `Terminated`.
+    Call once, from the main thread, before starting anything (the CLI verbs that run
+    programs do)."""
+    global _subreaper
+    if _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0:
+        _subreaper = True
+    if threading.current_thread() is threading.main_thread():
+        for signum in SIGNALS:
+            signal.signal(signum, _on_signal)
+
+
+def _on_signal(signum, frame) -> None:
+    global _terminating
+    _terminating = signum
+    kill_all()
+    raise Terminated(signum)
+
+
+def _child_setup(cpu: int | None, parent: int):
+    def setup():   # runs in the child between fork and exec: async-signal-safe calls only
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:     # the parent died before prctl took effect
+            os._exit(137)
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+    return setup
+
+
+class Proc:
+    """A running program in its own process group; `stop()` kills the whole tree."""
+
+    def __init__(self, argv: Sequence[str], *, cwd=None, env: Mapping[str, str] | None = None,
+                 cpu: int | None = None, stdin=subprocess.DEVNULL, stdout=None, stderr=None):
+        if _terminating is not None:
+            raise Terminated(_terminating)
+        self.argv = tuple(str(a) for a in argv)
+        self._out = stdout if stdout is not None else tempfile.TemporaryFile()
+        self._err = stderr if stderr is not None else tempfile.TemporaryFile()
+        self._own_files = (stdout is None, stderr is None)
+        self.started = time.perf_counter_ns()
+        with _lock:
+            self.popen = subprocess.Popen(self.argv, cwd=cwd, env=None if env is None else dict(env),
+                                          stdin=stdin, stdout=self._out, stderr=self._err,
+                                          start_new_session=True,
+                                          preexec_fn=_child_setup(cpu, os.getpid()))
+            _live[self.popen.pid] = self
+        self.pid = self.popen.pid
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit status, or None when it still ran at `timeout` (then it is killed).
+        The group and any orphan it left are killed either way."""
+        try:
+            code = self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        except BaseException:
+            self.stop()
+            raise
+        self.stop()
+        return code
+
+    def stop(self) -> None:
+        """Kill the process group, reap the child, kill orphans reparented to us."""
+        kill_group(self.pid)
+        try:
+            self.popen.wait()
+        finally:
+            with _lock:
+                _live.pop(self.pid, None)
+            kill_orphans()
+
+    def output(self) -> tuple[str, str]:
+        """What it wrote (call after it ended)."""
+        texts = []
+        for f in (self._out, self._err):
+            try:
+                f.seek(0)
+                texts.append(f.read().decode(errors="replace"))
+            except (AttributeError, OSError, ValueError):
+                texts.append("")
+        for own, f in zip(self._own_files, (self._out, self._err)):
+            if own:
+                f.close()
+        return texts[0], texts[1]
+
+    def __enter__(self) -> "Proc":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start(argv: Sequence[str], **kw) -> Proc:
+    """Start a program (see Proc); use it as a context manager so it is always stopped."""
+    return Proc(argv, **kw)
+
+
+def run(argv: Sequence[str], *, timeout: float, cwd=None, env: Mapping[str, str] | None = None,
+        cpu: int | None = None, stdin=subprocess.DEVNULL) -> Done:
+    """Run a program to its end, or kill it with all it started after `timeout` seconds
+    of wall time. Never raises for the program's own failure (see Done.failure); OSError
+    when it cannot be started."""
+    proc = Proc(argv, cwd=cwd, env=env, cpu=cpu, stdin=stdin)
+    code = proc.wait(timeout=max(timeout, 0.0))
+    wall = time.perf_counter_ns() - proc.started
+    out, err = proc.output()
+    return Done(proc.argv, code, out, err, wall, timeout)
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_all() -> None:
+    """Kill every live child tree (signal handlers, exit paths)."""
+    with _lock:
+        pids = list(_live)
+    for pid in pids:
+        kill_group(pid)
+    kill_orphans()
+
+
+def kill_orphans() -> None:
+    """Kill and reap processes reparented to us (we are a subreaper) that no live handle
+    owns: what a program left behind after leaving its process group. Children that
+    share our own session were started by other means (a forked reader) and are left alone."""
+    if not _subreaper:
+        return
+    me, session = os.getpid(), os.getsid(0)
+    with _lock:
+        owned = set(_live)
+        orphans = [pid for pid in _children(me) if pid not in owned and _sid(pid) not in (session, None)]
+        for pid in orphans:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in orphans:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _children(parent: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{parent}/task/{parent}/children").read_text()
+        threads = [t for t in os.listdir(f"/proc/{parent}/task") if t != str(parent)]
+    except OSError:
+        threads, text = [], ""
+    pids = [int(p) for p in text.split()]
+    for tid in threads:    # a reparented orphan may hang under any of our threads
+        try:
+            pids += [int(p) for p in Path(f"/proc/{parent}/task/{tid}/children").read_text().split()]
+        except OSError:
+            pass
+    return sorted(set(pids))
+
+
+def _sid(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
+# -- directories that die with their owner -------------------------------------------------------
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep(parent: Path, prefix: str) -> None:
+    """Remove `prefix-PID-*` entries of `parent` whose PID is dead (left by a kill -9)."""
+    try:
+        entries = list(Path(parent).glob(f"{prefix}-*"))
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry.name[len(prefix) + 1:].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+@contextmanager
+def owned_dir(prefix: str, parent: Path | None = None) -> Iterator[Path]:
+    """A temporary directory `PARENT/PREFIX-PID-XXXX`, removed on exit; ones a killed
+    flagbench left behind are removed the next time one is made."""
+    parent = Path(parent or tempfile.gettempdir())
+    sweep(parent, prefix)
+    path = Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
