@@ -1,0 +1,57 @@
+"""Names from ELF files and experiment files are data, not markup: make them safe for the
+place they are printed. A symbol may be called `a|b<script>` or hold a newline, a backtick or
+an escape sequence; a CSV cell may start like a spreadsheet formula.
+
+>>> md_cell("a|b<script>")
+'a\\\\|b&lt;script&gt;'
+>>> md_code("x`y")
+'`` x`y ``'
+>>> csv_cell("=cmd()"), csv_cell("-12"), csv_cell(-12)
+("'=cmd()", "'-12", -12)
+>>> term_text("a\\x1b[31mb\\n")
+'a\\\\x1b[31mb\\\\n'
+"""
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL, C1 controls: what a terminal would act on rather than print.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_MD_SPECIAL = re.compile(r"[\\|`*_\[\]<>&]")
+_MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def term_text(text: str) -> str:
+    """Control characters (escape sequences, newlines, tabs) shown escaped, the rest as is."""
+    if not _CONTROL.search(text):
+        return text
+    return _CONTROL.sub(lambda m: _escape(m.group(0)), text)
+
+
+def _escape(ch: str) -> str:
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch, f"\\x{ord(ch):02x}")
+
+
+def md_cell(text: str) -> str:
+    """TEXT as plain Markdown table-cell text: no column split, no HTML, no code span, one line."""
+    text = term_text(text)
+    return _MD_SPECIAL.sub(lambda m: _MD_ENTITY.get(m.group(0)) or "\\" + m.group(0), text)
+
+
+def md_code(text: str) -> str:
+    """TEXT as a Markdown code span that survives backticks and pipes inside it (table cells too:
+    GitHub splits cells on `|` even inside code, so a pipe becomes `\\|`, which it renders as `|`)."""
+    text = term_text(text).replace("|", "\\|")
+    if "`" not in text:
+        return f"`{text}`"
+    fence = "`" * (max(len(r) for r in re.findall(r"`+", text)) + 1)
+    return f"{fence} {text} {fence}"
+
+
+def csv_cell(value):
+    """A CSV value a spreadsheet shows as text: a string starting with = + - @ (or a tab or CR)
+    gets a leading apostrophe. Numbers are left as numbers."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
