@@ -150,14 +150,19 @@ def test_docstring_examples(module):
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_many_variants_print_one_line_per_variant():
-    """Seven memcpy implementations side by side would not fit a terminal or a commit message."""
+def test_many_variants_print_a_pivot():
+    """Seven memcpy implementations: one row per point, one column per implementation, each cell the
+    median and its change against the baseline (the seed's table); the long form stays in json/csv."""
     names = [f"impl{i}" for i in range(5)]
     samples = [dict(bench="memcpy", metric="MB/s", unit="MB/s", variant=v, target="x86_64", compiler="gcc",
-                    params={"size": "32"}, value=100.0 * (1 + i) + j) for i, v in enumerate(names) for j in range(9)]
+                    params={"size": size, "dalign": "0"}, value=100.0 * (1 + i) + j)
+               for i, v in enumerate(names) for j in range(9) for size in ("32", "4096")]
     md = render(build_tables(samples, names), "md")
     table = [line for line in md.splitlines() if line.startswith("|")]
-    assert [c.strip() for c in table[0].split("|")[1:-1]] == ["size", "variant", "median", "vs impl0"]
+    assert [c.strip() for c in table[0].split("|")[1:-1]] == ["dalign", "size", "impl0 (baseline)", *names[1:]]
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table[2:]]
-    assert [r[1] for r in rows] == names and rows[0][3] == "baseline"
-    assert rows[1][2] == "204.00" and rows[1][3].startswith("+96.2 %")   # 204 / 104 and rows[1][3].endswith("faster")
+    assert [r[:2] for r in rows] == [["0", "32"], ["0", "4096"]]
+    assert rows[0][2] == "104.00"
+    assert rows[0][3] == "204.00 (+96.2 % faster)"   # 204 / 104: every pairwise ratio is 1.9615
+    rows_csv = list(csv.DictReader(io.StringIO(render(build_tables(samples, names), "csv"))))
+    assert len(rows_csv) == 2 * 5

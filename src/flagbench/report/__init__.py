@@ -1,0 +1,184 @@
+"""The report of stored samples, as text, md, json, csv or html.
+
+`build_tables` (tables.py) groups samples into tables and compares each variant with the
+baseline; `cells.py` formats them; `blocks` turns them into document blocks that the md and html
+exporters (doc.py) write, with plots (plots.py, figures.py) in the html; text, json and csv
+are written from the tables here.
+
+>>> samples = [dict(bench="loop", metric="ns_per_iter", unit="ns", variant=v, target="x86_64",
+...                 compiler="gcc", params={}, value=x)
+...            for v, base in (("O2", 29.6), ("O0", 59.4)) for x in [base * (1 + i / 1000) for i in range(9)]]
+>>> print(render(build_tables(samples, ["O2", "O0"]), "md"))
+<a id="loop-ns-per-iter-x86-64-gcc"></a>
+**loop** · ns_per_iter (ns) · x86_64/gcc
+<BLANKLINE>
+|    O2 |    O0 |                                 O0 vs O2 |
+|------:|------:|-----------------------------------------:|
+| 29.72 | 59.64 | +100.7 % [+100.1, +101.3] p=0.000 slower |
+- change: Hodges-Lehmann estimate of new/old with its 95 % Moses interval [low, high], p: Mann-Whitney U
+<BLANKLINE>
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict
+
+from flagbench.report.cells import fmt_comparison, fmt_value, notes, table_anchor, table_cells  # noqa: F401
+from flagbench.report.doc import Block, Grid, Heading, Html, Markdown, Para
+from flagbench.report.tables import EXACT_TABLE, Row, Table, build_tables  # noqa: F401
+from flagbench.stats import Comparison
+from flagbench.textsafe import csv_cell, term_text
+
+FORMATS = ("text", "md", "json", "csv", "html")
+
+
+def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False) -> list[Block]:
+    """Each table as a titled, anchored grid with its notes; with `figures`, its plots after it
+    (only the html exporter draws those)."""
+    from flagbench.report.figures import table_figures
+    out: list[Block] = []
+    for t in tables:
+        header, body = table_cells(t)
+        out.append(Grid(header, body, title=t.title, anchor=table_anchor(t, prefix), notes=notes(t),
+                        align="r" * len(header)))
+        if figures:
+            out += table_figures(t)
+    return out
+
+
+def failure_blocks(failures: list[dict]) -> list[Block]:
+    if not failures:
+        return []
+    return [Grid(["bench", "cell", "reason"], [[f["bench"], f["cell"], f.get("reason") or ""] for f in failures],
+                 title="failed cells", align="lll")]
+
+
+def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: list[dict] | None = None) -> str:
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}")
+    failures = failures or []
+    if fmt == "md":
+        head = [Para([line])] if (line := run_line(run)) else []
+        return Markdown().render(head + blocks(tables) + failure_blocks(failures))
+    if fmt == "html":
+        title = f"flagbench run {run['id']}: {run['experiment']}" if run else "flagbench report"
+        head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else [])
+        return Html().render(head + blocks(tables, figures=True) + failure_blocks(failures), title)
+    return {"text": _text, "json": _json, "csv": _csv}[fmt](tables, run, failures)
+
+
+def run_line(run: dict | None) -> str | None:
+    if not run:
+        return None
+    p = run.get("provenance", {})
+    load = p.get("loadavg")
+    load = " ".join(f"{x:.2f}" for x in load) if load else "?"
+    return (f"run {run['id']} · {run['experiment']} ({run['experiment_hash'][:12]}) · {run['started']} · "
+            f"{p.get('cpu', '?')} · {str(p.get('kernel', '?')).split(' #')[0]} · load {load} · "
+            f"flagbench {p.get('flagbench', '?')}")
+
+
+def _text(tables, run, failures) -> str:
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table as RichTable
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200, no_color=True, highlight=False, emoji=False)
+    say = lambda text: console.print(escape(term_text(text)))   # noqa: E731 - no markup, no raw controls
+    if (line := run_line(run)):
+        say(line)
+    for t in tables:
+        header, body = table_cells(t)
+        say(t.title)
+        table = RichTable(box=box.SIMPLE_HEAD)
+        for name in header:
+            table.add_column(escape(term_text(name)), justify="right")
+        for line in body:
+            table.add_row(*(escape(term_text(x)) for x in line))
+        console.print(table)
+        for note in notes(t):
+            say(f"  note: {note}")
+    for f in failures:
+        say(f"FAILED {f['bench']} {f['cell']}: {f['reason']}")
+    return buffer.getvalue()
+
+
+def _comparison_dict(c: Comparison) -> dict:
+    d = asdict(c)
+    d["warnings"] = list(c.warnings)
+    d["ratio"] = None if c.ratio == float("inf") else c.ratio
+    d["estimate"] = None if c.estimate == float("inf") else c.estimate
+    return d
+
+
+def _json(tables, run, failures) -> str:
+    doc = {"run": run, "failures": failures, "tables": []}
+    for t in tables:
+        doc["tables"].append({
+            "bench": t.bench, "metric": t.metric, "unit": t.unit, "target": t.target, "compiler": t.compiler,
+            "exact": t.exact, "baseline": t.variants[0], "variants": t.variants, "param_keys": t.param_keys,
+            "layouts": t.layouts,
+            "rows": [{"params": r.params,
+                      "variants": {v: {"n": len(r.values.get(v, [])), "median": r.median(v),
+                                       "samples": r.values.get(v, [])} for v in t.variants},
+                      "layouts": {c: {"n": len(r.values.get(c, [])), "median": r.median(c),
+                                      "ratio": r.layout_ratios.get(c), "samples": r.values.get(c, [])}
+                                  for cs in t.layouts.values() for c in cs},
+                      "comparisons": {v: _comparison_dict(c) for v, c in r.comparisons.items()},
+                      "bands": {v: asdict(b) for v, b in r.bands.items()},
+                      "band_verdicts": r.band_verdicts}
+                     for r in t.rows]})
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+CSV_COLUMNS = ("bench", "target", "compiler", "params", "metric", "unit", "variant", "n", "median", "baseline",
+               "ratio", "ci_low", "ci_high", "p_value", "verdict", "warnings", "band_low", "band_high",
+               "band_verdict", "estimate")
+
+
+def _csv(tables, run, failures) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    row = lambda cells: writer.writerow([csv_cell(c) if isinstance(c, str) else c for c in cells])  # noqa: E731
+    row(CSV_COLUMNS)
+    for t in tables:
+        for r in t.rows:
+            params = ",".join(f"{k}={v}" for k, v in r.params.items())
+            for v in t.variants:
+                c, band = r.comparisons.get(v), r.bands.get(v)
+                row([t.bench, t.target, t.compiler, params, t.metric, t.unit, v,
+                     len(r.values.get(v, [])), r.median(v), t.variants[0],
+                     *(("", "", "", "", "baseline" if v == t.variants[0] else "", "") if c is None else
+                       (c.ratio, _blank(c.ci_low), _blank(c.ci_high), _blank(c.p_value), c.verdict,
+                        "; ".join(c.warnings))),
+                     *((band.low, band.high) if band else ("", "")), r.band_verdicts.get(v, ""),
+                     "" if c is None else c.estimate])
+                for column in t.layouts.get(v, []):   # a relink: its ratio to its own variant
+                    row([t.bench, t.target, t.compiler, params, t.metric, t.unit, column,
+                         len(r.values.get(column, [])), r.median(column), v,
+                         _blank(r.layout_ratios.get(column)), "", "", "", "layout", "", "", "", "", ""])
+    for f in failures:
+        row([f["bench"], "", "", f["cell"], "", "", "", 0, "", "", "", "", "", "", "failed",
+             f.get("reason") or "", "", "", "", ""])
+    return buffer.getvalue()
+
+
+def _blank(x):
+    return "" if x is None else x
+
+
+def report_run(store, run_id: int, fmt: str) -> str:
+    """The whole report of one stored run, in one of FORMATS."""
+    run = store.run(run_id)
+    return render(run_tables(store, run_id), fmt, run=run,
+                  failures=[c for c in store.cells(run_id) if c["status"] == "failed"])
+
+
+def run_tables(store, run_id: int) -> list[Table]:
+    """The tables of one stored run, variants in the experiment's order."""
+    order = store.run(run_id)["provenance"].get("variants")
+    return build_tables(store.samples(run_id), order if isinstance(order, list) else None)

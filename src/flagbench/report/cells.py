@@ -1,0 +1,186 @@
+"""A Table as rows of plain strings: numbers formatted, comparisons spelled out, notes folded.
+
+Three shapes: few variants side by side (values, then each "vs baseline" with its interval);
+many variants as a PIVOT (one row per sweep point, one column per variant, each cell the median
+and its change against the baseline: the seed's memcpy table); and with layout relinks, one line
+per row x variant with the band. Escaping is the exporters' job (md, html, text): nothing here
+is markup.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+
+from flagbench.report.tables import Table
+from flagbench.stats import Comparison, LayoutBand, compare, compare_exact
+
+WIDE = 3   # more variants than this: the pivot, one compact cell per variant
+
+
+def fmt_value(value: float | None, exact: bool = False) -> str:
+    """
+    >>> fmt_value(130.6749), fmt_value(0.012345), fmt_value(1234567.0, exact=True), fmt_value(3.45, exact=True)
+    ('130.67', '0.01235', '1234567', '3.45')
+    """
+    if value is None:
+        return "-"
+    if (exact and value == int(value)) or abs(value) >= 10000:
+        return f"{value:.0f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:.4g}"
+
+
+def pct(ratio: float) -> str:
+    """A ratio as a signed percentage with one decimal: 1.05 -> "+5.0"."""
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+def fmt_comparison(c: Comparison | None) -> str:
+    """The change and its interval; the change printed is the interval's own estimate (Hodges-Lehmann),
+    so it always lies inside the brackets.
+
+    >>> fmt_comparison(compare_exact(100, 117)), fmt_comparison(compare_exact(0, 8))
+    ('+17.00 % exact', '+8 exact')
+    >>> fmt_comparison(compare([1, 2, 3], [1, 2, 3]))
+    '~ +0.0 % (n=3+3, no CI)'
+    """
+    if c is None:
+        return "-"
+    if c.verdict == "exact":
+        return fmt_exact(c)
+    if c.ci_low is None:
+        return f"~ {pct(c.ratio)} % (n={c.n_old}+{c.n_new}, no CI)"
+    body = f"{pct(c.estimate)} % [{pct(c.ci_low)}, {pct(c.ci_high)}] p={c.p_value:.3f}"
+    return f"~ {body}" if c.verdict == "~" else f"{body} {c.verdict}"
+
+
+def fmt_exact(c: Comparison) -> str:
+    if c.median_old == 0:        # no ratio from zero: the difference itself
+        return f"{c.median_new:+g} exact"
+    return f"{(c.ratio - 1) * 100:+.2f} % exact"
+
+
+def fmt_short(c: Comparison | None) -> str:
+    """A pivot cell's change: "+12.3 % faster", "~ -0.4 %", "+114.29 %" (exact).
+
+    >>> fmt_short(compare_exact(100, 117)), fmt_short(None)
+    ('+17.00 %', '')
+    """
+    if c is None:
+        return ""
+    if c.verdict == "exact":
+        return fmt_exact(c).removesuffix(" exact")
+    text = f"{pct(c.estimate)} %"
+    return f"~ {text}" if c.verdict == "~" else f"{text} {c.verdict}"
+
+
+def shape(t: Table) -> str:
+    """"side" (variants side by side), "pivot" (many variants) or "long" (with layout bands)."""
+    if t.layouts:
+        return "long"
+    return "pivot" if len(t.variants) > WIDE else "side"
+
+
+def table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
+    """(header, body) of a table in its shape."""
+    base = t.variants[0]
+    how = shape(t)
+    if how == "long":
+        header = list(t.param_keys) + ["variant", "median", f"vs {base}", "layout band", f"vs {base}'s band"]
+        body = []
+        for r in t.rows:
+            for v in t.variants:
+                band = r.bands.get(v)
+                body.append([r.params.get(k, "") for k in t.param_keys] + [
+                    v, fmt_value(r.median(v), t.exact),
+                    "baseline" if v == base else fmt_comparison(r.comparisons.get(v)),
+                    fmt_band(band) if band else "", r.band_verdicts.get(v, "-" if v != base else "")])
+        return header, body
+    if how == "pivot":
+        header = list(t.param_keys) + [f"{base} (baseline)"] + [f"{v}" for v in t.variants[1:]]
+        body = []
+        for r in t.rows:
+            line = [r.params.get(k, "") for k in t.param_keys] + [fmt_value(r.median(base), t.exact)]
+            for v in t.variants[1:]:
+                change = fmt_short(r.comparisons.get(v))
+                value = fmt_value(r.median(v), t.exact)
+                line.append(f"{value} ({change})" if change and value != "-" else value)
+            body.append(line)
+        return header, body
+    header = list(t.param_keys) + list(t.variants) + [f"{v} vs {base}" for v in t.variants[1:]]
+    body = []
+    for r in t.rows:
+        line = [r.params.get(k, "") for k in t.param_keys]
+        line += [fmt_value(r.median(v), t.exact) for v in t.variants]
+        line += [fmt_comparison(r.comparisons.get(v)) for v in t.variants[1:]]
+        body.append(line)
+    return header, body
+
+
+def fmt_band(band: LayoutBand) -> str:
+    """
+    >>> fmt_band(LayoutBand(12, 0.889, 1.135, (), 0.0004))
+    '-11.1 % .. +13.5 % (12 layouts, p=0.000)'
+    """
+    p = "" if band.p_value is None else f", p={band.p_value:.3f}"
+    return f"{band.as_percent()} ({band.n_layouts} layouts{p})"
+
+
+_SPREAD = re.compile(r"^high spread in (old|new): IQR/median (\d+) ?%$")
+
+
+def notes(t: Table) -> list[str]:
+    """Warnings, folded: each distinct one once with the cells it applies to; spread warnings
+    name the worst value and where, and how many cells are above the threshold."""
+    where: dict[str, list[str]] = defaultdict(list)
+    spreads: list[tuple[int, str]] = []
+    for r in t.rows:
+        label = ",".join(f"{k}={val}" for k, val in r.params.items()) or "all"
+        for v, c in r.comparisons.items():
+            for w in c.warnings:
+                m = _SPREAD.match(w)
+                if m:
+                    side = t.variants[0] if m.group(1) == "old" else v
+                    spreads.append((int(m.group(2)), f"{side}@{label}"))
+                else:
+                    where[w].append(f"{v}@{label}")
+    every = sum(len(r.comparisons) for r in t.rows)
+    out = [f"{w}: {'every row' if len(cells) == every else ', '.join(cells[:4]) + (' …' if len(cells) > 4 else '')}"
+           for w, cells in where.items()]
+    if spreads:
+        distinct = sorted(set(spreads), reverse=True)
+        worst = ", ".join(f"{cell} {value} %" for value, cell in distinct[:3])
+        more = f" and {len(distinct) - 3} more" if len(distinct) > 3 else ""
+        out.append(f"high spread (IQR/median above 10 %) in {len(distinct)} cell{'s' * (len(distinct) > 1)}: "
+                   f"{worst}{more}")
+    if t.layouts:
+        out.append("layout band: min..max of median / the variant's median over the variant and its relinks "
+                   "with code moved; p: do the layouts differ at all (Kruskal-Wallis); beyond = the whole CI "
+                   "lies outside the baseline's band")
+    if any(c.ci_low is not None for r in t.rows for c in r.comparisons.values()):
+        out.append("change: Hodges-Lehmann estimate of new/old with its 95 % Moses interval [low, high], "
+                   "p: Mann-Whitney U")
+    return out
+
+
+def geomean_ratio(comparisons: list[Comparison]) -> float | None:
+    """The geometric mean of the printed ratios (benchstat's summary of a sweep)."""
+    ratios = [c.estimate for c in comparisons if c.estimate and c.estimate > 0 and math.isfinite(c.estimate)]
+    if not ratios:
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+
+
+def slug(*parts: str) -> str:
+    """An md/html anchor id from free text: lower case letters, digits and dashes only.
+
+    >>> slug("memcpy-strategy", "copy_page_info", "ns_per_iter", "x86_64/gcc")
+    'memcpy-strategy-copy-page-info-ns-per-iter-x86-64-gcc'
+    """
+    return "-".join(filter(None, (re.sub(r"[^a-z0-9]+", "-", p.lower()).strip("-") for p in parts)))
+
+
+def table_anchor(t: Table, prefix: str = "") -> str:
+    return slug(prefix, t.bench, t.metric, t.target, t.compiler)

@@ -1,0 +1,223 @@
+"""A report as a list of blocks (headings, paragraphs, tables, code, figures), and the two
+exporters that write it: Markdown (what a maintainer pastes) and one self-contained HTML file
+(tables plus inline SVG plots; no script, nothing fetched).
+
+Every piece of text is escaped by the exporter that writes it: md cells through
+`textsafe.md_cell` (a symbol named `a|b<script>` stays one cell and stays text), HTML through
+`html.escape`. Anchors are made by `cells.slug` and hold only [a-z0-9-].
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Union
+
+from flagbench.textsafe import md_cell
+
+
+@dataclass(frozen=True)
+class Link:
+    text: str
+    anchor: str
+
+
+Inline = Union[str, Link]
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+    anchor: str | None = None
+
+
+@dataclass
+class Para:
+    parts: list[Inline]
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Grid:
+    """A table: an optional bold title and anchor, a header, rows, notes below."""
+    header: list[str]
+    rows: list[list[Inline]]
+    title: str | None = None
+    anchor: str | None = None
+    notes: list[str] = field(default_factory=list)
+    align: str = ""          # per column "l" or "r" (default: first column left, the rest right)
+
+
+@dataclass
+class Code:
+    lines: list[str]
+    lang: str = ""
+
+
+@dataclass
+class Figure:
+    """HTML only: a plot (SVG or panels made by plots.py); Markdown readers have the table."""
+    body: str
+    caption: str = ""
+
+
+Block = Union[Heading, Para, Bullets, Grid, Code, Figure]
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+_INTRAWORD_UNDERSCORE = re.compile(r"(?<=[A-Za-z0-9])\\_(?=[A-Za-z0-9])")
+
+
+def md_text(text: str) -> str:
+    """`textsafe.md_cell`, minus two escapes Markdown does not need and a plain-text reader trips
+    over: `_` inside a word (GFM makes no emphasis there: x86_64, ns_per_iter) and brackets that
+    cannot start a link (`[-1.2, +0.4]`).
+
+    >>> print(md_text("x86_64 [+1.0, +2.0] a|b<script> _x_"))
+    x86_64 [+1.0, +2.0] a\\|b&lt;script&gt; \\_x\\_
+    >>> print(md_text("[a](b)"))
+    \\[a\\](b)
+    """
+    out = _INTRAWORD_UNDERSCORE.sub("_", md_cell(text))
+    if "](" not in text and "][" not in text:
+        out = out.replace("\\[", "[").replace("\\]", "]")
+    return out
+
+
+def _md_inline(x: Inline) -> str:
+    if isinstance(x, Link):
+        return f"[{md_text(x.text)}](#{x.anchor})"
+    return md_text(x)
+
+
+def _md_anchor(anchor: str | None) -> list[str]:
+    return [f'<a id="{anchor}"></a>'] if anchor else []
+
+
+class Markdown:
+    """Blocks as GitHub-flavoured Markdown, tables padded so they read as plain text too."""
+
+    def render(self, blocks: list[Block]) -> str:
+        out: list[str] = []
+        for b in blocks:
+            if isinstance(b, Heading):
+                out += _md_anchor(b.anchor) + [f"{'#' * b.level} {md_text(b.text)}", ""]
+            elif isinstance(b, Para):
+                out += ["".join(_md_inline(p) for p in b.parts), ""]
+            elif isinstance(b, Bullets):
+                out += [f"- {md_text(i)}" for i in b.items] + [""]
+            elif isinstance(b, Grid):
+                out += self._grid(b)
+            elif isinstance(b, Code):
+                longest = max([len(m) for line in b.lines for m in re.findall(r"`+", line)] + [2])
+                fence = "`" * (longest + 1)
+                out += [fence + b.lang] + b.lines + [fence, ""]
+        return "\n".join(out).rstrip("\n") + "\n"
+
+    @staticmethod
+    def _grid(g: Grid) -> list[str]:
+        out = _md_anchor(g.anchor)
+        if g.title:
+            bench, _, rest = g.title.partition(" · ")
+            out += [f"**{md_text(bench)}**" + (f" · {md_text(rest)}" if rest else ""), ""]
+        header = [md_text(h) for h in g.header]
+        body = [[_md_inline(c) for c in row] for row in g.rows]
+        widths = [max(len(x) for x in col) for col in zip(header, *body)]
+        align = g.align or "l" + "r" * (len(header) - 1)
+
+        def line(xs):
+            return "| " + " | ".join(x.ljust(w) if a == "l" else x.rjust(w)
+                                     for x, w, a in zip(xs, widths, align)) + " |"
+        rule = "|" + "|".join(("-" * (w + 2)) if a == "l" else ("-" * (w + 1) + ":")
+                              for w, a in zip(widths, align)) + "|"
+        out += [line(header), rule] + [line(r) for r in body]
+        out += [f"- {md_text(n)}" for n in g.notes]
+        return out + [""]
+
+
+# -- HTML ---------------------------------------------------------------------------------------
+
+def esc(text) -> str:
+    """HTML text: escaped, control characters shown as \\xNN."""
+    s = "".join(c if c >= " " or c in "\n\t" else f"\\x{ord(c):02x}" for c in str(text))
+    return html.escape(s, quote=True)
+
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#1b1b1b;margin:0;background:#fff}
+main{max-width:1180px;margin:0 auto;padding:16px 28px 48px}
+h1{font-size:24px;margin:8px 0 12px}h2{font-size:20px;margin:36px 0 8px;padding-top:8px;border-top:2px solid #ddd}
+h3{font-size:16px;margin:24px 0 6px}h4{font-size:14px;margin:16px 0 4px}
+table{border-collapse:collapse;margin:6px 0 4px;font-variant-numeric:tabular-nums}
+th,td{padding:3px 10px;border-bottom:1px solid #e4e4e4;text-align:right;white-space:nowrap}
+th{background:#f3f3f3;font-weight:600;position:sticky;top:0}
+td.l,th.l{text-align:left}tr:hover td{background:#f7faff}
+.title{font-weight:600;margin:18px 0 2px}.title span{font-weight:400;color:#555}
+.notes{margin:2px 0 10px;padding-left:20px;color:#555;font-size:13px}
+pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:8px 10px;overflow:auto;font-size:12.5px;line-height:1.35;max-height:560px}
+.figure{margin:10px 0 18px}.panels{display:flex;flex-wrap:wrap;gap:10px}
+svg.plot{background:#fff;border:1px solid #e4e4e4;border-radius:4px;max-width:100%;height:auto}
+.legend{display:flex;flex-wrap:wrap;gap:4px 16px;margin:6px 0 0;font-size:13px}
+.key{display:inline-flex;align-items:center;gap:6px}.swatch{width:14px;height:4px;display:inline-block;border-radius:2px}
+.caption{color:#555;font-size:13px;margin:4px 0}
+a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
+.wrap{overflow-x:auto}
+"""
+
+
+class Html:
+    """Blocks as one self-contained HTML page: inline CSS and SVG, no script, no external URL."""
+
+    def render(self, blocks: list[Block], title: str = "flagbench report") -> str:
+        body = "\n".join(self._block(b) for b in blocks)
+        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+                f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n"
+                f"<body><main>\n{body}\n</main></body></html>\n")
+
+    def _block(self, b: Block) -> str:
+        if isinstance(b, Heading):
+            ident = f' id="{b.anchor}"' if b.anchor else ""
+            return f"<h{b.level}{ident}>{esc(b.text)}</h{b.level}>"
+        if isinstance(b, Para):
+            return f"<p>{''.join(self._inline(p) for p in b.parts)}</p>"
+        if isinstance(b, Bullets):
+            return "<ul class=\"notes\">" + "".join(f"<li>{esc(i)}</li>" for i in b.items) + "</ul>"
+        if isinstance(b, Grid):
+            return self._grid(b)
+        if isinstance(b, Code):
+            return f"<pre>{esc(chr(10).join(b.lines))}</pre>"
+        if isinstance(b, Figure):
+            caption = f'<div class="caption">{esc(b.caption)}</div>' if b.caption else ""
+            return f'<div class="figure">{caption}{b.body}</div>'
+        raise TypeError(f"not a report block: {b!r}")
+
+    @staticmethod
+    def _inline(x: Inline) -> str:
+        if isinstance(x, Link):
+            return f'<a href="#{x.anchor}">{esc(x.text)}</a>'
+        return esc(x)
+
+    def _grid(self, g: Grid) -> str:
+        align = g.align or "l" + "r" * (len(g.header) - 1)
+        out = []
+        if g.title:
+            bench, _, rest = g.title.partition(" · ")
+            ident = f' id="{g.anchor}"' if g.anchor else ""
+            out.append(f'<div class="title"{ident}>{esc(bench)}' + (f" <span>· {esc(rest)}</span>" if rest else "")
+                       + "</div>")
+        elif g.anchor:
+            out.append(f'<div id="{g.anchor}"></div>')
+        head = "".join(f'<th class="{a}">{esc(h)}</th>' for h, a in zip(g.header, align))
+        rows = "".join("<tr>" + "".join(f'<td class="{a}">{self._inline(c)}</td>' for c, a in zip(r, align))
+                       + "</tr>" for r in g.rows)
+        out.append(f'<div class="wrap"><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></div>')
+        if g.notes:
+            out.append("<ul class=\"notes\">" + "".join(f"<li>{esc(n)}</li>" for n in g.notes) + "</ul>")
+        return "\n".join(out)

@@ -1,0 +1,124 @@
+"""Which plot a table gets in the html report.
+
+- a sweep over size (memcpy and kin): the median against size, one line per implementation or
+  variant, a panel per alignment; MB/s when timed, instructions per byte when counted;
+- will-it-scale (mode x tasks): operations per second against tasks, a panel per mode;
+- layout relinks: each layout's samples as a strip with its box, the baseline's band shaded and
+  each variant's interval against it;
+- any timed table: a forest of each variant's change and interval against the baseline.
+"""
+from __future__ import annotations
+
+from flagbench.report import plots
+from flagbench.report.doc import Figure
+from flagbench.report.tables import Table
+
+FOREST_ROWS = 40      # more comparisons than this: the sweep's line plot says it better
+
+
+def _alignment(params: dict[str, str]) -> str:
+    d, s = params.get("dalign", "0"), params.get("salign", "0")
+    if d == "0" and s == "0":
+        return "aligned"
+    return f"dst+{d}" + ("" if "salign" not in params else f", src+{s}")
+
+
+def _point(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def table_figures(t: Table) -> list[Figure]:
+    out = []
+    keys = set(t.param_keys) - {"count"}
+    if "size" in keys:
+        out += _sweep(t)
+    elif {"mode", "tasks"} <= keys:
+        out += _wis(t)
+    if t.layouts:
+        out += _layouts(t)
+    elif not t.exact:
+        out += _forest(t)
+    return out
+
+
+def _sweep(t: Table) -> list[Figure]:
+    count = None
+    if t.exact:   # counted sweeps: instructions per byte (insns_per_call would hide the size axis)
+        counts = {r.params.get("count") for r in t.rows}
+        count = "insns_per_byte" if "insns_per_byte" in counts else None
+        if count is None:
+            return []
+    panels: dict[str, dict[str, list]] = {}
+    for r in t.rows:
+        if count and r.params.get("count") != count:
+            continue
+        size = _point(r.params.get("size", ""))
+        if size is None or size <= 0:
+            continue
+        panel = panels.setdefault(_alignment(r.params), {})
+        for v in t.variants:
+            m = r.median(v)
+            if m is not None:
+                panel.setdefault(v, []).append((size, m))
+    ylabel = "instructions per byte" if count else (t.unit or t.metric)
+    body = plots.lines(sorted(panels.items(), key=lambda kv: kv[0] != "aligned"), xlabel="size (bytes)",
+                       ylabel=ylabel, logx=True, size_ticks=True)
+    return [Figure(body, f"{t.bench} · {t.target}/{t.compiler}: {ylabel} by size")] if body else []
+
+
+def _wis(t: Table) -> list[Figure]:
+    panels: dict[str, dict[str, list]] = {}
+    for r in t.rows:
+        tasks = _point(r.params.get("tasks", ""))
+        if tasks is None:
+            continue
+        panel = panels.setdefault(r.params.get("mode", ""), {})
+        for v in t.variants:
+            m = r.median(v)
+            if m is not None:
+                panel.setdefault(v, []).append((tasks, m))
+    ylabel = "operations per second" if t.metric == "per_second" else (t.unit or t.metric)
+    body = plots.lines(sorted(panels.items()), xlabel="tasks", ylabel=ylabel)
+    return [Figure(body, f"{t.bench} · {t.target}/{t.compiler}: {ylabel} against tasks")] if body else []
+
+
+def _label(variant: str, params: dict[str, str]) -> str:
+    where = ",".join(f"{k}={v}" for k, v in params.items() if k != "count")
+    return f"{variant} @ {where}" if where else variant
+
+
+def _forest(t: Table) -> list[Figure]:
+    rows = [(_label(v, r.params), c.estimate, c.ci_low, c.ci_high, c.verdict)
+            for r in t.rows for v, c in r.comparisons.items()]
+    if not rows or len(rows) > FOREST_ROWS:
+        return []
+    body = plots.forest(rows, title=f"{t.bench} · {t.metric} · {t.target}/{t.compiler}: vs {t.variants[0]}")
+    return [Figure(body)] if body else []
+
+
+def _layouts(t: Table) -> list[Figure]:
+    base = t.variants[0]
+    out = []
+    for r in t.rows:
+        centre = r.median(base)
+        if not centre:
+            continue
+        groups = []
+        for v in t.variants:
+            for column in [v] + t.layouts.get(v, []):
+                values = r.values.get(column, [])
+                if values:
+                    groups.append((column, [x / centre for x in values]))
+        band = r.bands.get(base)
+        intervals = [(f"{v} vs {base} (95 % CI)", c.estimate, c.ci_low, c.ci_high, c.verdict)
+                     for v, c in r.comparisons.items()]
+        body = plots.strips(groups, band=(band.low, band.high) if band else None, intervals=intervals,
+                            title=f"{t.bench} · {t.metric} · {t.target}/{t.compiler}: layouts and "
+                                  f"{base}'s band")
+        if body:
+            out.append(Figure(body, "each relink's samples over the baseline's median (box: quartiles); "
+                                    "shaded: the baseline's layout band; lines: each variant's interval"))
+    return out
