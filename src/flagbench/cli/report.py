@@ -1,4 +1,4 @@
-"""`flagbench report [RUN]`: the tables of a stored run again, as text, md, json or csv.
+"""`flagbench report [RUN]`: the tables of a stored run again, as text, md, json, csv or html.
 
 RUN is a run id (see `flagbench report --list`) or an experiment name (its latest run);
 without it, the latest run in the database.
@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-FORMATS = ("text", "md", "json", "csv")
+FORMATS = ("text", "md", "json", "csv", "html")
 
 
 def register(sub):
     p = sub.add_parser("report", help="print the tables of a stored run (default: the latest)")
     p.add_argument("run_ref", nargs="?", metavar="RUN", help="run id or experiment name (default: latest run)")
     p.add_argument("--db", type=Path, default=Path("flagbench.db"), help="results database (default ./flagbench.db)")
-    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="html: one self-contained page with plots (inline SVG, nothing fetched)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--list", action="store_true", help="list the stored runs instead")
     return p
 
@@ -37,6 +39,7 @@ def _pick_run(runs: list[dict], ref: str | None, db: Path) -> int:
 
 
 def run(args) -> int:
+    from flagbench.errors import UserError
     from flagbench.report import report_run
     from flagbench.store import Store
 
@@ -47,5 +50,13 @@ def run(args) -> int:
                 print(f"{r['id']:>4}  {r['started']}  {r['experiment']}  {r['experiment_hash'][:12]}  "
                       f"{r['n_samples']} samples, {r['n_failed']} failed cells")
             return 0
-        print(report_run(store, _pick_run(runs, args.run_ref, args.db), args.format), end="")
+        text = report_run(store, _pick_run(runs, args.run_ref, args.db), args.format)
+    if args.output is None:
+        print(text, end="")
+        return 0
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{args.output}: cannot write the report: {e.strerror or e}") from None
     return 0

@@ -15,7 +15,8 @@ are written from the tables here.
 |    O2 |    O0 |                                 O0 vs O2 |
 |------:|------:|-----------------------------------------:|
 | 29.72 | 59.64 | +100.7 % [+100.1, +101.3] p=0.000 slower |
-- change: Hodges-Lehmann estimate of new/old with its 95 % Moses interval [low, high], p: Mann-Whitney U
+<BLANKLINE>
+change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % Moses interval [low, high] (the estimate always lies inside it), p: Mann-Whitney U; faster/slower only when both agree, else ~; exact: instruction counts, no noise
 <BLANKLINE>
 """
 from __future__ import annotations
@@ -25,7 +26,8 @@ import io
 import json
 from dataclasses import asdict
 
-from flagbench.report.cells import fmt_comparison, fmt_value, notes, table_anchor, table_cells  # noqa: F401
+from flagbench.report.cells import (LEGEND, fmt_comparison, fmt_value, has_intervals, notes,  # noqa: F401
+                                    table_anchor, table_cells)
 from flagbench.report.doc import Block, Grid, Heading, Html, Markdown, Para
 from flagbench.report.tables import EXACT_TABLE, Row, Table, build_tables  # noqa: F401
 from flagbench.stats import Comparison
@@ -37,14 +39,17 @@ FORMATS = ("text", "md", "json", "csv", "html")
 def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False) -> list[Block]:
     """Each table as a titled, anchored grid with its notes; with `figures`, its plots after it
     (only the html exporter draws those)."""
-    from flagbench.report.figures import table_figures
+    from flagbench.report.figures import bench_forest, table_figures
     out: list[Block] = []
-    for t in tables:
+    for i, t in enumerate(tables):
         header, body = table_cells(t)
         out.append(Grid(header, body, title=t.title, anchor=table_anchor(t, prefix), notes=notes(t),
                         align="r" * len(header)))
         if figures:
             out += table_figures(t)
+            group = (t.bench, t.target, t.compiler)
+            if i + 1 == len(tables) or (tables[i + 1].bench, tables[i + 1].target, tables[i + 1].compiler) != group:
+                out += bench_forest([u for u in tables if (u.bench, u.target, u.compiler) == group])
     return out
 
 
@@ -59,12 +64,13 @@ def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: 
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}")
     failures = failures or []
+    legend = [Para([LEGEND])] if has_intervals(tables) else []
     if fmt == "md":
         head = [Para([line])] if (line := run_line(run)) else []
-        return Markdown().render(head + blocks(tables) + failure_blocks(failures))
+        return Markdown().render(head + blocks(tables) + failure_blocks(failures) + legend)
     if fmt == "html":
         title = f"flagbench run {run['id']}: {run['experiment']}" if run else "flagbench report"
-        head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else [])
+        head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else []) + legend
         return Html().render(head + blocks(tables, figures=True) + failure_blocks(failures), title)
     return {"text": _text, "json": _json, "csv": _csv}[fmt](tables, run, failures)
 

@@ -159,10 +159,16 @@ def notes(t: Table) -> list[str]:
         out.append("layout band: min..max of median / the variant's median over the variant and its relinks "
                    "with code moved; p: do the layouts differ at all (Kruskal-Wallis); beyond = the whole CI "
                    "lies outside the baseline's band")
-    if any(c.ci_low is not None for r in t.rows for c in r.comparisons.values()):
-        out.append("change: Hodges-Lehmann estimate of new/old with its 95 % Moses interval [low, high], "
-                   "p: Mann-Whitney U")
     return out
+
+
+LEGEND = ("change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % Moses interval [low, high] "
+          "(the estimate always lies inside it), p: Mann-Whitney U; faster/slower only when both agree, "
+          "else ~; exact: instruction counts, no noise")
+
+
+def has_intervals(tables: list[Table]) -> bool:
+    return any(c.ci_low is not None for t in tables for r in t.rows for c in r.comparisons.values())
 
 
 def geomean_ratio(comparisons: list[Comparison]) -> float | None:

@@ -39,8 +39,6 @@ def table_figures(t: Table) -> list[Figure]:
         out += _wis(t)
     if t.layouts:
         out += _layouts(t)
-    elif not t.exact:
-        out += _forest(t)
     return out
 
 
@@ -90,12 +88,19 @@ def _label(variant: str, params: dict[str, str]) -> str:
     return f"{variant} @ {where}" if where else variant
 
 
-def _forest(t: Table) -> list[Figure]:
-    rows = [(_label(v, r.params), c.estimate, c.ci_low, c.ci_high, c.verdict)
-            for r in t.rows for v, c in r.comparisons.items()]
+def bench_forest(tables: list[Table]) -> list[Figure]:
+    """One forest per bench and target: every timed comparison of its tables (the metric named when
+    there are several), unless a sweep has too many points for one."""
+    timed = [t for t in tables if not t.exact and not t.layouts]
+    if not timed:
+        return []
+    many = len(timed) > 1
+    rows = [(_label(v, r.params) + (f" · {t.metric}" if many else ""), c.estimate, c.ci_low, c.ci_high, c.verdict)
+            for t in timed for r in t.rows for v, c in r.comparisons.items()]
     if not rows or len(rows) > FOREST_ROWS:
         return []
-    body = plots.forest(rows, title=f"{t.bench} · {t.metric} · {t.target}/{t.compiler}: vs {t.variants[0]}")
+    t = timed[0]
+    body = plots.forest(rows, title=f"{t.bench} · {t.target}/{t.compiler}: change against {t.variants[0]}")
     return [Figure(body)] if body else []
 
 

@@ -30,9 +30,9 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     raw = (hi - lo) / n
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    first = math.floor(lo / step) * step
+    first, last = math.floor(lo / step) * step, math.ceil(hi / step) * step
     ticks, x = [], first
-    while x <= hi + step * 1e-9:
+    while x <= last + step * 1e-9:
         ticks.append(round(x, 12))
         x += step
     return ticks
