@@ -27,9 +27,10 @@ BENCH_KEYS = {"name", "kind", "metrics", "samples", "warmup", "targets", "timeou
               "testcase", "tasks", "modes", "duration", "warmup_seconds", "command",
               "layouts", "layout_variants"}
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show"}
+            "variants", "target", "bench", "show", "kernel"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
+KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernel/spec.py)
 _BAD_NAME = re.compile(r"[/:\s]|^\.")
 _LOCAL_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -74,6 +75,7 @@ class Experiment:
     target_optional_cflags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()                  # cells skipped, and why
     show: tuple[str, ...] = ()                   # functions reports show side by side (asm)
+    kernel: "kernel_spec.Kernel | None" = None   # the [kernel] table; None for C-only experiments
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -199,9 +201,9 @@ class _Checker:
         self.known_keys(data, TOP_KEYS, (), "the experiment")
         default_name = self.path.parent.resolve().name if self.path.name == FILE_NAME else self.path.stem
         name = self.string(data, "name", (), default_name)
-        if "sources" not in data:
+        if "sources" not in data and "kernel" not in data:
             self.fail(("sources",), "missing sources = [\"file.c\", ...]")
-        sources = self.source_paths(self.strings(data, "sources", ()), ("sources",))
+        sources = self.source_paths(self.strings(data, "sources", ()), ("sources",)) if "sources" in data else ()
         targets = self.strings(data, "targets", (), DEFAULT_TARGETS)
         if not targets:
             self.fail(("targets",), "targets is empty")
@@ -222,6 +224,10 @@ class _Checker:
             compilers=compilers, target_cflags=target_cflags, benches=benches,
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()))
+        if "kernel" in data:   # kernel/spec.py parses the table and the variants' kernel keys
+            from flagbench.kernel import spec as kernel_spec
+            kernel = kernel_spec.parse(self, data)
+            exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
         pairs, notes = exp.pairs()
         if not pairs:
             self.fail(("compilers",), "no compiler here can build any target: " + "; ".join(notes))
@@ -241,7 +247,8 @@ class _Checker:
             if _BAD_NAME.search(name):
                 self.fail(where, f"variant name {name!r}: no '/', ':', spaces or leading '.'")
             body = self.table(body, where, f"variant {name!r}")
-            self.known_keys(body, VARIANT_KEYS, where, f"variant {name!r}")
+            self.known_keys(body, VARIANT_KEYS | (KERNEL_VARIANT_KEYS if "kernel" in data else set()),
+                            where, f"variant {name!r}")
             sources = self.strings(body, "sources", where, None)
             out.append(Variant(
                 name=name,

@@ -1,0 +1,405 @@
+"""Kernel builds: each (variant, target, compiler) cell of a kernel experiment in its own
+Kbuild `O=` directory in the cache, through ccache.
+
+Order: every cell is planned (tree, patches, toolchain, KCFLAGS probed against the kernel's
+compiler), then configured and checked (config.check_truth) before any cell compiles, so a
+dropped option or a rejected flag costs seconds, not a build. A cell whose inputs (tree,
+config, options, make command, tool versions) match its last successful build runs no make
+at all. `make -jN all` output drives one progress bar per cell; a failing cell keeps its
+compiler's error lines and the others go on. Per-cell file locks: two processes building the
+same cell build it once.
+
+Reproducible: KBUILD_BUILD_TIMESTAMP/USER/HOST/VERSION are pinned, so A and B differ only
+where the variant does.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from flagbench import procs
+from flagbench.build import cached_version, probe
+from flagbench.errors import UserError
+from flagbench.kernel import config as kconfig_file
+from flagbench.kernel import source
+from flagbench.kernel.spec import Changes, Option, fragment_file, is_config_line, parse_lines
+from flagbench.spec import Cell, Experiment
+from flagbench.toolchains import CLANG, TARGETS, is_clang
+
+STAMP_VERSION = 1
+CELL_FILE = "flagbench-cell.json"
+BUILD_TIMEOUT = 3 * 3600
+ARCH = {"x86_64": "x86_64", "aarch64": "arm64", "arm": "arm", "riscv64": "riscv",
+        "hppa": "parisc", "hppa64": "parisc64", "loongarch64": "loongarch"}
+SRCARCH = {**ARCH, "x86_64": "x86", "hppa64": "parisc"}
+IMAGES = {"x86_64": ("arch/x86/boot/bzImage",), "aarch64": ("arch/arm64/boot/Image",),
+          "arm": ("arch/arm/boot/zImage",), "riscv64": ("arch/riscv/boot/Image",),
+          "hppa": ("arch/parisc/boot/bzImage",), "hppa64": ("arch/parisc/boot/bzImage",),
+          "loongarch64": ("arch/loongarch/boot/vmlinux.efi", "arch/loongarch/boot/vmlinux.elf")}
+PINNED_ENV = {"KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970", "KBUILD_BUILD_USER": "flagbench",
+              "KBUILD_BUILD_HOST": "flagbench", "KBUILD_BUILD_VERSION": "1", "LC_ALL": "C"}
+MIN_LOONGARCH_CLANG = (6, 5)    # clang-built LoongArch kernels need 6.5+ (Debian: debian:6.12)
+# Kbuild's quiet lines: "  CC      init/main.o", "  CC [M]  fs/x.o", "  AS      arch/x86/entry.o"
+_QUIET = re.compile(r"^  ([A-Z][A-Z0-9_]*(?: \[M\])?)\s+(\S+)")
+_COMPILES = {"CC", "AS", "CC [M]", "AS [M]"}
+_ERROR = re.compile(r"(?:^|: )(?:fatal )?error: |undefined reference to|\*\*\* \[|Error \d+$")
+
+
+@dataclass(frozen=True)
+class KernelBuild:
+    cell: Cell
+    dir: Path                          # the cell's O= directory
+    vmlinux: Path
+    image: Path | None                 # bzImage / Image / zImage, None when the arch makes none
+    system_map: Path
+    config: Path
+    modules: tuple[Path, ...]
+    seconds: float                     # wall time of the make that built these artifacts
+    tools: dict[str, str]              # tool -> its version line
+    cached: bool                       # True: no make ran now
+    ok: bool
+    error: str | None = None           # the compiler's error lines when not ok
+    compiled: int = 0                  # objects compiled (or fetched from ccache) by this run's make
+    tree: str = ""                     # the source tree, as a label with its version
+    make: tuple[str, ...] = ()         # the make command (without the target)
+    options: tuple[Option, ...] = ()   # every config option asked for
+
+
+@dataclass
+class _Plan:
+    cell: Cell
+    tree: source.Tree
+    odir: Path
+    make: list[str]                    # make -C SRC O=ODIR VAR=... (no target, no -j)
+    env: dict
+    options: list[Option]
+    base: str
+    tools: dict[str, str]
+    stamp: str
+    last: dict = field(default_factory=dict)
+
+    @property
+    def cached(self) -> bool:
+        return (self.tree.identity is not None and self.last.get("stamp") == self.stamp
+                and self.last.get("ok") and (self.odir / "vmlinux").is_file())
+
+
+def build_kernels(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int | None = None,
+                  progress: bool = True, extra_fragments: Sequence[str | Path] = ()) -> list[KernelBuild]:
+    """Build every cell (default: all of the experiment's), in order; see the module doc.
+    EXTRA_FRAGMENTS (config lines or fragment files) go into every cell, after the experiment's."""
+    if exp.kernel is None:
+        raise UserError(f"{exp.path}: no [kernel] table: not a kernel experiment")
+    cells = list(exp.cells() if cells is None else cells)
+    jobs = jobs or os.cpu_count() or 1
+    extra = extra_options(extra_fragments)
+    say = _sayer(progress)
+    plans = [_plan(exp, cell, extra, say) for cell in cells]
+    for p in plans:
+        if not p.cached:
+            with source.locked(p.odir.with_name(p.odir.name + ".lock")):
+                _configure(p, exp, say)
+    return _compile_all(plans, jobs, progress)
+
+
+def extra_options(fragments: Sequence[str | Path]) -> list[Option]:
+    out: list[Option] = []
+    for item in fragments:
+        if isinstance(item, str) and is_config_line(item):
+            out += parse_lines([item], lambda _: "extra fragment")
+        else:
+            path = Path(item)
+            if not path.is_file():
+                raise UserError(f"extra fragment {item}: no such file")
+            out += fragment_file(path)
+    return out
+
+
+def _sayer(progress: bool):
+    def say(text: str) -> None:
+        if progress:
+            print(f"flagbench build: {text}", file=sys.stderr)
+    return say
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- planning ---------------------------------------------------------------------------
+def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str, str], list[str], str]:
+    """(make variables, compiler argv for probing, the C compiler make will run) of a cell."""
+    t = TARGETS[cell.target]
+    user = dict(changes.make)
+    variables = {"ARCH": ARCH[cell.target]}
+    llvm = user.get("LLVM")
+    if llvm is None and is_clang(cell.compiler):
+        name = CLANG if cell.compiler == "clang" else _label(cell.compiler)
+        llvm = name[len("clang"):] or "1"
+        variables["LLVM"] = llvm
+    if cell.target == "loongarch64" and tree.version_tuple < MIN_LOONGARCH_CLANG:
+        raise UserError(f"{cell.key}: loongarch64 kernels build with clang-19 (LLVM=-19) from Linux "
+                        f"{'.'.join(map(str, MIN_LOONGARCH_CLANG))} on; {tree.label} is {tree.version}: "
+                        "use source = \"debian:6.12\"")
+    if llvm:
+        cc = llvm + "clang" if llvm.endswith("/") else "clang" + ("" if llvm == "1" else llvm)
+        probe_argv = [cc, f"--target={t.triplet}"]
+    else:
+        if t.gcc is None:
+            raise UserError(f"{cell.key}: Debian has no gcc for {cell.target}: use compilers = [\"clang\"]")
+        prefix = "" if cell.target == "x86_64" else f"{t.triplet}-"
+        if prefix:
+            variables["CROSS_COMPILE"] = prefix
+        cc = prefix + "gcc" if cell.compiler in ("gcc", "cc") else cell.compiler
+        probe_argv = [cc]
+    cc = user.pop("CC", cc)
+    if shutil.which(cc.split()[-1]) is None:
+        raise UserError(f"{cell.key}: compiler {cc} is not installed"
+                        + (" (LLVM=1 means plain `clang`; here use LLVM=-19)" if llvm == "1" else ""))
+    if user.get("HOSTCC") is None:
+        variables["HOSTCC"] = "ccache " + ("clang" + ("" if llvm == "1" else llvm) if llvm and not llvm.endswith("/") else "gcc")
+    variables["CC"] = cc if cc.startswith("ccache ") else f"ccache {cc}"
+    variables.update(user)
+    if changes.kcflags:
+        variables["KCFLAGS"] = " ".join(changes.kcflags)
+    return variables, probe_argv, cc.split()[-1]
+
+
+def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]) -> Path:
+    """<tree home>/out/<experiment>/<cell>: two levels below out for every tree (see source.py)."""
+    exp_part = f"{exp.name}-{_sha(str(exp.path.resolve()))[:8]}"
+    name = f"{cell.variant.name}--{cell.target}--{_label(cell.compiler)}"
+    if extra:
+        name += "+" + _sha("\n".join(o.line for o in extra))[:8]
+    return tree.home / "out" / re.sub(r"[^A-Za-z0-9._+=-]", "_", exp_part) / re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
+
+
+def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
+    kernel = exp.kernel
+    changes = kernel.changes(cell.variant.name)
+    tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
+    variables, probe_argv, cc = toolchain(cell, changes, tree)
+    tools = {cc: cached_version(cc), "ccache": cached_version("ccache")}
+    ld = "ld.lld" + variables["LLVM"] if "LLVM" in variables and not variables["LLVM"].endswith("/") else \
+        variables.get("CROSS_COMPILE", "") + "ld"
+    if variables.get("LLVM") == "1":
+        ld = "ld.lld"
+    if shutil.which(ld):
+        tools[ld] = cached_version(ld)
+    if changes.kcflags:
+        message = probe(probe_argv, tools, list(changes.kcflags), exp.root)
+        if message:
+            raise UserError(f"variant {cell.variant.name}: {' '.join(probe_argv)} for {cell.target} rejects "
+                            f"its kcflags {' '.join(changes.kcflags)}: {message}")
+    asked = {o.name: o for o in changes.options}
+    added = [o for o in extra if asked.get(o.name, Option("", "", "")).value != o.value]
+    options = list(changes.options) + added
+    odir = cell_dir(exp, cell, tree, added)
+    make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
+    env = {**os.environ, **PINNED_ENV,
+           "CCACHE_BASEDIR": os.path.commonpath([str(tree.home.parent), str(tree.src)])}
+    env.pop("KBUILD_OUTPUT", None)
+    inputs = {"v": STAMP_VERSION, "tree": tree.identity, "src": str(tree.src), "base": kernel.config,
+              "base_hash": kernel.hash if kernel.config_is_file else None,
+              "options": [o.line for o in options], "make": make, "tools": tools,
+              "pinned": PINNED_ENV}
+    last = _read_json(odir / CELL_FILE)
+    return _Plan(cell, tree, odir, make, env, options, kernel.config, tools,
+                 _sha(json.dumps(inputs, sort_keys=True)), last)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+# -- configure -----------------------------------------------------------------------------
+def _configure(p: _Plan, exp: Experiment, say) -> None:
+    """The cell's .config, made unless the last configure had the same inputs; then checked."""
+    p.last = _read_json(p.odir / CELL_FILE)
+    if p.cached:
+        return
+    if p.last.get("config_stamp") != p.stamp or not (p.odir / ".config").is_file():
+        say(f"{p.cell.key}: configuring ({p.base} + {len(p.options)} options) in {p.odir}")
+        kconfig_file.configure(p.make, p.odir, p.base, p.options, p.env)
+        p.last = {**p.last, "config_stamp": p.stamp, "stamp": None}
+        _write_json(p.odir / CELL_FILE, p.last)
+    kconfig_file.check_truth(p.options, p.odir / ".config", p.tree.src, SRCARCH[p.cell.target], p.cell.key)
+
+
+# -- compile -------------------------------------------------------------------------------
+def _compile_all(plans: list[_Plan], jobs: int, progress: bool) -> list[KernelBuild]:
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn)
+
+    console = Console(stderr=True, quiet=not progress)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("[dim]{task.fields[now]}"))
+    out = []
+    with Progress(*columns, console=console, transient=False) as bars:
+        for p in plans:
+            task = bars.add_task(p.cell.key, total=None, now="")
+            out.append(_compile(p, jobs, bars, task))
+    return out
+
+
+def _compile(p: _Plan, jobs: int, bars, task) -> KernelBuild:
+    with source.locked(p.odir.with_name(p.odir.name + ".lock")):
+        p.last = _read_json(p.odir / CELL_FILE)
+        if p.cached:
+            bars.update(task, total=1, completed=1, now="cached: no make ran")
+            return _result(p, cached=True)
+        expected = p.last.get("objects") or _estimate(p)
+        bars.update(task, total=expected, completed=0, now="make")
+        start = time.monotonic()
+        rc, compiled, errors = _run_make(p, jobs, bars, task)
+        seconds = time.monotonic() - start
+        ok = rc == 0 and (p.odir / "vmlinux").is_file()
+        error = None
+        if not ok:
+            error = "\n".join(errors[:12]) or f"make exited with status {rc}"
+            bars.update(task, description=f"[red]{p.cell.key} FAILED", now=errors[0][:80] if errors else "")
+            bars.console.print(f"[red]{p.cell.key} failed:[/]\n{error}", markup=True, highlight=False)
+        else:
+            bars.update(task, total=max(compiled, 1), completed=max(compiled, 1), now=f"{compiled} compiled")
+        data = {**p.last, "stamp": p.stamp if ok else None, "ok": ok, "error": error, "seconds": seconds,
+                "compiled": compiled, "tools": p.tools,
+                "objects": max(compiled, p.last.get("objects") or 0) if ok else p.last.get("objects")}
+        _write_json(p.odir / CELL_FILE, data)
+        if ok:
+            _remember_estimate(p, data["objects"])
+        p.last = data
+        return _result(p, cached=False)
+
+
+def _run_make(p: _Plan, jobs: int, bars, task) -> tuple[int, int, list[str]]:
+    """make -jN all, its output (kept in O=/flagbench-make.log) read as it comes:
+    (status, objects compiled, error lines). A signal or the deadline kills make's whole tree."""
+    argv = [*p.make, f"-j{jobs}", "all"]
+    log_path = p.odir / "flagbench-make.log"
+    compiled = 0
+    errors: list[str] = []
+    deadline = time.monotonic() + BUILD_TIMEOUT
+    with open(log_path, "w+b") as log, open(log_path, "rb") as reader:
+        with procs.start(argv, env=p.env, stdout=log, stderr=log) as proc:
+            pending = b""
+            while True:
+                running = proc.popen.poll() is None
+                chunk = reader.read()
+                if not chunk and running:
+                    if time.monotonic() > deadline:
+                        errors.append(f"make took more than {BUILD_TIMEOUT} s: stopped")
+                        break
+                    time.sleep(0.1)
+                    continue
+                *lines, pending = (pending + chunk).split(b"\n")
+                for raw in lines:
+                    line = raw.decode(errors="replace")
+                    m = _QUIET.match(line)
+                    if m:
+                        if m.group(1) in _COMPILES:
+                            compiled += 1
+                            bars.update(task, advance=1, now=m.group(2))
+                    elif _ERROR.search(line) and len(errors) < 40:
+                        errors.append(line.rstrip())
+                if not running and not chunk:
+                    break
+            rc = proc.wait(timeout=0) if proc.popen.poll() is None else proc.popen.returncode
+    # the compiler's own lines first, make's "*** [...] Error 1" after them
+    errors.sort(key=lambda e: ("***" in e or e.startswith("make")))
+    return (rc if rc is not None else -1), compiled, errors
+
+
+def _estimate_file(p: _Plan) -> Path:
+    return p.tree.home.parent / "estimates.json"
+
+
+def _estimate_key(p: _Plan) -> str:
+    return f"{p.tree.version} {ARCH[p.cell.target]} {p.base} {len(p.options)}"
+
+
+def _estimate(p: _Plan) -> int | None:
+    """Objects a build of this kind compiled last time anywhere (cold cells get a real bar)."""
+    return _read_json(_estimate_file(p)).get(_estimate_key(p))
+
+
+def _remember_estimate(p: _Plan, objects: int) -> None:
+    with source.locked(_estimate_file(p).with_suffix(".lock")):
+        data = _read_json(_estimate_file(p))
+        data[_estimate_key(p)] = max(objects, data.get(_estimate_key(p), 0))
+        _write_json(_estimate_file(p), data)
+
+
+def _result(p: _Plan, cached: bool) -> KernelBuild:
+    d = p.odir
+    image = next((d / i for i in IMAGES.get(p.cell.target, ()) if (d / i).is_file()), None)
+    modules: tuple[Path, ...] = ()
+    if p.last.get("ok") and kconfig_file.read_config(d / ".config").get("CONFIG_MODULES") == "y":
+        modules = tuple(sorted(d.rglob("*.ko")))
+    return KernelBuild(
+        cell=p.cell, dir=d, vmlinux=d / "vmlinux", image=image, system_map=d / "System.map",
+        config=d / ".config", modules=modules, seconds=float(p.last.get("seconds") or 0.0),
+        tools=dict(p.last.get("tools") or p.tools), cached=cached, ok=bool(p.last.get("ok")),
+        error=p.last.get("error"), compiled=0 if cached else int(p.last.get("compiled") or 0),
+        tree=f"{p.tree.label}: Linux {p.tree.version}", make=tuple(p.make), options=tuple(p.options))
+
+
+# -- what `flagbench build` prints ------------------------------------------------------------
+def as_json(b: KernelBuild) -> dict:
+    return {"cell": b.cell.key, "kind": "kernel", "variant": b.cell.variant.name, "target": b.cell.target,
+            "compiler": b.cell.compiler, "ok": b.ok, "error": b.error, "cached": b.cached,
+            "dir": str(b.dir), "vmlinux": str(b.vmlinux) if b.ok else None,
+            "image": str(b.image) if b.image else None, "system_map": str(b.system_map) if b.ok else None,
+            "config": str(b.config), "modules": [str(m) for m in b.modules], "seconds": round(b.seconds, 1),
+            "compiled": b.compiled, "tools": b.tools, "tree": b.tree, "make": list(b.make),
+            "options": [o.line for o in b.options]}
+
+
+def print_builds(exp: Experiment, kernels: list[KernelBuild], c_builds: list, notes: list[str], fmt: str) -> int:
+    """`flagbench build` on a kernel experiment: the cells and their artifacts; exit 1 when one failed."""
+    if fmt == "json":
+        c_cells = [{"cell": b.cell.key, "kind": "c", "dir": str(b.dir), "objects": [str(o) for o in b.objects],
+                    "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached} for b in c_builds]
+        print(json.dumps({"experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
+                          "cells": [as_json(b) for b in kernels] + c_cells}, indent=2))
+    else:
+        width = max(len(b.cell.key) for b in kernels) if kernels else 0
+        for b in kernels:
+            state = "FAILED" if not b.ok else "cached" if b.cached else f"built in {b.seconds:.0f} s ({b.compiled} compiled)"
+            print(f"{b.cell.key:<{width}}  {state}  {b.dir}")
+            if b.ok:
+                print(f"{'':<{width}}  vmlinux {b.vmlinux}" + (f"  image {b.image}" if b.image else ""))
+                if b.modules:
+                    print(f"{'':<{width}}  modules {len(b.modules)}")
+            else:
+                for line in (b.error or "").splitlines():
+                    print(f"{'':<{width}}  {line}")
+            print(f"{'':<{width}}  tree {b.tree}")
+            for tool, version in b.tools.items():
+                print(f"{'':<{width}}  {tool}: {version}")
+        for b in c_builds:
+            print(f"{b.cell.key}  {'cached' if b.cached else 'built'}  {b.dir} (C sources)")
+        for note in notes:
+            print(f"note: {note}")
+    return 0 if all(b.ok for b in kernels) else 1
+
+
+def _label(compiler: str) -> str:
+    """A compiler given by path, by its file name (as cell keys name it)."""
+    return compiler.rsplit("/", 1)[-1]
