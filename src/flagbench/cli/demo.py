@@ -2,14 +2,19 @@
 
 For each case (cases/<name>/experiment.toml): build every cell, then for each target and
 compiler the baseline variant against each other variant: `size` (symbols, sections,
-padding) and `asm` (function list, instruction mix, the case's `show` functions side by
-side); then `run` its benchmarks into the SQLite store (resuming what an earlier demo
-measured). Everything goes into one Markdown report, printed and written to --out.
+padding) and `asm` (changed functions, instruction mix, the case's `show` functions side by
+side when they changed); then `run` its benchmarks into the SQLite store (resuming what an
+earlier demo measured). One report, a summary first (one line per bench and target, every
+number a link to its table), written as Markdown to --out and as one HTML page with plots
+beside it (out/demo.md, out/demo.html).
 """
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
+
+_SAY_LOCK = threading.Lock()   # build progress comes from worker threads: one whole line at a time
 
 
 def default_cases_dir() -> Path:
@@ -24,15 +29,25 @@ def register(sub):
     p.add_argument("cases", nargs="*", metavar="CASE", help="case names (default: every case)")
     p.add_argument("--cases-dir", type=Path, default=None, help="where the cases are (default: the bundled ones)")
     p.add_argument("--db", type=Path, default=Path("flagbench.db"), help="results database (default ./flagbench.db)")
-    p.add_argument("--out", type=Path, default=Path("out/demo.md"), help="report file (default out/demo.md)")
+    p.add_argument("--out", type=Path, default=Path("out/demo.md"),
+                   help="report file (default out/demo.md; the html goes beside it, out/demo.html)")
     p.add_argument("--samples", type=int, default=None,
                    help="timed samples per cell (default: each bench's own, 10 unless its file says)")
     p.add_argument("--fresh", action="store_true", help="measure again instead of resuming earlier demo runs")
     return p
 
 
+def sayer(prefix: str):
+    def say(text: str) -> None:
+        with _SAY_LOCK:
+            sys.stderr.write(f"{prefix}{text}\n")
+            sys.stderr.flush()
+    return say
+
+
 def run(args) -> int:
     from flagbench.errors import UserError
+    from flagbench.report.doc import Heading, Html, Markdown, Para
 
     root = args.cases_dir or default_cases_dir()
     found = sorted(p.parent for p in root.glob("*/experiment.toml"))
@@ -42,61 +57,75 @@ def run(args) -> int:
     if unknown:
         raise UserError(f"no case named {', '.join(sorted(unknown))} (cases: {', '.join(p.name for p in found)})")
     chosen = [p for p in found if not args.cases or p.name in args.cases]
-    status, parts = 0, ["# flagbench demo", ""]
+    status, summaries, sections = 0, [], []
     for case in chosen:
-        text, case_status = demo_case(case, args)
-        parts.append(text)
+        case_blocks, summary, case_status = demo_case(case, args)
+        sections += case_blocks
+        summaries += summary
         status = max(status, case_status)
-        print(text, flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(parts))
-    print(f"report written to {args.out}; samples in {args.db} (`flagbench report --list --db {args.db}`)",
-          file=sys.stderr)
+        print(Markdown().render(case_blocks), flush=True)
+    from flagbench.report.cells import LEGEND
+    top = [Heading(1, "flagbench demo"), Heading(2, "Summary", "summary")] + summaries + [Para([LEGEND])]
+    print(Markdown().render(top[1:]), flush=True)
+    html_out = args.out.with_suffix(".html")
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(Markdown().render(top + sections), encoding="utf-8")
+        html_out.write_text(Html().render(top + sections, "flagbench demo"), encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"{args.out}: cannot write the report: {e.strerror or e}") from None
+    print(f"report written to {args.out} and {html_out}; samples in {args.db} "
+          f"(`flagbench report --list --db {args.db}`)", file=sys.stderr)
     return status
 
 
-def demo_case(case: Path, args) -> tuple[str, int]:
+def demo_case(case: Path, args):
+    """(blocks of the case's section, its summary blocks, exit status)."""
     from flagbench import build, spec
-    from flagbench.cli.run import run_experiment
+    from flagbench.pipeline import run_experiment
+    from flagbench.report import blocks, failure_blocks, run_tables
+    from flagbench.report.doc import Bullets, Heading, Link, Para
+    from flagbench.report.sections import asm_blocks, pair_anchor, size_blocks, size_change, size_doc
+    from flagbench.report.summary import case_summary
+    from flagbench.store import Store
 
     exp = spec.load(case)
-    say = lambda text: print(f"flagbench demo: {exp.name}: {text}", file=sys.stderr, flush=True)  # noqa: E731
+    say = sayer(f"flagbench demo: {exp.name}: ")
     notes = list(exp.notes)
     builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=say)
-    out = [f"## {exp.name}", "", exp.description, ""]
-    out += [f"- note: {n}" for n in notes] + ([""] if notes else [])
+    baseline = exp.variants[0].name if exp.variants else ""
+    details, sizes = [], {}
     by_pair: dict[tuple[str, str], list] = {}
     for b in builds:
         by_pair.setdefault((b.cell.target, b.cell.compiler), []).append(b)
     for (target, compiler), cells in by_pair.items():
         base = cells[0]
         for other in cells[1:]:
-            title = f"{other.cell.variant.name} vs {base.cell.variant.name} · {target}/{compiler}"
-            out += [f"### {title}", ""] + _size_section(base, other) + _asm_section(base, other, exp.show)
+            old_label = f"{base.cell.variant.name}/{target}/{compiler}"
+            new_label = f"{other.cell.variant.name}/{target}/{compiler}"
+            key = (other.cell.variant.name, target, compiler)
+            size_anchor = pair_anchor(exp.name, "size", *key)
+            doc = size_doc(str(build.archive(base)), str(build.archive(other)))
+            delta, old_total = size_change(doc)
+            sizes[key] = (f"{delta:+d} B" + (f" ({100 * delta / old_total:+.2f} %)" if old_total else ""), size_anchor)
+            details += [Heading(3, f"{new_label} vs {old_label}", pair_anchor(exp.name, "pair", *key))]
+            details += size_blocks(doc, anchor=size_anchor, label=f"{new_label} vs {old_label}")
+            details += asm_blocks(base.objects, other.objects, old_label=old_label, new_label=new_label,
+                                  show=tuple(exp.show), anchor=pair_anchor(exp.name, "asm", *key))
+    status, tables, failures = 0, [], []
     if exp.benches:
-        outcome, tables = run_experiment(case, db=args.db, samples=args.samples, fresh=args.fresh, fmt="md")
-        out += ["### benchmarks", "", tables]
-        return "\n".join(out), outcome.status
-    return "\n".join(out), 0
-
-
-def _size_section(old, new) -> list[str]:
-    from flagbench import build, size
-
-    c = size.compare(str(build.archive(old)), str(build.archive(new)))
-    return [size.render(c, "md", 10), ""]
-
-
-def _asm_section(old, new, show: tuple[str, ...]) -> list[str]:
-    """Per object: the changed functions, the mix, and the case's chosen functions side by side."""
-    from flagbench.asm import render
-    from flagbench.asm.compare import compare
-
-    out = []
-    for a, b in zip(old.objects, new.objects):
-        c = compare(a, b)
-        names = {d.name for d in c.functions}
-        chosen = [f for f in show if f in names]
-        if chosen or c.counts()["changed"] or c.counts()["added"] or c.counts()["removed"]:
-            out += [render.to_markdown(c, chosen, 20), ""]
-    return out or ["asm: every function is the same", ""]
+        outcome, _ = run_experiment(case, db=args.db, samples=args.samples, fresh=args.fresh, fmt="json")
+        status = outcome.status
+        with Store(args.db, create=False) as store:
+            tables = run_tables(store, outcome.run_id)
+            failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]
+    summary = case_summary(tables, prefix=exp.name, baseline=baseline, sizes=sizes)
+    overview = [Para([Link(exp.name, exp.name), f": {exp.description}"]), summary]
+    section = [Heading(2, exp.name, exp.name), Para([exp.description]), summary]
+    if notes:
+        section.append(Bullets([f"note: {n}" for n in notes]))
+    section += details
+    if tables or failures:
+        section += [Heading(3, f"{exp.name}: benchmarks", f"{exp.name}-benchmarks")]
+        section += blocks(tables, prefix=exp.name, figures=True) + failure_blocks(failures)
+    return section, overview, status

@@ -46,7 +46,7 @@ class Bullets:
 class Grid:
     """A table: an optional bold title and anchor, a header, rows, notes below."""
     header: list[str]
-    rows: list[list[Inline]]
+    rows: list[list]              # cells: text, a Link, or a list of those
     title: str | None = None
     anchor: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -87,13 +87,22 @@ def md_text(text: str) -> str:
     out = _INTRAWORD_UNDERSCORE.sub("_", md_cell(text))
     if "](" not in text and "][" not in text:
         out = out.replace("\\[", "[").replace("\\]", "]")
+    if "<" not in text and not text.lstrip().startswith(">"):   # "->": a lone > opens no tag
+        out = out.replace("&gt;", ">")
     return out
 
 
-def _md_inline(x: Inline) -> str:
+def md_para(text: str) -> str:
+    """Text outside a table: as `md_text`, and a pipe splits nothing there."""
+    return md_text(text).replace("\\|", "|")
+
+
+def _md_inline(x, text=md_text) -> str:
+    if isinstance(x, list):      # a cell of several pieces (text and links)
+        return "".join(_md_inline(p, text) for p in x)
     if isinstance(x, Link):
-        return f"[{md_text(x.text)}](#{x.anchor})"
-    return md_text(x)
+        return f"[{text(x.text)}](#{x.anchor})"
+    return text(x)
 
 
 def _md_anchor(anchor: str | None) -> list[str]:
@@ -107,11 +116,11 @@ class Markdown:
         out: list[str] = []
         for b in blocks:
             if isinstance(b, Heading):
-                out += _md_anchor(b.anchor) + [f"{'#' * b.level} {md_text(b.text)}", ""]
+                out += _md_anchor(b.anchor) + [f"{'#' * b.level} {md_para(b.text)}", ""]
             elif isinstance(b, Para):
-                out += ["".join(_md_inline(p) for p in b.parts), ""]
+                out += ["".join(_md_inline(p, md_para) for p in b.parts), ""]
             elif isinstance(b, Bullets):
-                out += [f"- {md_text(i)}" for i in b.items] + [""]
+                out += [f"- {md_para(i)}" for i in b.items] + [""]
             elif isinstance(b, Grid):
                 out += self._grid(b)
             elif isinstance(b, Code):
@@ -137,7 +146,7 @@ class Markdown:
         rule = "|" + "|".join(("-" * (w + 2)) if a == "l" else ("-" * (w + 1) + ":")
                               for w, a in zip(widths, align)) + "|"
         out += [line(header), rule] + [line(r) for r in body]
-        out += [f"- {md_text(n)}" for n in g.notes]
+        out += [f"- {md_para(n)}" for n in g.notes]
         return out + [""]
 
 
@@ -199,7 +208,9 @@ class Html:
         raise TypeError(f"not a report block: {b!r}")
 
     @staticmethod
-    def _inline(x: Inline) -> str:
+    def _inline(x) -> str:
+        if isinstance(x, list):
+            return "".join(Html._inline(p) for p in x)
         if isinstance(x, Link):
             return f'<a href="#{x.anchor}">{esc(x.text)}</a>'
         return esc(x)

@@ -1,0 +1,109 @@
+"""The summary at the top of a case: one line per bench and target, like the first paragraph of a
+commit message: each variant's verdict and change in time, its exact-count change, its size
+change; every number a link to the table it comes from.
+
+A sweep (several rows) is summarised as benchstat does, by the geometric mean of the per-row
+ratios, with how many rows were faster, slower or `~`; with more than three compared columns
+(memcpy implementations) only the best and the worst are named.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from flagbench.report.cells import geomean_ratio, pct, table_anchor
+from flagbench.report.doc import Grid, Inline, Link
+from flagbench.report.tables import Table
+from flagbench.stats import higher_is_better
+
+AUXILIARY = ("page_faults", "task_clock_ms")   # perf's side metrics: in the tables, not the summary
+EXACT_COUNTS = ("insns_per_iter", "insns_per_byte")
+MAX_NAMED = 3
+
+
+def _timed_entry(t: Table, variant: str) -> tuple[str, float] | None:
+    comps = [r.comparisons[variant] for r in t.rows if variant in r.comparisons]
+    if not comps:
+        return None
+    if len(comps) == 1:
+        c = comps[0]
+        verdict = "~" if c.verdict == "~" else c.verdict
+        text = f"{pct(c.estimate)} % {verdict}" if verdict != "~" else f"~ {pct(c.estimate)} %"
+        bands = [r.band_verdicts[variant] for r in t.rows if variant in r.band_verdicts]
+        if bands:
+            text += f", {bands[0]}"
+        return text, c.estimate
+    g = geomean_ratio(comps)
+    if g is None:
+        return None
+    n = Counter(c.verdict for c in comps)
+    tally = ", ".join(f"{n[v]} {v}" for v in ("faster", "slower", "~") if n[v])
+    return f"geomean {pct(g)} % ({tally} of {len(comps)})", g
+
+
+def _exact_entry(t: Table, variant: str) -> tuple[str, float] | None:
+    for count in EXACT_COUNTS:
+        comps = [r.comparisons[variant] for r in t.rows
+                 if r.params.get("count") == count and variant in r.comparisons]
+        if not comps:
+            continue
+        what = "insns/iter" if count == "insns_per_iter" else "insns/byte"
+        if len(comps) == 1:
+            c = comps[0]
+            return f"{(c.ratio - 1) * 100:+.2f} % {what}", c.ratio
+        g = geomean_ratio(comps)
+        if g is not None:
+            return f"geomean {pct(g)} % {what}", g
+    return None
+
+
+def _entries(t: Table | None, prefix: str, pick, higher_better: bool) -> list[Inline]:
+    """The cell of one table for every compared variant: "name: change" links, or best and worst."""
+    if t is None:
+        return ["-"]
+    found = [(v, e) for v in t.variants[1:] if (e := pick(t, v))]
+    if not found:
+        return ["-"]
+    anchor = table_anchor(t, prefix)
+    if len(t.variants) == 2:
+        return [Link(found[0][1][0], anchor)]
+    if len(found) > MAX_NAMED:
+        ranked = sorted(found, key=lambda ve: ve[1][1], reverse=higher_better)
+        found = [ranked[0], ranked[-1]]
+        out: list[Inline] = [f"vs {t.variants[0]}: best "]
+        out += [Link(f"{found[0][0]} {found[0][1][0]}", anchor), ", worst ",
+                Link(f"{found[1][0]} {found[1][1][0]}", anchor)]
+        return out
+    out = []
+    for i, (v, (text, _)) in enumerate(found):
+        out += (["; "] if i else []) + [Link(f"{v} {text}", anchor)]
+    return out
+
+
+def case_summary(tables: list[Table], *, prefix: str, baseline: str,
+                 sizes: dict[tuple[str, str, str], tuple[str, str]] | None = None) -> Grid:
+    """The summary grid of one case. `sizes` maps (variant, target, compiler) to (text, anchor)
+    of that cell's size change against the baseline."""
+    sizes = sizes or {}
+    groups: dict[tuple[str, str, str], list[Table]] = {}
+    for t in tables:
+        groups.setdefault((t.bench, t.target, t.compiler), []).append(t)
+    rows: list[list] = []
+    covered = set()
+    for (bench, target, compiler), ts in groups.items():
+        timed = next((t for t in ts if not t.exact and t.metric not in AUXILIARY), None)
+        exact = next((t for t in ts if t.exact), None)
+        up = higher_is_better(timed.metric) if timed else False
+        variants = (timed or exact).variants[1:]
+        size_cell: list[Inline] = []
+        for v in variants:
+            if (v, target, compiler) in sizes:
+                text, anchor = sizes[(v, target, compiler)]
+                size_cell += (["; "] if size_cell else []) + [Link(text if len(variants) == 1 else f"{v} {text}",
+                                                                    anchor)]
+                covered.add((v, target, compiler))
+        rows.append([[bench], [f"{target}/{compiler}"], _entries(timed, prefix, _timed_entry, up),
+                     _entries(exact, prefix, _exact_entry, False), size_cell or ["-"]])
+    for (v, target, compiler), (text, anchor) in sizes.items():   # cells without a bench: size only
+        if (v, target, compiler) not in covered and not any(k[1:] == (target, compiler) for k in covered):
+            rows.append([["(size only)"], [f"{target}/{compiler}"], ["-"], ["-"], [Link(f"{v} {text}", anchor)]])
+    return Grid(["bench", "target", f"time vs {baseline}", "exact count", "size"], rows, align="lllll")
