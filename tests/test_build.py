@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from flagbench import build, spec
+from flagbench.run import harness
 from flagbench.errors import UserError
 
 # e_machine and ELF class (1: 32-bit, 2: 64-bit) from elf.h, per target.
@@ -311,14 +312,14 @@ def test_harness_links_statically_and_runs(tmp_path, target, compiler):
     objects = build.compile_sources(target, compiler, [tmp_path / "harness.c", tmp_path / "work.c"],
                                     ["-O2"], out)
     assert [o.name for o in objects] == ["harness.o", "work.o"] and all(o.parent == out for o in objects)
-    exe = build.link_executable(target, compiler, objects, out / "harness")
+    exe = harness.link_executable(target, compiler, objects, out / "harness")
     assert elf_machine(exe) == ELF_MACHINE[target]
     runner = [QEMU[target]] if target in QEMU else []
     run = subprocess.run([*runner, str(exe), "hello"], capture_output=True, text=True, timeout=60, env={})
     assert (run.returncode, run.stdout) == (7, HARNESS_OUTPUT), run.stderr
     interp = subprocess.run(["readelf", "-l", str(exe)], capture_output=True, text=True).stdout
     assert "INTERP" not in interp                                  # static: no dynamic loader
-    (linker, version), = build.link_tool_versions(target, compiler).items()
+    (linker, version), = harness.link_tool_versions(target, compiler).items()
     assert linker.endswith("ld.lld-19" if compiler == "clang" else "ld")
     assert ("LLD 19" if compiler == "clang" else "GNU ld") in version
 
@@ -341,14 +342,14 @@ def test_hppa64_builds_objects_but_does_not_link(tmp_path):
     objects = build.compile_sources("hppa64", "gcc", [_write(tmp_path / "w.c", WORK)], ["-O2"])
     assert elf_machine(objects[0]) == (15, 2)
     with pytest.raises(UserError, match="hppa64: objects only"):
-        build.link_executable("hppa64", "gcc", objects, tmp_path / "x")
+        harness.link_executable("hppa64", "gcc", objects, tmp_path / "x")
 
 
 def test_link_error_is_the_linkers_line(tmp_path):
     obj = build.compile_sources("x86_64", "gcc", [_write(tmp_path / "m.c", "int nowhere(void);\n"
                                                          "int main(void) { return nowhere(); }\n")], ["-O2"])
     with pytest.raises(UserError, match=r"linking x for x86_64/gcc failed: .*undefined reference to `nowhere'"):
-        build.link_executable("x86_64", "gcc", obj, tmp_path / "x")
+        harness.link_executable("x86_64", "gcc", obj, tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
 

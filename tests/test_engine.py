@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,13 +20,14 @@ import pytest
 from rich.console import Console
 
 from flagbench.errors import UserError
-from flagbench.run.benches import cells_for_bench, link_with_build
+from flagbench.run.harness import link_with_build
 from flagbench.run.engine import EXIT_FAILED, EXIT_OK, BenchCell, run_cells
 from flagbench.stats import compare
 from flagbench.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_harness import DATA, SPIN5, asm_source, cache, make_build, need  # noqa: E402,F401 (cache: autouse fixture)
+from test_harness import (DATA, SPIN5, asm_source, cache, cells_for_bench, make_build,  # noqa: E402,F401
+                          need)  # (cache: autouse fixture)
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -264,3 +264,31 @@ def test_fresh_starts_a_new_run_and_bad_cells_are_refused(tmp_path):
         bad = BenchCell(bench="b", variant="a/b", target="x86_64", compiler="gcc")
         with pytest.raises(UserError, match="cannot name a variant"):
             run_cells(store, [bad], experiment="e", experiment_hash="y", console=quiet())
+
+
+def test_a_sample_of_several_values_is_stored_whole_and_numbered_on_after_a_kill(tmp_path):
+    """Issue 11: a will-it-scale measurement killed with kill -9 and resumed stored 6 samples
+    where 4 were asked, two labelled sample 1. A job's values are one transaction, and a
+    resumed cell numbers its samples on from the ones it has."""
+    calls = []
+
+    def timed(emit):            # one sample = 3 values (per-second rates of one run)
+        calls.append(1)
+        emit("per_second", 1.0, "iter/s")
+        emit("per_second", 2.0, "iter/s")
+        if len(calls) == 2:     # the second run is killed half way through
+            raise KeyboardInterrupt
+        emit("per_second", 3.0, "iter/s")
+        return None
+
+    cell = BenchCell(bench="w", variant="A", target="x86_64", compiler="gcc", timed=timed, samples=2,
+                     warmup=0, timed_metric="per_second", per_invocation=3)
+    with Store(tmp_path / "fb.db") as store:
+        first = run_cells(store, [cell], experiment="e", experiment_hash="h", console=quiet())
+        assert first.status == 130
+        assert [s["value"] for s in store.samples(first.run_id)] == [1.0, 2.0, 3.0]   # not the half run
+        again = run_cells(store, [cell], experiment="e", experiment_hash="h", console=quiet())
+        stored = store.samples(again.run_id)
+    assert again.run_id == first.run_id and again.status == EXIT_OK
+    assert len(stored) == 2 * 3                                  # the count asked for, not more
+    assert Counter(s["provenance"]["sample"] for s in stored) == {1: 3, 2: 3}

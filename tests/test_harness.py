@@ -1,8 +1,8 @@
 """The benchmark harnesses (micro, memcheck, memsweep) built with real compilers and run
-natively, under callgrind and under qemu-user; benches.py turns them into samples.
+natively, under callgrind and under qemu-user; run/kinds/ turn them into samples.
 
 Everything is compiled with flagbench.build.compile_sources and linked the way a run
-links it (benches.link_with_build: build.link_executable with the harness runtime,
+links it (run/harness.link_with_build: build.link_executable with the harness runtime,
 glibc -static for x86_64 and aarch64, the freestanding runtime for loongarch64).
 The loops whose instruction counts are asserted are written in assembler, so the
 expected numbers come from the source here, not from the code under test.
@@ -16,11 +16,14 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import bench
 from flagbench import build as builder
 from flagbench.errors import UserError
-from flagbench.run import benches
-from flagbench.run.benches import Program, cells_for_bench, link_with_build
+from flagbench.run import harness
+from flagbench.run.harness import Program, link_with_build
 from flagbench.run.executors import NativeExecutor, QemuExecutor, parse_metrics
+from flagbench.run.kinds import command
+from flagbench.run.kinds import cells_for_bench as kind_cells
 from flagbench.toolchains import get_target
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -52,14 +55,17 @@ def need(*tools: str) -> None:
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path_factory, monkeypatch):
-    """One object cache for this module's tests (content-keyed, so sharing is safe),
-    not the working directory's."""
-    monkeypatch.setenv(builder.CACHE_ENV, str(tmp_path_factory.getbasetemp() / "harness-cache"))
+def cache(module_cache):
+    """One object cache for this module's tests, not the working directory's."""
+
+
+def cells_for_bench(table: dict, builds, **kw):
+    """The kinds' cells of a bench given as a [[bench]]-shaped dict (typed first, as spec does)."""
+    return kind_cells(bench(table, root=kw["root"]), builds, **kw)
 
 
 def make_build(tmp: Path, target: str, variant: str, sources: list[Path], cflags=()) -> SimpleNamespace:
-    """A variant's objects, duck-typed as build.Build (what benches.py reads of it)."""
+    """A variant's objects, duck-typed as build.Build (what the bench kinds read of it)."""
     compiler = COMPILER[target]
     need(get_target(target).compiler_argv(compiler)[0], *([QEMU[target]] if target in QEMU else []))
     out = tmp / "obj" / variant / target
@@ -102,7 +108,7 @@ def test_micro_counts_exact_per_iteration(target, tmp_path):
 
 def test_micro_raw_counts_identical_on_repeat(tmp_path):
     build = make_build(tmp_path, "aarch64", "A", [asm_source(tmp_path, "spin5", SPIN5["aarch64"])])
-    exe = link_with_build(build, Program(benches.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
+    exe = link_with_build(build, Program(harness.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
     qemu = QemuExecutor("aarch64")
     runs = [qemu.measure([str(exe), "c", "0000004000"], target="aarch64").metrics for _ in range(3)]
     assert runs[0] == runs[1] == runs[2] and runs[0]["insns"] > 4000 * 5
@@ -110,7 +116,7 @@ def test_micro_raw_counts_identical_on_repeat(tmp_path):
 
 def test_micro_timed_natively(tmp_path):
     build = make_build(tmp_path, "x86_64", "A", [asm_source(tmp_path, "spin5", SPIN5["x86_64"])])
-    exe = link_with_build(build, Program(benches.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
+    exe = link_with_build(build, Program(harness.MICRO_C, ("-DFB_FN=spin5",), "micro"), tmp_path)
     calibrated = NativeExecutor().measure([str(exe)])
     assert calibrated.ok
     iters = int(calibrated.metrics["iters"])
@@ -139,7 +145,7 @@ def test_micro_missing_function_is_bad_input(tmp_path):
     build = make_build(tmp_path, "x86_64", "A", [asm_source(tmp_path, "spin5", SPIN5["x86_64"])])
     with pytest.raises(UserError, match="kind micro needs function"):
         cells_for_bench({"name": "x", "kind": "micro"}, [build], root=tmp_path, workdir=tmp_path)
-    with pytest.raises(UserError, match="kind must be one of"):
+    with pytest.raises(UserError, match="unknown kind 'nope'"):
         cells_for_bench({"name": "x", "kind": "nope"}, [build], root=tmp_path, workdir=tmp_path)
 
 
@@ -205,7 +211,7 @@ def test_libc_skipped_on_freestanding_target(tmp_path):
 
 def test_memsweep_output_parses(tmp_path):
     build = make_build(tmp_path, "x86_64", "O2", [DATA / "memcpy_good.c"], ["-fno-tree-loop-distribute-patterns"])
-    exe = link_with_build(build, Program(benches.MEMSWEEP_C, ("-DFB_FN=good_memcpy",), "sweep"), tmp_path)
+    exe = link_with_build(build, Program(harness.MEMSWEEP_C, ("-DFB_FN=good_memcpy",), "sweep"), tmp_path)
     m = NativeExecutor().measure([str(exe), "t", "100", "3", "1", "64", "4096", "0", "0", "0"])
     assert m.ok, m.stdout
     assert m.metrics["reps.size100.dalign3.salign1"] == 64 and m.metrics["ns.size100.dalign3.salign1"] > 0
@@ -241,7 +247,7 @@ def test_memsweep_counts_per_byte_exact(target, tmp_path):
 
 
 def test_doctests():
-    assert doctest.testmod(benches).failed == 0
+    assert doctest.testmod(command).failed == 0
 
 
 # -- wis and command ---------------------------------------------------------------------------
@@ -257,7 +263,7 @@ def test_wis_bench_runs_the_driver_per_variant(tmp_path):
     got: list = []
     reason = cell.timed(lambda metric, value, unit: got.append((metric, unit, value > 0)))
     assert reason is None and got == [("per_second", "iter/s", True)]
-    with pytest.raises(UserError, match="does not exist"):
+    with pytest.raises(UserError, match="no such C file"):
         cells_for_bench({"name": "w", "kind": "wis", "testcase": "nope.c"}, [build], root=DATA,
                         workdir=tmp_path)
 

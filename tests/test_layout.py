@@ -7,22 +7,22 @@ import csv
 import doctest
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from scipy.stats import chi2
 
+from dataclasses import replace
+
+from conftest import flagbench
 from flagbench import build, spec
-from flagbench.errors import UserError
 from flagbench.report import build_tables, render, report_run
 from flagbench.run import layout
-from flagbench.run.benches import cells_for_bench
+from flagbench.run.kinds import cells_for_bench
 from flagbench.run.engine import EXIT_OK, run_cells
 from flagbench.run.executors import CallgrindExecutor
 from flagbench.stats import BEYOND, WITHIN
@@ -175,7 +175,7 @@ def test_isolation_pins_the_object_wherever_the_padding_ends(tmp_path, monkeypat
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     case = Path(__file__).resolve().parents[1] / "cases" / "alignment"
     exp = spec.load(case)
-    bench = {**exp.benches[0], "metrics": ["time"], "layouts": 3}
+    bench = replace(exp.benches[0], metrics=("time",), layouts=3)
     builds = build.build(exp, [c for c in exp.cells() if c.variant.name in ("default", "isolated")])
     cells = cells_for_bench(bench, builds, root=exp.root, workdir=tmp_path / "work")
     where = {c.variant: c.provenance.get("function_address") for c in cells if "@" in c.variant}
@@ -273,7 +273,7 @@ def test_run_with_layouts_stores_relinks_and_reports_the_band(tmp_path, monkeypa
     monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
     exp = spec.load(experiment(tmp_path / "exp", TOML.replace("layouts = 4", "layouts = 2")))
     builds = build.build(exp)
-    bench = {**exp.benches[0], "samples": 2, "warmup": 0}
+    bench = replace(exp.benches[0], samples=2, warmup=0)
     cells = cells_for_bench(bench, builds, root=exp.root, workdir=tmp_path / "work")
     with Store(tmp_path / "fb.db") as store:
         outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=exp.hash,
@@ -287,31 +287,28 @@ def test_run_with_layouts_stores_relinks_and_reports_the_band(tmp_path, monkeypa
     assert "(2 layouts)" in text and "layout band" in text
 
 
-def flagbench(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": str(SRC), **(env or {})})
-
-
 @pytest.mark.parametrize("line, message", [
-    ("layouts = -1", "layouts must be a whole number"),
+    ("layouts = -1", "layouts = -1: must be at least 0"),
     ("layouts = true", "layouts must be a whole number"),
-    ("layouts = 257", "layouts must be 0..256"),
-    ("layouts = 2\nlayout_variants = [\"nosuch\"]", "layout_variants names no variant nosuch"),
-    ("layouts = 2\nlayout_variants = \"base\"", "layout_variants must be a list"),
+    ("layouts = 257", "layouts = 257: must be at least 0 and at most 256"),
+    ("layouts = 2\nlayout_variants = [\"nosuch\"]", "layout_variants names no variant 'nosuch'"),
+    ("layouts = 2\nlayout_variants = \"base\"", "layout_variants must be a non-empty list"),
 ])
 def test_bad_layout_keys_are_one_line_exit_2(tmp_path, line, message):
     d = experiment(tmp_path / "exp", TOML.replace("layouts = 4", line))
     out = flagbench("run", str(d), "--db", str(tmp_path / "fb.db"),
                     env={build.CACHE_ENV: str(tmp_path / "cache")})
     assert out.returncode == 2, out.stderr
-    # the lines before it are the build's progress; the error is the last one
-    assert message in out.stderr.strip().splitlines()[-1] and "Traceback" not in out.stderr
+    # refused by spec before anything is built: one line, at the key's line
+    assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+    assert f"{d / 'experiment.toml'}:1" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_layouts_on_other_kinds_is_refused():
-    with pytest.raises(UserError, match="kind micro only"):
-        layout.bench_layouts({"name": "copy", "kind": "memcpy", "layouts": 2}, ["a"])
-    assert layout.bench_layouts({"name": "x", "kind": "memcpy"}, ["a"]) == (0, frozenset())
+def test_layouts_on_other_kinds_is_refused(tmp_path):
+    d = experiment(tmp_path / "exp", TOML.replace('kind = "micro"', 'kind = "memcpy"').replace(
+        'function = "spin"', 'functions = ["spin"]'))
+    out = flagbench("run", str(d), "--db", str(tmp_path / "fb.db"), cache=tmp_path / "cache")
+    assert out.returncode == 2 and "unknown key 'layouts' for kind memcpy" in out.stderr
 
 
 def test_docstring_examples():

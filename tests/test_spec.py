@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from flagbench import spec, toolchains
+from flagbench import benchspec, spec, toolchains
+from flagbench.benchspec import MemoryBench
 from flagbench.errors import UserError
 
 CASES = Path(__file__).resolve().parent.parent / "cases"
@@ -123,8 +124,11 @@ def test_long_form_variant_and_target_tables(tmp_path):
     assert t.sources == ((d / "b.c").resolve(),) and exp.variant("default").sources is None
     assert exp.target_cflags == {"loongarch64": ("-mno-lsx",)}
     assert exp.target_optional_cflags == {"loongarch64": ("-mbar",)}
-    assert exp.benches == ({"name": "copy", "kind": "memcpy", "functions": ["memcpy_template", "libc"],
-                            "sizes": [32, 4096]},)
+    copy, = exp.benches
+    assert isinstance(copy, MemoryBench) and copy.line == 18
+    assert (copy.name, copy.kind, copy.functions, copy.sizes) == ("copy", "memcpy", ("memcpy_template", "libc"),
+                                                                   (32, 4096))
+    assert (copy.samples, copy.warmup, copy.timeout, copy.alignments) == (10, 1, 300.0, ((0, 0), (3, 1)))
     with pytest.raises(UserError, match="no variant 'nope'"):
         exp.variant("nope")
 
@@ -163,12 +167,12 @@ BAD = {
     "no sources": ('[variants]\nv = {}\n', "1", "missing sources"),
     "missing source": ('sources = ["a.c", "gone.c"]\n[variants]\nv = {}\n', "1", "source gone.c does not exist"),
     "not a C file": ('sources = ["a.py"]\n[variants]\nv = {}\n', "1", "not a C or assembly file"),
-    "bench without kind": ('sources = ["a.c"]\n[variants]\nv = {}\n\n[[bench]]\nname = "x"\nkind = "micro"\n\n'
-                           '[[bench]]\nname = "y"\nfunction = "f"\n', "9", "bench 'y' has no kind"),
+    "bench without kind": ('sources = ["a.c"]\n[variants]\nv = {}\n\n[[bench]]\nname = "x"\nkind = "micro"\n'
+                           'function = "f"\n[[bench]]\nname = "y"\nfunction = "f"\n', "9", "bench 'y' has no kind"),
     "bench unknown kind": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "x"\nkind = "macro"\n', "6",
                            "unknown kind 'macro'"),
     "bench typo": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "x"\nkind = "micro"\nsamles = 3\n',
-                   "7", "unknown key 'samles' in [[bench]]"),
+                   "7", "bench 'x': unknown key 'samles' for kind micro"),
     "bench without name": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nkind = "micro"\n', "4",
                            "[[bench]] without name"),
     "define false": ('sources = ["a.c"]\n[variants]\nv = { defines = { X = false } }\n', "3", "define X = false"),
@@ -224,3 +228,74 @@ def test_bundled_cases_load(case):
 
 def test_toolchain_doctests():
     assert doctest.testmod(toolchains).failed == 0
+
+
+# Issue 11: every bench key typed and range-checked in the file, at its line, before anything is built.
+MICRO = 'sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "b"\nkind = "micro"\nfunction = "f"\n'
+WIS = 'sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "w"\nkind = "wis"\ntestcase = "a.c"\n'
+BAD_BENCH = {
+    "samples text": (MICRO + 'samples = "abc"\n', "8", "samples must be a whole number, not 'abc'"),
+    "samples fraction": (MICRO + 'samples = 2.7\n', "8", "samples must be a whole number, not 2.7"),
+    "samples zero": (MICRO + 'samples = 0\n', "8", "samples = 0: must be at least 1"),
+    "timeout text": (MICRO + 'timeout = "abc"\n', "8", "timeout must be a number of seconds"),
+    "timeout zero": (MICRO + 'timeout = 0\n', "8", "timeout = 0: must be more than 0"),
+    "timeout negative": (MICRO + 'timeout = -1\n', "8", "timeout = -1: must be more than 0"),
+    "timeout nan": (MICRO + 'timeout = nan\n', "8", "timeout must be a number of seconds, not nan"),
+    "warmup text": (MICRO + 'warmup = "x"\n', "8", "warmup must be a whole number"),
+    "count_iters zero": (MICRO + 'count_iters = 0\n', "8", "count_iters = 0: must be at least 1"),
+    "count_iters negative": (MICRO + 'count_iters = -5\n', "8", "count_iters = -5"),
+    "metrics unknown": (MICRO + 'metrics = ["cycles"]\n', "8", "'cycles' is not one of time, insns, perf"),
+    "bench target twice": (MICRO + 'targets = ["x86_64", "x86_64"]\n', "8", "targets names x86_64 twice"),
+    "bench target not in experiment": (MICRO + 'targets = ["aarch64"]\n', "8", "not one of the experiment's"),
+    "micro without function": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "b"\nkind = "micro"\n',
+                               "4", "kind micro needs function"),
+    "function not a C name": (MICRO.replace('"f"', '"f; rm"'), "7", "is not a C function name"),
+    "wis tasks text": (WIS + 'tasks = ["abc"]\n', "8", "tasks must be a whole number, not 'abc'"),
+    "wis tasks huge": (WIS + 'tasks = [100000000]\n', "8", "at most 1024"),
+    "wis duration zero": (WIS + 'duration = 0\n', "8", "duration = 0: must be at least 1"),
+    "wis duration fraction": (WIS + 'duration = 1.5\n', "8", "whole seconds"),
+    "wis mode unknown": (WIS + 'modes = ["fibers"]\n', "8", "'fibers' is not one of processes, threads"),
+    "wis timeout shorter than the run": (WIS + 'duration = 10\ntimeout = 5\n', "9", "not more than duration"),
+    "wis testcase missing": (WIS.replace('testcase = "a.c"', 'testcase = "gone.c"'), "7", "no such C file"),
+    "memcpy alignment": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "m"\nkind = "memcpy"\n'
+                         'functions = ["f"]\nalignments = [[0, 64]]\n', "8", "pairs in 0..63"),
+    "memcpy size": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "m"\nkind = "memcpy"\n'
+                    'functions = ["f"]\nsizes = [0]\n', "8", "sizes = 0: must be at least 1"),
+    "command empty": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "c"\nkind = "command"\n'
+                      'command = []\n', "7", "command must be a non-empty list"),
+    "guest not bool": (MICRO + 'guest = "yes"\n', "8", "guest must be true or false"),
+    "guest on memcpy": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "m"\nkind = "memcpy"\n'
+                        'functions = ["f"]\nguest = true\n', "8", "unknown key 'guest' for kind memcpy"),
+    "layouts too many": (MICRO + 'layouts = 257\n', "8", "layouts = 257: must be at least 0 and at most 256"),
+    "layout variant unknown": (MICRO + 'layouts = 2\nlayout_variants = ["w"]\n', "9", "names no variant 'w'"),
+    "duplicate targets": ('sources = ["a.c"]\ntargets = ["x86_64", "x86_64"]\n[variants]\nv = {}\n', "2",
+                          "targets names x86_64 twice"),
+    "compiler by path and by name": ('sources = ["a.c"]\ncompilers = ["gcc", "/usr/bin/gcc"]\n[variants]\nv = {}\n',
+                                     "2", "compilers names gcc twice"),
+    "compiler with shell characters": ('sources = ["a.c"]\ncompilers = ["gcc;rm -rf x"]\n[variants]\nv = {}\n',
+                                       "2", "compiler 'gcc;rm -rf x': a driver name or path"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_BENCH)
+def test_bad_bench_values_name_file_line_and_what(tmp_path, case):
+    text, line, words = BAD_BENCH[case]
+    msg = error_of(tmp_path / "e", text)
+    assert msg.startswith(f"{tmp_path / 'e' / 'experiment.toml'}:{line}: "), msg
+    assert words in msg, msg
+    assert "\n" not in msg
+
+
+def test_every_kind_has_its_defaults_in_one_place(tmp_path):
+    d = write(tmp_path, MICRO + '\n[[bench]]\nname = "w"\nkind = "wis"\ntestcase = "a.c"\nguest = true\n'
+              'samples = 3\n\n[[bench]]\nname = "c"\nkind = "command"\ncommand = ["true"]\ntimeout = 2.5\n')
+    micro, wis, command = spec.load(d).benches
+    assert (type(micro), micro.samples, micro.warmup, micro.count_iters, micro.guest) == \
+        (benchspec.MicroBench, 10, 1, 1000, False)
+    assert (type(wis), wis.samples, wis.warmup, wis.tasks, wis.modes, wis.guest) == \
+        (benchspec.WisBench, 3, 0, (1,), ("processes", "threads"), True)
+    assert wis.testcase == (d / "a.c").resolve()
+    assert (command.command, command.timeout, command.metrics) == (("true",), 2.5, ("time",))
+    with pytest.raises(Exception):
+        micro.samples = 5                                    # frozen
+    assert benchspec.with_samples(micro, 4).samples == 4 and micro.samples == 10

@@ -12,18 +12,25 @@ from pathlib import Path
 import pytest
 
 from flagbench.cli import main
-from flagbench.run.wis import run_wis
+from flagbench.run import wis
 
 DATA = Path(__file__).parent / "data"
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="apt-get install gcc")
 
 
-def test_page_fault_with_prepare_both_modes():
-    seen = []
+@pytest.fixture(autouse=True)
+def cache(module_cache):
+    """Testcases and the driver go through the object cache: one per module here."""
+
+
+def run_wis(testcase, **kw):
+    return wis.run_wis(testcase, workdir=kw.pop("workdir"), **kw)
+
+
+def test_page_fault_with_prepare_both_modes(tmp_path):
     results = run_wis(DATA / "wis_page_fault.c", tasks=[1, 2], modes=("processes", "threads"),
-                      duration=0.6, warmup=0.4, interval=0.2,
-                      on_sample=lambda *sample: seen.append(sample))
+                      duration=0.6, warmup=0.4, interval=0.2, workdir=tmp_path)
     assert [(r["mode"], r["tasks"]) for r in results] == [
         ("processes", 1), ("processes", 2), ("threads", 1), ("threads", 2)]
     for r in results:
@@ -33,10 +40,6 @@ def test_page_fault_with_prepare_both_modes():
         assert len(r["warmup_samples"]) == 2 and len(r["samples"]) == 3
         assert r["per_second"] > 0 and all(s > 0 for s in r["samples"])
         assert r["per_second"] == pytest.approx(sum(r["samples"]) / 3)
-    # Every sample reached the callback as taken, warm-up ones flagged.
-    assert len(seen) == 4 * 5
-    assert sum(1 for *_, warm in seen if warm) == 4 * 2
-    assert [index for mode, tasks, index, _, _ in seen if (mode, tasks) == ("threads", 2)] == [0, 1, 2, 3, 4]
 
 
 def test_cli_json(capsys):
@@ -75,7 +78,7 @@ def test_crashing_task_is_a_failed_cell(tmp_path, capsys):
                      "void testcase(unsigned long long *it, unsigned long nr)\n"
                      "{ if (nr == 1) *(volatile int *)0 = 0; for (;;) (*it)++; }\n")
     results = run_wis(crash, tasks=[1, 2], modes=("processes", "threads"),
-                      duration=0.2, warmup=0, interval=0.2)
+                      duration=0.2, warmup=0, interval=0.2, workdir=tmp_path)
     failures = {(r["mode"], r["tasks"]): r["failure"] for r in results}
     assert failures[("processes", 1)] is None and failures[("threads", 1)] is None
     assert "task 1 killed by SIGSEGV" in failures[("processes", 2)]
@@ -86,9 +89,15 @@ def test_crashing_task_is_a_failed_cell(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--tasks", "0"], "task counts start at 1"),
+    (["--tasks", "0"], "task counts are 1..1024"),
     (["--tasks", "x"], "expected numbers"),
     (["--duration", "0"], "positive"),
+    # issue 11: tracebacks before (ValueError / MemoryError), one line now
+    (["--duration", "nan"], "--duration nan: not a number of seconds"),
+    (["--duration", "inf"], "--duration inf: not a number of seconds"),
+    (["--warmup", "nan"], "--warmup nan: not a number of seconds"),
+    (["--tasks", "1-100000000"], "task counts are 1..1024"),
+    (["--tasks", "1,1"], "appears twice"),
 ])
 def test_bad_input(argv, message, capsys):
     assert main(["wis", str(DATA / "wis_getppid.c"), *argv]) == 2
@@ -101,10 +110,31 @@ def test_missing_testcase(capsys):
 
 
 def test_kernel_like_non_pic_flags_still_link(tmp_path):
-    """-fno-pic objects cannot go into Debian's default PIE executable: the driver links -no-pie."""
-    from flagbench.run.wis import build_testcase
-    exe = build_testcase(DATA / "wis_getppid.c", "processes", tmp_path,
-                         ["-O2", "-mno-sse", "-mgeneral-regs-only", "-fno-pic"])
-    assert exe.exists()
+    """-fno-pic objects cannot go into a PIE executable: the driver is linked static, not PIE."""
+    exe = wis.build_programs(DATA / "wis_getppid.c", ["processes"],
+                             ["-O2", "-mno-sse", "-mgeneral-regs-only", "-fno-pic"], out_dir=tmp_path)["processes"]
     header = subprocess.run(["readelf", "-h", str(exe)], capture_output=True, text=True, check=True).stdout
     assert "EXEC (Executable file)" in header
+
+
+def test_a_c_file_without_a_testcase_says_so(tmp_path, capsys):
+    """Issue 11: wis on a C file with no `testcase` printed linker noise, not the cause."""
+    plain = tmp_path / "plain.c"
+    plain.write_text("int helper(int x) { return x + 1; }\n")
+    assert main(["wis", str(plain), "--duration", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "not a will-it-scale testcase: it defines no testcase and no testcase_description" in err
+    assert len(err.strip().splitlines()) == 1 and "undefined reference" not in err
+
+
+def test_a_testcase_is_compiled_once_however_many_runs(tmp_path, module_cache):
+    """Issue 12: the testcase went through its own compiler call, once per sample; now it is an
+    object of the build cache: building the programs again adds no object, and runs only run."""
+    first = wis.build_programs(DATA / "wis_getppid.c", ["threads"], ["-O2", "-DONCE=1"], out_dir=tmp_path / "a")
+    objects = sorted((module_cache / "objects").rglob("*.o"))
+    second = wis.build_programs(DATA / "wis_getppid.c", ["threads"], ["-O2", "-DONCE=1"], out_dir=tmp_path / "b")
+    assert sorted((module_cache / "objects").rglob("*.o")) == objects
+    assert first["threads"].read_bytes() == second["threads"].read_bytes()
+    for _ in range(2):
+        assert wis.run_driver(second["threads"], 1, 0, 1, 0.2)["failure"] is None
+    assert sorted((module_cache / "objects").rglob("*.o")) == objects

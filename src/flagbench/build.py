@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -24,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.spec import Cell, Experiment, files_digest
-from flagbench.toolchains import (HOST_TRIPLET, LLD, Target, get_target, install_hint, is_clang,
-                                  tool_version)
+from flagbench.toolchains import Target, get_target, install_hint, is_clang, tool_version
 
 CACHE_ENV = "FLAGBENCH_CACHE"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -68,6 +67,28 @@ def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or ".cache/flagbench").resolve()
 
 
+_READY: set[Path] = set()
+
+
+def ensure_cache() -> Path:
+    """The cache directory, made and checked once per process (a UserError, not a
+    traceback, when it cannot be written); temporary files a killed build left are removed."""
+    path = cache_dir()
+    if path in _READY:
+        return path
+    where = f"FLAGBENCH_CACHE={os.environ[CACHE_ENV]}" if os.environ.get(CACHE_ENV) else "the cache"
+    try:
+        (path / "tmp").mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path / "tmp", prefix=f"probe-{os.getpid()}-")
+        probe.close()
+    except OSError as e:
+        raise UserError(f"{where}: cannot write {path}: {e.strerror or e} "
+                        f"(set {CACHE_ENV} to a writable directory)") from None
+    procs.sweep(path / "tmp", "o")
+    _READY.add(path)
+    return path
+
+
 # -- tools ----------------------------------------------------------------------------
 def compiler_for(target: str | Target, compiler: str) -> list[str]:
     """The compiler argv for a target; UserError when it cannot build it or is not installed."""
@@ -77,6 +98,8 @@ def compiler_for(target: str | Target, compiler: str) -> list[str]:
     except LookupError as e:
         raise UserError(f"{t.name}/{compiler}: {e}") from None
     if shutil.which(argv[0]) is None:
+        if "/" in argv[0]:
+            raise UserError(f"{argv[0]}: no such program (needed for {t.name}/{compiler})")
         raise UserError(f"{argv[0]} is not installed (needed for {t.name}/{compiler}): "
                         f"apt-get install {install_hint(argv[0])}")
     return argv
@@ -188,7 +211,8 @@ def _compile(job: _Job, progress: Progress) -> tuple[Path, bool]:
     if obj.is_file():
         return obj, True
     obj.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".o", dir=obj.parent)
+    # under tmp/, named by our pid: what a kill -9 leaves there is swept by the next build
+    fd, tmp = tempfile.mkstemp(prefix=f"o-{os.getpid()}-", suffix=".o", dir=ensure_cache() / "tmp")
     os.close(fd)
     src = job.shown
     if progress:
@@ -198,6 +222,10 @@ def _compile(job: _Job, progress: Progress) -> tuple[Path, bool]:
         if out.returncode != 0:
             raise UserError(f"{src} does not compile for {job.what}: "
                             f"{_first_errors(out.stderr) or f'exit status {out.returncode}'}")
+        with open(tmp, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                raise UserError(f"{src} for {job.what}: {job.argv[0]} exited 0 but wrote no ELF object "
+                                f"(is {job.argv[0]} a compiler?)")
         os.replace(tmp, obj)
     finally:
         if os.path.exists(tmp):
@@ -226,6 +254,7 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
     """
     cells = list(exp.cells() if cells is None else cells)
     notes = [] if notes is None else notes
+    ensure_cache()
     argvs, tools = {}, {}
     for pair in dict.fromkeys((c.target, c.compiler) for c in cells):
         try:
@@ -276,7 +305,7 @@ def _cell_dir(name: str, cell: Cell, objects: list[tuple[str, Path]], meta: dict
     if final.is_dir():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=final.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f"o-{os.getpid()}-", dir=ensure_cache() / "tmp"))
     for file_name, obj in objects:
         _link_or_copy(obj, tmp / file_name)
     (tmp / "build.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -296,6 +325,7 @@ def compile_sources(target: str, compiler: str, sources: Sequence[Path], cflags:
     copied into outdir as <stem>.o when given."""
     t = get_target(target)
     argv = compiler_for(t, compiler)
+    ensure_cache()
     tools = tuple(sorted(tool_versions(t, compiler, argv).items()))
     flags = (*t.extra_cflags(compiler), *cflags, f"-I{HARNESS_DIR}")
     work = [_Job(Path(s).resolve(), tuple(argv), flags, tools, Path.cwd(), f"{target}/{compiler}")
@@ -312,66 +342,17 @@ def compile_sources(target: str, compiler: str, sources: Sequence[Path], cflags:
     return placed
 
 
-def link_tool_versions(target: str, compiler: str) -> dict[str, str]:
-    """Version lines of the linker link_executable uses (lld for clang, binutils ld for gcc),
-    for the provenance of measured programs."""
-    t = get_target(target)
-    if is_clang(compiler):
-        linker = LLD
-    else:
-        linker = "ld" if t.triplet == HOST_TRIPLET else f"{t.triplet}-ld"
-    return {linker: cached_version(linker)} if shutil.which(linker) else {}
-
-
-def runtime_object(target: str, compiler: str) -> Path:
-    """The harness runtime (fbrt_libc.c or fbrt_freestanding.c) compiled for a target."""
-    t = get_target(target)
-    flags = ["-O2"]
-    if not t.static_libc:   # its memcpy loop must not become a call to memcpy
-        flags += ["-ffreestanding", "-fno-builtin", "-fno-stack-protector"]
-    return compile_sources(target, compiler, [HARNESS_DIR / t.runtime_source], flags)[0]
-
-
-def link_executable(target: str, compiler: str, objects: Sequence[Path], out: Path, *,
-                    ldflags: Sequence[str] = ()) -> Path:
-    """A static executable of these objects and the harness runtime: glibc where the
-    target has a cross libc, the freestanding runtime (_start, raw syscalls) where not."""
-    t = get_target(target)
-    try:
-        link = t.link_flags(compiler)
-    except LookupError as e:
-        raise UserError(str(e)) from None
-    argv = compiler_for(t, compiler)
-    runtime = runtime_object(target, compiler)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out.parent)
-    os.close(fd)
-    try:
-        res = _run([*argv, *link, "-o", tmp, *map(str, objects), str(runtime), *ldflags], out.parent)
-        if res.returncode != 0:
-            hint = ""
-            if "crt1.o" in res.stderr or "-lc" in res.stderr:
-                libc = [p for p in t.packages if p.startswith("libc6-dev")]
-                hint = f" (is the C library installed? apt-get install {' '.join(libc)})" if libc else ""
-            raise UserError(f"linking {out.name} for {target}/{compiler} failed: {_link_errors(res.stderr)}{hint}")
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return out
-
-
 # -- helpers ------------------------------------------------------------------------------
-def _run(argv: Sequence[str], cwd: Path) -> subprocess.CompletedProcess:
+def _run(argv: Sequence[str], cwd: Path) -> procs.Done:
     try:
-        return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, errors="replace",
-                              timeout=COMPILE_TIMEOUT, env={**os.environ, "LC_ALL": "C"})
+        done = procs.run(list(argv), timeout=COMPILE_TIMEOUT, cwd=cwd, env={**os.environ, "LC_ALL": "C"})
     except FileNotFoundError:
         raise UserError(f"{argv[0]} is not installed: apt-get install {install_hint(argv[0])}") from None
-    except subprocess.TimeoutExpired:
-        raise UserError(f"{argv[0]} took more than {COMPILE_TIMEOUT} s") from None
+    except OSError as e:
+        raise UserError(f"{argv[0]}: cannot run: {e.strerror or e}") from None
+    if done.timed_out:
+        raise UserError(f"{argv[0]} took more than {COMPILE_TIMEOUT} s")
+    return done
 
 
 def _first_errors(stderr: str, most: int = 2) -> str:
@@ -384,21 +365,13 @@ def _first_errors(stderr: str, most: int = 2) -> str:
     return " | ".join(errors[:most]) + (f" (and {more} more)" if more > 0 else "")
 
 
-def _link_errors(stderr: str, most: int = 2) -> str:
-    """The linker's own lines (undefined references), not the driver's summary."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("collect2:")
-             and "linker command failed" not in ln]
-    useful = [ln for ln in lines if "undefined" in ln or "error" in ln or "multiple definition" in ln]
-    return " | ".join((useful or lines)[:most]) or stderr.strip()[:300]
-
-
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f"o-{os.getpid()}-", dir=ensure_cache() / "tmp")
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     os.replace(tmp, path)

@@ -13,6 +13,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from flagbench import benchspec
+from flagbench.benchspec import Bench
 from flagbench.errors import UserError
 from flagbench.toolchains import TARGETS
 
@@ -20,18 +22,13 @@ FILE_NAME = "experiment.toml"
 SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
-BENCH_KINDS = ("micro", "memcpy", "memset", "memmove", "wis", "command")
-# What run/benches.py reads from a [[bench]] table; anything else is a typo.
-BENCH_KEYS = {"name", "kind", "metrics", "samples", "warmup", "targets", "timeout",
-              "function", "count_iters", "functions", "sizes", "alignments",
-              "testcase", "tasks", "modes", "duration", "warmup_seconds", "command",
-              "layouts", "layout_variants"}
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
             "variants", "target", "bench", "show", "kernel"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernel/spec.py)
 _BAD_NAME = re.compile(r"[/:\s]|^\.")
+_COMPILER = re.compile(r"[A-Za-z0-9._+/-]+")
 _LOCAL_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -45,6 +42,15 @@ class Variant:
 
     def define_flags(self) -> list[str]:
         return [f"-D{k}={v}" for k, v in self.defines]
+
+
+def compiler_label(compiler: str) -> str:
+    """A compiler as cell keys, paths and tables name it: a driver given by path by its file name.
+
+    >>> compiler_label("/usr/bin/gcc-12"), compiler_label("clang")
+    ('gcc-12', 'clang')
+    """
+    return compiler.rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ class Experiment:
     targets: tuple[str, ...]
     compilers: tuple[str, ...] | None            # None: each target's default compiler
     target_cflags: dict[str, tuple[str, ...]]
-    benches: tuple[dict, ...]
+    benches: tuple[Bench, ...]                   # typed, one dataclass per kind (benchspec.py)
     hash: str                                    # sha256 of the file, its sources and their local headers
     target_optional_cflags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()                  # cells skipped, and why
@@ -175,6 +181,13 @@ class _Checker:
             self.fail(where, f"{what} must be a table")
         return value
 
+    def no_repeats(self, names, where: tuple, what: str) -> None:
+        seen = set()
+        for n in names:
+            if n in seen:
+                self.fail(where, f"{what} names {n} twice")
+            seen.add(n)
+
     def known_keys(self, table: dict, allowed: set, where: tuple, what: str):
         for key in table:
             if key not in allowed:
@@ -210,13 +223,19 @@ class _Checker:
         for t in targets:
             if t not in TARGETS:
                 self.fail(("targets",), f"unknown target {t!r} (known: {', '.join(TARGETS)})")
+        self.no_repeats(targets, ("targets",), "targets")
         compilers = self.strings(data, "compilers", (), None)
         if compilers is not None and (not compilers or not all(compilers)):
             self.fail(("compilers",), "compilers must name at least one compiler (gcc, clang, or a driver like gcc-12)")
+        for c in compilers or ():
+            if not _COMPILER.fullmatch(c):
+                self.fail(("compilers",), f"compiler {c!r}: a driver name or path (letters, digits, '._+-/')")
+        self.no_repeats([compiler_label(c) for c in compilers or ()], ("compilers",), "compilers")
         cflags = self.strings(data, "cflags", (), DEFAULT_CFLAGS)
         target_cflags, target_optional = self.target_tables(data.get("target", {}))
         variants = self.variants(data)
-        benches = self.benches(data.get("bench", []))
+        benches = benchspec.parse(self, data.get("bench", []), root=self.root, targets=targets,
+                                  variants=[v.name for v in variants], known_targets=tuple(TARGETS))
         exp = Experiment(
             name=name, path=self.path, root=self.root,
             description=self.string(data, "description", (), ""),
@@ -283,30 +302,6 @@ class _Checker:
             flags[name] = self.strings(body, "cflags", where, ())
             optional[name] = self.strings(body, "optional_cflags", where, ())
         return flags, optional
-
-    def benches(self, items) -> tuple[dict, ...]:
-        if not isinstance(items, list):
-            self.fail(("bench",), "bench must be an array of tables: [[bench]]")
-        seen = set()
-        for i, bench in enumerate(items):
-            where = ("bench", i)
-            bench = self.table(bench, where, "[[bench]]")
-            self.known_keys(bench, BENCH_KEYS, where, "[[bench]]")
-            if "name" not in bench:
-                self.fail(where, "[[bench]] without name")
-            name = self.string(bench, "name", where, "")
-            if name in seen:
-                self.fail(where + ("name",), f"two benches named {name!r}")
-            seen.add(name)
-            if "kind" not in bench:
-                self.fail(where, f"bench {name!r} has no kind (one of {', '.join(BENCH_KINDS)})")
-            if bench["kind"] not in BENCH_KINDS:
-                self.fail(where + ("kind",), f"bench {name!r}: unknown kind {bench['kind']!r} "
-                          f"(one of {', '.join(BENCH_KINDS)})")
-            for t in self.strings(bench, "targets", where, ()) or ():
-                if t not in TARGETS:
-                    self.fail(where + ("targets",), f"bench {name!r}: unknown target {t!r}")
-        return tuple(items)
 
 
 def _example(key: str) -> str:

@@ -19,13 +19,16 @@ a killed process; only a power cut could lose the last few samples.)
 from __future__ import annotations
 
 import datetime
+import fcntl
 import json
 import os
 import platform
 import socket
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from flagbench import __version__
 from flagbench.errors import UserError
@@ -193,6 +196,50 @@ class Store:
                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     (run_id, bench, cell, metric, float(value), unit, executor, _now(),
                      json.dumps(provenance or {}, default=str)))
+
+    def add_samples(self, run_id: int, rows: list[tuple]) -> None:
+        """Several samples in one transaction: all of them are stored, or none.
+        rows: (bench, cell, metric, value, unit, executor, provenance)."""
+        if not rows:
+            return
+        now = _now()
+        with self._lock:
+            try:
+                with self._db:   # BEGIN ... COMMIT (ROLLBACK on error)
+                    self._db.execute("BEGIN")
+                    self._db.executemany(
+                        """INSERT INTO samples (run_id, bench, cell, metric, value, unit, executor, taken, provenance)
+                           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                        [(run_id, b, c, m, float(v), u, e, now, json.dumps(p or {}, default=str))
+                         for b, c, m, v, u, e, p in rows])
+            except sqlite3.DatabaseError as e:
+                raise UserError(f"{self.path}: cannot write results: {e}") from None
+
+    @contextmanager
+    def writer(self, what: str) -> Iterator[None]:
+        """Hold the database's writer lock (a lock file next to it, released when this
+        process ends however it ends): a second `flagbench run` on the same database is
+        refused with the pid that holds it, so no run ever gets twice its samples."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise UserError(f"{lock_path}: cannot create the writer lock: {e.strerror or e}") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+                raise UserError(f"{self.path} is being written by {holder}; wait until it ends "
+                                f"or give another --db") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"pid {os.getpid()} ({what})\n".encode(), 0)
+            try:
+                yield
+            finally:
+                os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
 
     def finish_cell(self, run_id: int, bench: str, cell: str, status: str, reason: str | None = None) -> None:
         if status not in ("ok", "failed"):

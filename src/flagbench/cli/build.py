@@ -22,11 +22,12 @@ def register(sub):
 def run(args) -> int:
     import json
 
-    from flagbench import build, spec
+    from flagbench import build, procs, spec
     from flagbench.errors import UserError
 
     if args.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    procs.install()
     exp = spec.load(args.experiment)
     notes = list(exp.notes)
 
@@ -34,6 +35,11 @@ def run(args) -> int:
         if not args.quiet:
             print(f"flagbench build: {text}", file=sys.stderr)
 
+    if exp.kernel is not None:   # kernel cells (kernel/kbuild.py): vmlinux, image, .config, ...
+        from flagbench.kernel import kbuild
+        kernels = kbuild.build_kernels(exp, jobs=args.jobs, progress=not args.quiet)
+        c_builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []
+        return kbuild.print_builds(exp, kernels, c_builds, notes, args.format)
     builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes)
     if args.format == "json":
         print(json.dumps({

@@ -2,7 +2,10 @@
 
 A second run of an unchanged experiment resumes its latest run in the database: finished
 cells are not measured again (`--fresh` starts over). Exit 0 when every cell ran, 1 when
-some failed (the tables say which and why), 2 for bad input, 130 on Ctrl-C.
+some failed (the tables say which and why), 2 for bad input, 128 + the signal on SIGINT,
+SIGTERM or SIGHUP (every program it started is killed, every sample taken is kept).
+
+The work is done by flagbench.pipeline; this module only parses and prints.
 """
 from __future__ import annotations
 
@@ -27,51 +30,15 @@ def register(sub):
 
 
 def run(args) -> int:
-    from flagbench.errors import UserError
+    from flagbench import pipeline, procs
 
-    if args.samples is not None and args.samples < 1:
-        raise UserError("--samples must be at least 1")
-    outcome, text = run_experiment(Path(args.experiment), db=args.db, benches=args.bench, samples=args.samples,
-                                   fresh=args.fresh, jobs=args.jobs, seed=args.seed, fmt=args.format)
+    procs.install()
+    opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
+                            jobs=args.jobs, seed=args.seed, fmt=args.format)
+    try:
+        outcome, text = pipeline.run(Path(args.experiment), opts)
+    except procs.Terminated as e:    # a signal before measuring started: nothing was stored
+        print(f"flagbench run: {e}: stopped", file=sys.stderr)
+        return e.exit_status
     print(text, end="")
     return outcome.status
-
-
-def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
-                   fmt="text", quiet=False):
-    """Build, measure and report one experiment; returns (RunOutcome, report text)."""
-    import tempfile
-
-    from flagbench import build, spec
-    from flagbench.errors import UserError
-    from flagbench.report import report_run
-    from flagbench.run.benches import cells_for_bench, column_order
-    from flagbench.run.engine import run_cells
-    from flagbench.store import Store
-
-    exp = spec.load(path)
-    chosen = [b for b in exp.benches if not benches or b["name"] in benches]
-    unknown = set(benches or ()) - {b["name"] for b in exp.benches}
-    if unknown:
-        raise UserError(f"{exp.path}: no bench named {', '.join(sorted(unknown))} "
-                        f"(benches: {', '.join(b['name'] for b in exp.benches) or 'none'})")
-    if not chosen:
-        raise UserError(f"{exp.path}: no [[bench]] to run")
-    notes = list(exp.notes)
-    say = (lambda text: None) if quiet else (lambda text: print(f"flagbench run: {text}", file=sys.stderr))
-    builds = build.build(exp, jobs=jobs, progress=None if quiet else say)
-    with tempfile.TemporaryDirectory(prefix="flagbench-run-") as workdir, Store(db) as store:
-        cells = []
-        for bench in chosen:
-            if samples is not None:
-                bench = {**bench, "samples": samples}
-            cells += cells_for_bench(bench, builds, root=exp.root, workdir=Path(workdir), notes=notes)
-        for note in notes:
-            say(note)
-        order = column_order(exp.benches, [v.name for v in exp.variants])
-        outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=exp.hash,
-                            provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes},
-                            fresh=fresh, seed=seed, progress=not quiet)
-        if outcome.skipped:
-            say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
-        return outcome, report_run(store, outcome.run_id, fmt)

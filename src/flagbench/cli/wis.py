@@ -28,34 +28,49 @@ def register(sub):
 
 
 def parse_tasks(text: str) -> list[int]:
+    """Task counts: "1,2,4-6" is [1, 2, 4, 5, 6]; bounded before a range is expanded.
+
+    >>> parse_tasks("1,2,4-6")
+    [1, 2, 4, 5, 6]
+    """
+    from flagbench.benchspec import MAX_TASKS
     tasks: list[int] = []
     try:
         for part in text.split(","):
-            if "-" in part:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                tasks.extend(range(lo, hi + 1))
-            else:
-                tasks.append(int(part))
+            lo, _, hi = part.partition("-")
+            lo, hi = int(lo), int(hi or lo)
+            if lo < 1 or hi > MAX_TASKS or hi < lo:
+                raise UserError(f"--tasks {text!r}: task counts are 1..{MAX_TASKS}, ranges low-high")
+            tasks.extend(range(lo, hi + 1))
     except ValueError:
         raise UserError(f"--tasks {text!r}: expected numbers like 1,2,4 or 1-4") from None
-    if not tasks or min(tasks) < 1:
-        raise UserError(f"--tasks {text!r}: task counts start at 1")
+    if len(set(tasks)) != len(tasks):
+        raise UserError(f"--tasks {text!r}: a task count appears twice")
     return tasks
 
 
 def run(args) -> int:
     from pathlib import Path
 
-    from flagbench.run.wis import MODES, run_wis
+    from flagbench import procs
+    from flagbench.run.wis import MODES, check_numbers, run_wis
 
+    procs.install()
     modes = MODES if args.mode == "both" else (args.mode,)
     try:
         cflags = shlex.split(args.cflags)
     except ValueError as e:
         raise UserError(f"--cflags: {e}") from None
-    results = run_wis(Path(args.testcase), parse_tasks(args.tasks), modes, args.duration,
-                      args.warmup, cflags, args.compiler, interval=args.interval,
-                      on_progress=lambda msg: print(f"wis: {msg}", file=sys.stderr, flush=True))
+    tasks = parse_tasks(args.tasks)
+    check_numbers(tasks, args.duration, args.warmup, args.interval)
+    try:
+        with procs.owned_dir("flagbench-wis") as workdir:
+            results = run_wis(Path(args.testcase), tasks, modes, args.duration, args.warmup, cflags,
+                              args.compiler, interval=args.interval, workdir=workdir,
+                              on_progress=lambda msg: print(f"wis: {msg}", file=sys.stderr, flush=True))
+    except procs.Terminated as e:
+        print(f"flagbench wis: {e}: stopped", file=sys.stderr)
+        return e.exit_status
     if args.format == "json":
         json.dump({"testcase": args.testcase, "duration": args.duration, "warmup": args.warmup,
                    "interval": args.interval, "cflags": cflags, "compiler": args.compiler,

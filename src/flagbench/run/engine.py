@@ -8,14 +8,16 @@ carries up to two jobs, plain callables that run a program and hand back values:
 - `timed`, run `warmup + samples` times: each round visits every unfinished cell once
   in a fresh random order (executors.interleave), so drifts of the machine hit all
   variants alike; the first `warmup` runs of each cell are thrown away.
-Every kept value goes to the Store at once (autocommitted), so a run killed by
-Ctrl-C, SIGKILL or a crash keeps what it measured. Running the same experiment again
-continues its latest run: finished cells (ok or failed) are skipped, a half-measured
-cell takes only the samples it still lacks (after a fresh warm-up).
+The values one job emits go to the Store in one transaction when the job ends, so a
+run killed by Ctrl-C, SIGTERM, SIGKILL or a crash keeps every finished sample and no
+part of one (a will-it-scale sample is a whole run of several per-second values).
+Running the same experiment again continues its latest run: finished cells (ok or
+failed) are skipped, a half-measured cell takes only the samples it still lacks (after
+a fresh warm-up), numbered on from the ones it has.
 
 A job that fails (signal, timeout, exit status, garbage output, a missing runner)
 fails its cell with that reason; the other cells go on. Exit status: 0 all cells ok,
-1 some failed, 130 interrupted.
+1 some failed, 128 + the signal when interrupted (130 for Ctrl-C, 143 for SIGTERM).
 """
 from __future__ import annotations
 
@@ -87,11 +89,11 @@ class _State:
     key: str
     jobs: list[str]                # "count", "warm", "sample" still to do, in order
     checked: bool = False
-    taken: int = 0                 # timed runs done in this call
+    taken: int = 0                 # timed samples stored so far (earlier sessions included)
 
 
-def _plan(cell: BenchCell, stored: Counter) -> list[str]:
-    jobs = []
+def _plan(st: _State, stored: Counter) -> None:
+    cell, jobs = st.cell, []
     if cell.counted is not None and not (cell.counted_metric and stored[cell.counted_metric]):
         jobs.append("count")
     if cell.timed is not None:
@@ -99,7 +101,8 @@ def _plan(cell: BenchCell, stored: Counter) -> list[str]:
         need = max(cell.samples - have, 0)
         if need:
             jobs += ["warm"] * cell.warmup + ["sample"] * need
-    return jobs
+        st.taken = min(have, cell.samples)
+    st.jobs = jobs
 
 
 def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experiment_hash: str,
@@ -128,13 +131,13 @@ def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experime
 
     todo = {ident: st for ident, st in states.items() if ident not in done}
     for ident, st in todo.items():
-        st.jobs = _plan(st.cell, stored[ident])
+        _plan(st, stored[ident])
     runner = _Runner(store, run_id, experiment_hash, seed, console if console is not None else _stderr_console())
     status = runner.run(todo, progress)
 
     failed = [(c["bench"], c["cell"], c["reason"] or "") for c in store.cells(run_id)
               if c["status"] == "failed" and (c["bench"], c["cell"]) in states]
-    if status != EXIT_INTERRUPTED:
+    if status == EXIT_OK:   # not interrupted
         status = EXIT_FAILED if failed else EXIT_OK
     return RunOutcome(run_id, status, len(states) - len(todo), runner.stored, failed)
 
@@ -172,11 +175,11 @@ class _Runner:
                         if not st.jobs:
                             bar.update(task, cells=sum(1 for s in active if s.jobs))
                     active = [st for st in active if st.jobs]
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as e:   # Ctrl-C, or procs.Terminated (SIGTERM, SIGHUP)
                 bar.stop()
                 self.console.print(f"interrupted: {self.stored} samples of this session are stored in run "
                                    f"{self.run_id}; run again to resume", markup=False, highlight=False)
-                return EXIT_INTERRUPTED
+                return getattr(e, "exit_status", EXIT_INTERRUPTED)
         return EXIT_OK
 
     def _step(self, st: _State) -> None:
@@ -191,13 +194,16 @@ class _Runner:
         job, executor = (cell.counted, cell.count_executor) if kind == "count" else (cell.timed, cell.executor)
         if kind == "sample":
             st.taken += 1
-        reason = _guard(lambda: job(self._emitter(st, kind, executor)))
+        values: list[tuple] = []
+        reason = _guard(lambda: job(self._emitter(st, kind, executor, values)))
+        self.store.add_samples(self.run_id, values)   # the job's values together, or none of them
+        self.stored += len(values)
         if reason:
             return self._fail(st, reason)
         if not st.jobs:
             self.store.finish_cell(self.run_id, cell.bench, st.key, "ok")
 
-    def _emitter(self, st: _State, kind: str, executor: str) -> Emit:
+    def _emitter(self, st: _State, kind: str, executor: str, values: list[tuple]) -> Emit:
         cell = st.cell
         if kind == "warm":
             return lambda metric, value, unit: None
@@ -206,10 +212,8 @@ class _Runner:
                 "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup}
 
         def emit(metric: str, value: float, unit: str) -> None:
-            self.store.add_sample(self.run_id, cell.bench, st.key, metric, value, unit=unit,
-                                  executor=executor or "unknown",
-                                  provenance={**prov, "loadavg": _loadavg(), "time": time.time()})
-            self.stored += 1
+            values.append((cell.bench, st.key, metric, value, unit, executor or "unknown",
+                           {**prov, "loadavg": _loadavg(), "time": time.time()}))
         return emit
 
     def _fail(self, st: _State, reason: str) -> None:

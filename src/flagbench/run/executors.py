@@ -17,13 +17,12 @@ import random
 import re
 import shutil
 import signal
-import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, Sequence, TypeVar
 
+from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.toolchains import get_target
 
@@ -82,21 +81,6 @@ def _number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-def _failure_from_status(returncode: int) -> str | None:
-    if returncode < 0:
-        return signal_name(-returncode)
-    if returncode != 0:
-        return f"exit status {returncode}"
-    return None
-
-
 def absolute_argv(argv: Sequence[str]) -> list[str]:
     """argv with its program as an absolute path (counts depend on argv[0])."""
     if not argv:
@@ -114,49 +98,19 @@ def absolute_argv(argv: Sequence[str]) -> list[str]:
     return [str(path), *argv[1:]]
 
 
-@dataclass
-class _Completed:
-    returncode: int | None  # None: killed after the timeout
-    stdout: str
-    stderr: str
-    wall_ns: int
-
-
-def _run(argv: list[str], timeout: float, cpu: int | None = None) -> _Completed:
-    """Run argv in its own process group with the fixed env; kill the whole group on timeout."""
-    preexec = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-    start = time.perf_counter_ns()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(FIXED_ENV), cwd=FIXED_CWD,
-                            start_new_session=True, preexec_fn=preexec)
+def _run(argv: list[str], timeout: float, cpu: int | None = None) -> procs.Done:
+    """Run argv under procs (own group, hard timeout, nothing left behind) with the fixed env."""
     try:
-        out, err = proc.communicate(timeout=timeout)
-        returncode: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        out, err = proc.communicate()
-        returncode = None
-    except KeyboardInterrupt:
-        # The child runs in its own session, so Ctrl-C does not reach it: stop it here.
-        _kill_group(proc.pid)
-        proc.communicate()
-        raise
-    wall = time.perf_counter_ns() - start
-    return _Completed(returncode, out.decode(errors="replace"), err.decode(errors="replace"), wall)
+        return procs.run(argv, timeout=timeout, cwd=FIXED_CWD, env=FIXED_ENV, cpu=cpu)
+    except OSError as e:
+        raise UserError(f"{argv[0]}: cannot run: {e.strerror or e}") from None
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _finish(done: _Completed, argv: list[str], timeout: float, metrics: dict[str, float],
+def _finish(done: procs.Done, argv: list[str], timeout: float, metrics: dict[str, float],
             parse_stdout: bool, failure: str | None = None) -> Measurement:
     if done.returncode is None:
         failure = f"timeout after {timeout:g} s"
-    failure = failure or _failure_from_status(done.returncode or 0)
+    failure = failure or done.failure
     if parse_stdout and failure is None:
         parsed, garbage = parse_metrics(done.stdout)
         if garbage is not None:
@@ -179,12 +133,11 @@ def perf_available() -> bool:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "perf.csv"
         try:
-            proc = subprocess.run(["perf", "stat", "-x,", "-e", "task-clock,page-faults",
-                                   "-o", str(out), "--", "/bin/true"],
-                                  capture_output=True, timeout=30, env=dict(FIXED_ENV))
-        except (OSError, subprocess.TimeoutExpired):
+            done = procs.run(["perf", "stat", "-x,", "-e", "task-clock,page-faults",
+                              "-o", str(out), "--", "/bin/true"], timeout=30, env=FIXED_ENV)
+        except OSError:
             return False
-        return proc.returncode == 0 and bool(_parse_perf_csv(out))
+        return done.returncode == 0 and bool(_parse_perf_csv(out))
 
 
 def _parse_perf_csv(path: Path) -> dict[str, float]:
@@ -306,10 +259,6 @@ class QemuExecutor:
             raise UserError(f"qemu cannot load a plugin from a path with a comma: {self.plugin}")
         self.count_memory = count_memory
         self.parse_stdout = parse_stdout
-
-    @property
-    def name_with_target(self) -> str:
-        return f"qemu-{self.target}"
 
     def measure(self, argv: list[str], *, target: str | None = None, timeout: float = 60) -> Measurement:
         if target is not None and target != self.target:

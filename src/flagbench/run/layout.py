@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import random
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from flagbench.errors import UserError
 
 SEED = 0x1A7005                  # fixed: layout i is the same relink in every run
 PAD_STEP, PAD_MAX = 16, 4096     # functions are 16-aligned at -O2: finer steps would round away
-MAX_LAYOUTS = PAD_MAX // PAD_STEP
+MAX_LAYOUTS = PAD_MAX // PAD_STEP   # benchspec.MAX_LAYOUTS checks `layouts` against the same number
 _COLUMN = re.compile(r"^(?P<variant>.+)@L(?P<index>\d+)$")
 
 
@@ -62,25 +61,6 @@ def plan(k: int, n_objects: int, seed: int = SEED) -> list[Layout]:
     return layouts
 
 
-def bench_layouts(bench: dict, variants: list[str]) -> tuple[int, frozenset[str]]:
-    """A [[bench]]'s `layouts = K` and `layout_variants = [...]` (default: the first
-    variant, the baseline), checked: (K, the variants to relink)."""
-    name, k = bench.get("name"), bench.get("layouts", 0)
-    wanted = bench.get("layout_variants", variants[:1])
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise UserError(f"bench {name}: layouts must be a whole number of relinks (0: none)")
-    if k and bench.get("kind") != "micro":
-        raise UserError(f"bench {name}: layouts is supported for kind micro only")
-    if not isinstance(wanted, list) or not all(isinstance(v, str) for v in wanted):
-        raise UserError(f"bench {name}: layout_variants must be a list of variant names")
-    unknown = [v for v in wanted if v not in variants]
-    if unknown and variants:
-        raise UserError(f"bench {name}: layout_variants names no variant {', '.join(unknown)} "
-                        f"(variants: {', '.join(dict.fromkeys(variants))})")
-    plan(k, 0)   # the range check, before anything is linked
-    return k, frozenset(wanted) if k else frozenset()
-
-
 def layout_column(variant: str, index: int) -> str:
     """The table column (and stored cell variant) of a variant's relink."""
     return f"{variant}@L{index}"
@@ -106,7 +86,7 @@ def pad_source(pad: int, directory: Path) -> Path:
 
 @dataclass(frozen=True)
 class LayoutBuild:
-    """A build as benches.py sees it (duck-typed build.Build), relinked: `leading_objects`
+    """A build as the bench kinds see it (duck-typed build.Build), relinked: `leading_objects`
     go first on the link line, `objects` are the build's own in the layout's order."""
     base: object
     layout: Layout
@@ -128,10 +108,6 @@ def relink(build, layout: Layout, workdir: Path) -> LayoutBuild:
 
 
 def symbol_address(executable: Path, name: str) -> int | None:
-    """Where `name` landed in a linked program (nm reads every target's ELF here)."""
-    out = subprocess.run(["nm", "--defined-only", "-P", str(executable)], capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[0] == name:
-            return int(parts[2], 16)
-    return None
+    """Where `name` landed in a linked program (read with flagbench's ELF reader)."""
+    from flagbench import elf
+    return elf.symbol_address(executable, name)

@@ -1,0 +1,120 @@
+"""`flagbench run` as stages: spec -> build -> bench cells -> engine (store) -> report.
+
+    spec.load            the experiment file, benches typed (benchspec.py)
+    Store.writer         one writer per results database, taken before anything is built
+    build.build          variant x target x compiler objects, content-cached
+    run.kinds            harness programs linked, one engine cell per table cell
+    (guest benches)      kernel experiments: benches with guest = true run inside the
+                         booted kernels (kernel/guest.py, issue 9); see _guest_cells
+    run.engine           interleaved, randomised samples, each stored as it is taken
+    report.report_run    the tables
+
+The CLI verbs (cli/run.py, cli/demo.py) only parse options and print what this returns.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from flagbench import benchspec, procs
+from flagbench.errors import UserError
+
+
+@dataclass
+class Options:
+    db: Path = Path("flagbench.db")
+    benches: Sequence[str] | None = None     # only these (by name)
+    samples: int | None = None               # overrides every bench's own
+    fresh: bool = False
+    jobs: int = 2
+    seed: int | None = None
+    fmt: str = "text"
+    quiet: bool = False
+
+
+def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
+                   fmt="text", quiet=False):
+    """Build, measure and report one experiment; returns (RunOutcome, report text)."""
+    return run(Path(path), Options(db=Path(db), benches=benches, samples=samples, fresh=fresh, jobs=jobs,
+                                   seed=seed, fmt=fmt, quiet=quiet))
+
+
+def run(path: Path, opts: Options):
+    from flagbench import build, spec
+    from flagbench.report import report_run
+    from flagbench.run.engine import run_cells
+    from flagbench.run.kinds import column_order
+    from flagbench.store import Store
+
+    if opts.samples is not None and not 1 <= opts.samples <= 100_000:
+        raise UserError("--samples must be 1..100000")
+    if opts.jobs < 1:
+        raise UserError("--jobs must be at least 1")
+    procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
+    exp = spec.load(path)
+    chosen = choose(exp, opts.benches)
+    chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
+    notes = list(exp.notes)
+    say = _sayer(opts.quiet)
+    with Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
+        builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
+        with procs.owned_dir("flagbench-run") as workdir:
+            cells = host_cells(exp, chosen, builds, workdir, notes)
+            cells += _guest_cells(exp, chosen, builds, workdir, notes)
+            for note in notes:
+                say(note)
+            order = column_order(exp.benches, [v.name for v in exp.variants])
+            outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=exp.hash,
+                                provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes},
+                                fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)
+        if outcome.skipped:
+            say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
+        return outcome, report_run(store, outcome.run_id, opts.fmt)
+
+
+def choose(exp, names: Sequence[str] | None) -> list:
+    """The benches `--bench` names (all by default); unknown names are bad input."""
+    unknown = sorted(set(names or ()) - {b.name for b in exp.benches})
+    if unknown:
+        raise UserError(f"{exp.path}: no bench named {', '.join(unknown)} "
+                        f"(benches: {', '.join(b.name for b in exp.benches) or 'none'})")
+    chosen = [b for b in exp.benches if not names or b.name in names]
+    if not chosen:
+        raise UserError(f"{exp.path}: no [[bench]] to run")
+    return chosen
+
+
+def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
+    """Cells of the benches that run on this host (or under qemu-user), programs linked;
+    a bench whose programs cannot be made is bad input at its own line."""
+    from flagbench.run.kinds import cells_for_bench
+
+    cells = []
+    for bench in benches:
+        if getattr(bench, "guest", False):
+            continue
+        try:
+            cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes)
+        except UserError as e:
+            raise UserError(f"{exp.path}:{bench.line}: {e}") from None
+    return cells
+
+
+def _guest_cells(exp, benches, kernel_builds, workdir: Path, notes: list[str]) -> list:
+    """The seam for kernel experiments: benches with `guest = true` run inside the booted
+    kernel of each variant. kernel/guest.py (issue 9) provides
+    `guest_cells(exp, benches, kernel_builds, *, workdir, notes) -> list[BenchCell]`;
+    until it is wired in here they are skipped with a note."""
+    guest = [b for b in benches if getattr(b, "guest", False)]
+    for bench in guest:
+        notes.append(f"bench {bench.name}: guest = true runs inside a booted kernel; "
+                     f"not available in this build, skipped")
+    return []
+
+
+def _sayer(quiet: bool) -> Callable[[str], None]:
+    if quiet:
+        return lambda text: None
+    return lambda text: print(f"flagbench run: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,134 @@
+"""What every bench kind shares while it turns a typed bench into engine cells: the
+builds it runs on, where its programs go, notes, calibrations, and the small helpers
+that turn a Measurement into a failure reason or per-iteration counts."""
+from __future__ import annotations
+
+import platform
+import re
+from pathlib import Path
+from typing import Sequence
+
+from flagbench.benchspec import Bench
+from flagbench.errors import UserError
+from flagbench.run.engine import BenchCell, Emit
+from flagbench.run.executors import HOST_TARGET, Measurement, NativeExecutor, perf_available
+from flagbench.run.harness import Linker, Program, program_dir
+from flagbench.spec import compiler_label
+from flagbench.toolchains import get_target
+
+COUNT_WIDTH = 10             # counted argv numbers are zero-padded to this width
+_FAIL_LINE = re.compile(r"^FAIL .*$", re.M)
+
+
+class Context:
+    def __init__(self, bench: Bench, builds: Sequence, root: Path, workdir: Path, link: Linker,
+                 notes: list[str]):
+        self.bench, self.root, self.workdir, self.link, self.notes = bench, root, workdir, link, notes
+        self.name, self.kind = bench.name, bench.kind
+        self.perf = "perf" in bench.metrics and self._perf_here()
+        self.builds = [b for b in builds if bench.runs_on(b.cell.target)]
+        self.single_variant = len({b.cell.variant.name for b in builds}) == 1
+        self.baseline = builds[0].cell.variant.name if builds else ""
+        self.native = None
+        self.calibrated: dict[tuple, int] = {}   # one calibration per bench x target x compiler x point
+
+    def native_executor(self) -> NativeExecutor:
+        if self.native is None:
+            self.native = NativeExecutor(perf=self.perf)
+        return self.native
+
+    def _perf_here(self) -> bool:
+        if not perf_available():
+            self.note("perf stat -e task-clock,page-faults does not work here (apt-get install linux-perf; "
+                      "kernel.perf_event_paranoid): no perf metrics")
+        return perf_available()
+
+    def measures_for(self, target: str) -> list[str]:
+        """time and/or insns for programs of `target` (perf rides on the timed runs)."""
+        if not get_target(target).runnable:
+            self.note(f"{target}: cannot run here (objects only); no {self.name} measurements")
+            return []
+        out = []
+        for m in self.bench.metrics:
+            if m == "perf":
+                continue
+            if m == "time" and (target != HOST_TARGET or platform.machine() != HOST_TARGET):
+                self.note(f"{target}: time is measured natively on {HOST_TARGET} only; insns instead")
+                continue
+            out.append(m)
+        return out
+
+    def note(self, text: str) -> None:
+        text = f"bench {self.name}: {text}"
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def program(self, build, program: Program, column: str | None = None) -> Path:
+        column = column or build.cell.variant.name
+        out = program_dir(self.workdir, self.name, column, build.cell.target, build.cell.compiler)
+        return self.link(build, program, out)
+
+    def cell(self, build, column: str, params: dict, **kw) -> BenchCell:
+        prov = {"variant": build.cell.variant.name, "cflags": list(build.cflags),
+                "tools": dict(getattr(build, "tools", {}) or {}), "bench_kind": self.kind,
+                "compiler_driver": build.cell.compiler, "timeout": self.bench.timeout}
+        prov.update(kw.pop("provenance", {}))
+        kw.setdefault("samples", self.bench.samples)
+        kw.setdefault("warmup", self.bench.warmup)
+        return BenchCell(bench=self.name, variant=column, target=build.cell.target,
+                         compiler=compiler_label(build.cell.compiler), params=params, provenance=prov, **kw)
+
+    def failure(self, m: Measurement, *keys: str) -> str | None:
+        """Why a measurement is unusable: it failed (with the harness's FAIL line, and the
+        bench's timeout rather than what was left of it), or lacks a metric."""
+        if not m.ok:
+            if m.failure.startswith("timeout"):
+                return f"timeout after {self.bench.timeout:g} s"
+            fail = _FAIL_LINE.search(m.stdout)
+            return f"{m.failure}: {fail.group(0)}" if fail else m.failure
+        missing = [k for k in keys if k not in m.metrics]
+        return f"garbage output: no {', '.join(missing)} in {m.stdout[:80]!r}" if missing else None
+
+
+def pad(n: int) -> str:
+    return f"{n:0{COUNT_WIDTH}d}"
+
+
+def counter_deltas(small: Measurement, large: Measurement) -> dict[str, float]:
+    """Exact counters (insns, loads_W, stores_W by width, and their totals) of the
+    larger run minus the smaller."""
+    deltas = {k: large.metrics[k] - small.metrics.get(k, 0.0) for k in large.metrics
+              if k == "insns" or k.startswith(("loads_", "stores_"))}
+    for access in ("loads", "stores"):
+        widths = [v for k, v in deltas.items() if k.startswith(access + "_")]
+        if widths:
+            deltas[access] = sum(widths)
+    return deltas
+
+
+def emit_perf(m: Measurement, emit: Emit) -> None:
+    """perf's software events of a timed run, when it ran under perf (whole process: harness start-up too)."""
+    if "task_clock_ns" in m.metrics:
+        emit("task_clock_ms", m.metrics["task_clock_ns"] / 1e6, "ms")
+    if "page_faults" in m.metrics:
+        emit("page_faults", m.metrics["page_faults"], "faults")
+
+
+def count_executor_name(target: str) -> str:
+    return "callgrind" if target == HOST_TARGET else f"qemu-{target}"
+
+
+def compile_flags(build) -> list[str]:
+    """The variant's compile flags without the object-file plumbing."""
+    out, skip = [], False
+    for flag in build.cflags:
+        if skip or flag in ("-c", "-o"):
+            skip = flag == "-o"
+            continue
+        out.append(flag)
+    return out
+
+
+def need_function(ctx: Context, name: str, defined) -> None:
+    if name not in defined:
+        raise UserError(f"bench {ctx.name}: no object of the experiment defines {name}")

@@ -1,0 +1,63 @@
+"""What several test files share: the CLI run as users run it, experiment writers, the
+object cache, and typed benches from dicts.
+
+Helpers are plain functions (`from conftest import flagbench, write_experiment`); the
+cache is a fixture (`object_cache`, or `module_cache` for one cache per module).
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+CACHE_ENV = "FLAGBENCH_CACHE"
+
+
+def flagbench(*args, cwd=None, env: dict | None = None, cache: Path | None = None, timeout: float = 900,
+              clean_env: bool = False) -> subprocess.CompletedProcess:
+    """`python -m flagbench ARGS` in a subprocess: (returncode, stdout, stderr) as users see them.
+    env adds to the environment (or replaces it, clean_env=True); cache sets FLAGBENCH_CACHE."""
+    base = {"PATH": "/usr/bin:/bin"} if clean_env else dict(os.environ)
+    base["PYTHONPATH"] = str(ROOT / "src")
+    if cache is not None:
+        base[CACHE_ENV] = str(cache)
+    return subprocess.run([sys.executable, "-m", "flagbench", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env={**base, **(env or {})}, timeout=timeout)
+
+
+def write_experiment(dir: Path, toml: str, sources: dict[str, str] | None = None) -> Path:
+    """An experiment directory: experiment.toml (dedented) and its sources by name -> text."""
+    dir = Path(dir)
+    dir.mkdir(parents=True, exist_ok=True)
+    for name, text in (sources if sources is not None else {"a.c": "int a_fn(int x) { return x * 3; }\n"}).items():
+        (dir / name).write_text(text)
+    (dir / "experiment.toml").write_text(textwrap.dedent(toml).lstrip("\n"))
+    return dir
+
+
+def bench(table: dict, root: Path = Path("."), **kw):
+    """A typed bench (benchspec) from a dict shaped like a [[bench]] table."""
+    from flagbench.benchspec import from_table
+    return from_table(table, root=root, **kw)
+
+
+@pytest.fixture
+def object_cache(tmp_path, monkeypatch) -> Path:
+    """A fresh object cache for one test (FLAGBENCH_CACHE), not the working directory's."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, str(path))
+    return path
+
+
+@pytest.fixture
+def module_cache(tmp_path_factory, monkeypatch) -> Path:
+    """One object cache shared by the tests of a module (content-keyed, so sharing is safe)."""
+    path = tmp_path_factory.getbasetemp() / "shared-object-cache"
+    monkeypatch.setenv(CACHE_ENV, str(path))
+    return path
