@@ -166,7 +166,7 @@ h3{font-size:16px;margin:24px 0 6px}h4{font-size:14px;margin:16px 0 4px}
 table{border-collapse:collapse;margin:6px 0 4px;font-variant-numeric:tabular-nums}
 th,td{padding:3px 10px;border-bottom:1px solid #e4e4e4;text-align:right;white-space:nowrap}
 th{background:#f3f3f3;font-weight:600;position:sticky;top:0}
-td.l,th.l{text-align:left}tr:hover td{background:#f7faff}
+td.l,th.l{text-align:left}td.l{white-space:normal;max-width:560px}tr:hover td{background:#f7faff}
 .title{font-weight:600;margin:18px 0 2px}.title span{font-weight:400;color:#555}
 .notes{margin:2px 0 10px;padding-left:20px;color:#555;font-size:13px}
 pre{background:#f6f8fa;border:1px solid #e1e4e8;padding:8px 10px;overflow:auto;font-size:12.5px;line-height:1.35;max-height:560px}

@@ -164,31 +164,45 @@ def _label_width(labels: list[str]) -> int:
 
 def forest(rows: list[tuple[str, float, float | None, float | None, str]], *, title: str,
            width: int = 760) -> str:
-    """Each row: (label, estimate ratio, low, high, verdict); x is the change in %, 0 % marked."""
+    """Each row: (label, estimate ratio, low, high, verdict); x is the change in %, 0 % marked. When a
+    ratio leaves 0.5..2 the axis is logarithmic and labelled in factors (x2, x10), so a 20-fold
+    speed-up does not squash every other row against zero."""
     rows = [r for r in rows if r[1] is not None and math.isfinite(r[1]) and r[1] > 0]
     if not rows:
         return ""
     left = _label_width([r[0] for r in rows])
-    f = _Frame(width, 48 + 22 * len(rows) + 30, left=left, right=24, top=30, bottom=40)
-    values = [100 * (v - 1) for r in rows for v in (r[1], r[2], r[3]) if v is not None]
-    lo, hi = min(values + [0.0]), max(values + [0.0])
-    pad = (hi - lo) * 0.08 or 1.0
-    ticks = _nice_ticks(lo - pad, hi + pad, 6)
-    xsc = f.scale(ticks[0], ticks[-1])
-    X = lambda v: xsc(v, f.x0, f.x1)   # noqa: E731
-    f.parts.append(_axes(f, [(X(v), f"{v:+g} %" if v else "0") for v in ticks], [], "change vs baseline", ""))
-    f.parts.append(f'<line x1="{X(0):.1f}" x2="{X(0):.1f}" y1="{f.y1}" y2="{f.y0}" stroke="#333" '
+    f = _Frame(width, 48 + 22 * len(rows) + 30, left=left, right=44, top=30, bottom=40)
+    ratios = [v for r in rows for v in (r[1], r[2], r[3]) if v is not None and v > 0]
+    lo, hi = min(ratios + [1.0]), max(ratios + [1.0])
+    if lo < 0.5 or hi > 2:
+        exps = range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)
+        ticks = [2.0 ** e for e in exps]
+        if len(ticks) > 8:
+            ticks = [10.0 ** e for e in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+        xsc = f.scale(ticks[0], ticks[-1], log=True)
+        X = lambda r: xsc(r, f.x0, f.x1)   # noqa: E731 - ratio -> pixel
+        labels = [(X(t), "1" if t == 1 else f"x{t:g}" if t > 1 else f"x1/{1 / t:g}") for t in ticks]
+        xlabel = "new / baseline (log scale)"
+    else:
+        pad = (hi - lo) * 100 * 0.08 or 1.0
+        ticks = _nice_ticks(100 * (lo - 1) - pad, 100 * (hi - 1) + pad, 6)
+        psc = f.scale(ticks[0], ticks[-1])
+        X = lambda r: psc(100 * (r - 1), f.x0, f.x1)   # noqa: E731
+        labels = [(psc(v, f.x0, f.x1), f"{v:+g} %" if v else "0") for v in ticks]
+        xlabel = "change vs baseline"
+    f.parts.append(_axes(f, labels, [], xlabel, ""))
+    f.parts.append(f'<line x1="{X(1):.1f}" x2="{X(1):.1f}" y1="{f.y1}" y2="{f.y0}" stroke="#333" '
                    f'stroke-dasharray="4 3"/>')
     for i, (label, est, low, high, verdict) in enumerate(rows):
         y = f.y1 + 14 + 22 * i
         c = GOOD if verdict == "faster" else BAD if verdict == "slower" else NEUTRAL
         tip = f"{label}: {100 * (est - 1):+.1f} %"
-        if low is not None and high is not None:
+        if low is not None and high is not None and low > 0:
             tip += f" [{100 * (low - 1):+.1f}, {100 * (high - 1):+.1f}]"
-            f.parts.append(f'<line class="ci" x1="{X(100 * (low - 1)):.1f}" x2="{X(100 * (high - 1)):.1f}" '
+            f.parts.append(f'<line class="ci" x1="{X(low):.1f}" x2="{X(high):.1f}" '
                            f'y1="{y}" y2="{y}" stroke="{c}" stroke-width="2.5"/>')
         f.parts.append(f'<text x="{f.x0 - 8}" y="{y + 4}" text-anchor="end" fill="#222">{_t(label)}</text>'
-                       f'<circle cx="{X(100 * (est - 1)):.1f}" cy="{y}" r="4.5" fill="{c}">'
+                       f'<circle cx="{X(est):.1f}" cy="{y}" r="4.5" fill="{c}">'
                        f'<title>{_t(tip + " " + verdict)}</title></circle>')
     return f.svg(title, f"change against the baseline with 95 % intervals: {title}")
 
@@ -201,7 +215,7 @@ def strips(groups: list[tuple[str, list[float]]], *, band: tuple[float, float] |
     labels = [g[0] for g in groups] + [i[0] for i in intervals]
     left = _label_width(labels)
     n = len(groups) + len(intervals)
-    f = _Frame(width, 48 + 22 * n + 30, left=left, right=24, top=30, bottom=40)
+    f = _Frame(width, 48 + 22 * n + 30, left=left, right=44, top=30, bottom=40)
     values = [100 * (v - 1) for _, vs in groups for v in vs]
     values += [100 * (v - 1) for i in intervals for v in i[1:4] if v is not None]
     if band:

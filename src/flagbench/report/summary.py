@@ -3,7 +3,7 @@ commit message: each variant's verdict and change in time, its exact-count chang
 change; every number a link to the table it comes from.
 
 A sweep (several rows) is summarised as benchstat does, by the geometric mean of the per-row
-ratios, with how many rows were faster, slower or `~`; with more than three compared columns
+ratios, with how many rows were faster, slower or `~`; with more than two compared columns
 (memcpy implementations) only the best and the worst are named.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flagbench.stats import higher_is_better
 
 AUXILIARY = ("page_faults", "task_clock_ms")   # perf's side metrics: in the tables, not the summary
 EXACT_COUNTS = ("insns_per_iter", "insns_per_byte")
-MAX_NAMED = 3
+MAX_NAMED = 2
 
 
 def _timed_entry(t: Table, variant: str) -> tuple[str, float] | None:
