@@ -194,3 +194,14 @@ def test_temporaries_a_killed_build_left_in_the_cache_are_removed(tmp_path):
     out = flagbench("build", exp, cache=tmp_path / "cache")
     assert out.returncode == 0, out.stderr
     assert not stale.exists() and not list((tmp_path / "cache" / "tmp").iterdir())
+
+
+def test_objects_without_the_benches_function_are_a_build_error(tmp_path):
+    """Issue 11: an object that lacks the symbols the benches name is a build error, at the bench's line."""
+    exp = write_experiment(tmp_path / "exp", HANG_TOML.replace('function = "quick"', 'function = "quik"'),
+                           {"hang.c": HANG_C})
+    for verb in ("build", "run"):
+        out = flagbench(verb, exp, cache=tmp_path / "cache", cwd=tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.splitlines()[-1].startswith(f"flagbench {verb}: {exp / 'experiment.toml'}:10: bench quick: "
+                                                      "no object of the build defines quik")

@@ -252,7 +252,7 @@ BAD_BENCH = {
     "function not a C name": (MICRO.replace('"f"', '"f; rm"'), "7", "is not a C function name"),
     "wis tasks text": (WIS + 'tasks = ["abc"]\n', "8", "tasks must be a whole number, not 'abc'"),
     "wis tasks huge": (WIS + 'tasks = [100000000]\n', "8", "at most 1024"),
-    "wis duration zero": (WIS + 'duration = 0\n', "8", "duration = 0: must be at least 1"),
+    "wis duration zero": (WIS + 'duration = 0\n', "8", "duration = 0: must be more than 0"),
     "wis duration fraction": (WIS + 'duration = 1.5\n', "8", "whole seconds"),
     "wis mode unknown": (WIS + 'modes = ["fibers"]\n', "8", "'fibers' is not one of processes, threads"),
     "wis timeout shorter than the run": (WIS + 'duration = 10\ntimeout = 5\n', "9", "not more than duration"),

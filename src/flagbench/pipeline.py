@@ -60,6 +60,7 @@ def run(path: Path, opts: Options):
     say = _sayer(opts.quiet)
     with Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
+        check_symbols(exp, chosen, builds)
         with procs.owned_dir("flagbench-run") as workdir:
             cells = host_cells(exp, chosen, builds, workdir, notes)
             cells += _guest_cells(exp, chosen, builds, workdir, notes)
@@ -84,6 +85,22 @@ def choose(exp, names: Sequence[str] | None) -> list:
     if not chosen:
         raise UserError(f"{exp.path}: no [[bench]] to run")
     return chosen
+
+
+def check_symbols(exp, benches, builds) -> None:
+    """Every function a host bench names is defined by some object of the build: else the
+    build is wrong (a typo, or a "compiler" that wrote empty objects) and that is bad
+    input at the bench's line, before any program is linked."""
+    from flagbench.run.kinds.context import defined_symbols, named_functions
+
+    if not builds:
+        return
+    defined = set().union(*(defined_symbols(b) for b in builds))
+    for bench in benches:
+        missing = [f for f in named_functions(bench) if f not in defined and not getattr(bench, "guest", False)]
+        if missing:
+            raise UserError(f"{exp.path}:{bench.line}: bench {bench.name}: no object of the build defines "
+                            f"{missing[0]} (objects: {', '.join(o.name for o in builds[0].objects)})")
 
 
 def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
 from dataclasses import dataclass
 
 CLANG = "clang-19"
@@ -183,9 +182,10 @@ def tool_version(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
         return ""
+    from flagbench import procs
     try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        out = procs.run([path, "--version"], timeout=30)
+    except OSError:
         return ""
     text = (out.stdout or out.stderr).strip()
     return text.splitlines()[0] if text else ""

@@ -22,7 +22,7 @@ def register(sub):
 def run(args) -> int:
     import json
 
-    from flagbench import build, procs, spec
+    from flagbench import build, pipeline, procs, spec
     from flagbench.errors import UserError
 
     if args.jobs < 1:
@@ -41,6 +41,7 @@ def run(args) -> int:
         c_builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []
         return kbuild.print_builds(exp, kernels, c_builds, notes, args.format)
     builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes)
+    pipeline.check_symbols(exp, exp.benches, builds)   # objects without the benches' functions are wrong
     if args.format == "json":
         print(json.dumps({
             "experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
+from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.toolchains import tool_version
 
@@ -39,9 +39,9 @@ def plugin_path() -> Path:
     os.close(fd)
     argv = [HOST_CC, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall",
             "-o", tmp, str(PLUGIN_SOURCE)]
-    proc = subprocess.run(argv, capture_output=True, text=True)
+    proc = procs.run(argv, timeout=300)
     if proc.returncode != 0:
         os.unlink(tmp)
-        raise UserError(f"building the qemu plugin failed: {proc.stderr.strip()}")
+        raise UserError(f"building the qemu plugin failed: {proc.failure}: {proc.stderr.strip()}")
     os.replace(tmp, out)
     return out

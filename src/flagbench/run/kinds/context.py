@@ -129,6 +129,28 @@ def compile_flags(build) -> list[str]:
     return out
 
 
+_SYMBOLS: dict[tuple, frozenset[str]] = {}
+
+
+def defined_symbols(build) -> frozenset[str]:
+    """Code symbols defined in a build's objects (an implementation may exist on one target
+    only: rep movsb on x86_64), read with the size stage's ELF reader."""
+    from flagbench import elf
+    key = tuple(build.objects)
+    if key not in _SYMBOLS:
+        _SYMBOLS[key] = frozenset(name for obj in build.objects
+                                  for name, letter, _ in elf.sized_symbols_small(elf.open_input(str(obj)))
+                                  if letter in "TtWi")
+    return _SYMBOLS[key]
+
+
+def named_functions(bench) -> list[str]:
+    """The experiment's functions a bench calls (micro: function; memory kinds: functions but libc)."""
+    if bench.kind == "micro":
+        return [bench.function]
+    return [f for f in getattr(bench, "functions", ()) if f != "libc"]
+
+
 def need_function(ctx: Context, name: str, defined) -> None:
     if name not in defined:
         raise UserError(f"bench {ctx.name}: no object of the experiment defines {name}")

@@ -17,7 +17,8 @@ from flagbench.benchspec import MemoryBench
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET, NativeExecutor, executor_for
 from flagbench.run.harness import MEMCHECK_C, MEMSWEEP_C, Program
-from flagbench.run.kinds.context import Context, count_executor_name, counter_deltas, need_function, pad
+from flagbench.run.kinds.context import (Context, count_executor_name, counter_deltas, defined_symbols,
+                                         need_function, pad)
 from flagbench.toolchains import get_target
 
 CHECK_TIMEOUT = 600          # memcheck: thousands of cases, under qemu for other targets
@@ -60,21 +61,6 @@ def cells(ctx: Context, build) -> list[BenchCell]:
                     timed_metric="MB/s", counted_metric="insns_per_byte",
                     provenance={"function": function, "memcheck": str(checker)}))
     return out
-
-
-_SYMBOLS: dict[tuple, frozenset[str]] = {}
-
-
-def defined_symbols(build) -> frozenset[str]:
-    """Code symbols defined in a build's objects (an implementation may exist on one target
-    only: rep movsb on x86_64), read with the size stage's ELF reader."""
-    from flagbench import elf
-    key = tuple(build.objects)
-    if key not in _SYMBOLS:
-        _SYMBOLS[key] = frozenset(name for obj in build.objects
-                                  for name, letter, _ in elf.sized_symbols_small(elf.open_input(str(obj)))
-                                  if letter in "TtWi")
-    return _SYMBOLS[key]
 
 
 def _memcheck(ctx: Context, exe: Path, target: str) -> Callable[[], str | None]:

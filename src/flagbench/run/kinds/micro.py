@@ -19,7 +19,8 @@ from flagbench.benchspec import MicroBench
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import executor_for
 from flagbench.run.harness import MICRO_C, Program
-from flagbench.run.kinds.context import Context, count_executor_name, counter_deltas, emit_perf, pad
+from flagbench.run.kinds.context import (Context, count_executor_name, counter_deltas, defined_symbols, emit_perf,
+                                         need_function, pad)
 
 
 def cells(ctx: Context, build) -> list[BenchCell]:
@@ -28,6 +29,10 @@ def cells(ctx: Context, build) -> list[BenchCell]:
     if not measures:
         return []
     function = bench.function
+    if function not in defined_symbols(build):
+        need_function(ctx, function, set().union(*(defined_symbols(b) for b in ctx.builds)))
+        ctx.note(f"{build.cell.target}/{build.cell.compiler}: {function} is not built for this target; skipped")
+        return []
     program = Program(MICRO_C, (f"-DFB_FN={function}",), f"micro-{function}")
     variant = build.cell.variant.name
     exe = ctx.program(build, program)
