@@ -89,3 +89,25 @@ def variant_pair(path: str | Path, variants: str | Sequence[str] | None = None, 
     cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
     builds = build(exp, cells, jobs=jobs, progress=progress, notes=notes)
     return VariantPair(builds[0], builds[-1], notes)
+
+
+class KernelPair(NamedTuple):
+    old: "KernelBuild"        # flagbench.kernel.kbuild.KernelBuild, both built ok
+    new: "KernelBuild"
+    notes: list[str]
+
+
+def kernel_pair(exp: spec.Experiment, variants: str | Sequence[str] | None = None, target: str | None = None,
+                compiler: str | None = None, *, jobs: int | None = None, progress: bool = True) -> KernelPair:
+    """The two chosen cells of a kernel experiment, built (cached: an unchanged cell runs no
+    make); a cell that fails to build is a UserError with its compiler's error lines."""
+    from flagbench.kernel.kbuild import build_kernels
+
+    old_cell, new_cell, notes = choose(exp, variants, target, compiler)
+    cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
+    builds = build_kernels(exp, cells, jobs=jobs, progress=progress)
+    for b in builds:
+        if not b.ok:
+            first = (b.error or "").splitlines()[:3]
+            raise UserError(f"{b.cell.key} did not build: {' / '.join(first)} (log: {b.dir / 'flagbench-make.log'})")
+    return KernelPair(builds[0], builds[-1], notes)

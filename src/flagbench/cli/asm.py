@@ -53,10 +53,12 @@ def run(args) -> int:
     from flagbench.errors import UserError
     from flagbench.variants import is_experiment
 
+    if args.limit < 0:
+        raise UserError(f"--limit {args.limit}: give 0 or more functions to list")
     if is_experiment(args.inputs[0]):
         c, functions, notes = _experiment(args)
     else:
-        from flagbench.asm.compare import compare
+        from flagbench.asm.compare import compare_files as compare
 
         used = [f"--{k}" for k in ("variants", "target", "compiler") if getattr(args, k) is not None]
         if used:
@@ -85,6 +87,15 @@ def _experiment(args):
     from flagbench.asm.compare import compare_object_sets
     from flagbench.variants import variant_pair
 
+    from flagbench import spec
+    exp = spec.load(args.inputs[0])
+    if exp.kernel is not None:   # a kernel experiment: the two vmlinux, function by function
+        from flagbench.asm.compare import compare
+        from flagbench.variants import kernel_pair
+        old, new, notes = kernel_pair(exp, args.variants, args.target, args.compiler)
+        c = compare(old.vmlinux, new.vmlinux)
+        c.old.label, c.new.label = old.cell.key, new.cell.key
+        return c, args.inputs[1:], notes
     old, new, notes = variant_pair(args.inputs[0], args.variants, args.target, args.compiler)
     c = compare_object_sets(old.objects, new.objects, old_label=old.cell.key, new_label=new.cell.key)
     return c, args.inputs[1:], notes

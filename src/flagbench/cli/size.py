@@ -10,8 +10,8 @@ def register(sub):
         description="Compare two ELF files (objects, executables, vmlinux, .ko) or static archives. "
         "--format=bom prints exactly what the kernel's scripts/bloat-o-meter prints; the default "
         "text adds sections, padding between functions and .cold code.")
-    p.add_argument("old", help="the baseline ELF file or .a archive")
-    p.add_argument("new", help="the changed ELF file or .a archive")
+    p.add_argument("old", help="the baseline ELF file or .a archive, or an experiment (directory or .toml)")
+    p.add_argument("new", nargs="?", help="the changed ELF file or .a archive (none with an experiment)")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default text)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("-c", dest="mode", action="store_const", const="c",
@@ -25,6 +25,12 @@ def register(sub):
                           help=f"same as --kind {kind}")
     p.add_argument("--match", metavar="REGEX", help="only symbols whose name matches REGEX")
     p.add_argument("--top", metavar="N", type=int, help="only the N largest changes")
+    exp = p.add_argument_group("experiment (two variant builds: objects archived, or a kernel's vmlinux)")
+    exp.add_argument("--variants", metavar="A,B", help="the two variants (default: the first two)")
+    exp.add_argument("--target", help="the target (default: the experiment's first)")
+    exp.add_argument("--compiler", help="the compiler (default: the target's first)")
+    exp.add_argument("--objects", action="store_true", help="kernel: which built objects' code changed, ranked")
+    exp.add_argument("--summary", action="store_true", help="kernel: the short summary to paste under a patch")
     return p
 
 
@@ -35,6 +41,8 @@ def run(args) -> int:
     from flagbench import size
     from flagbench.errors import UserError
 
+    if _experiment(args):   # a kernel's --objects / --summary printed; else args.old/new are now files
+        return 0
     try:
         match = re.compile(args.match) if args.match else None
     except re.error as e:
@@ -50,3 +58,45 @@ def run(args) -> int:
     comparison = size.compare(args.old, args.new, types=types, match=match)
     sys.stdout.write(size.render(comparison, args.format, args.top))
     return 0
+
+def _experiment(args) -> bool:
+    """With an experiment, build its two chosen cells and point args.old/args.new at what
+    to compare (the objects as archives; a kernel's vmlinux). True when a kernel-only output
+    (--objects, --summary) was printed instead."""
+    from flagbench.errors import UserError
+    from flagbench.variants import is_experiment
+
+    chosen = [f"--{k}" for k in ("variants", "target", "compiler", "objects", "summary") if getattr(args, k)]
+    if not is_experiment(args.old):
+        if chosen:
+            raise UserError(f"{', '.join(chosen)} go with an experiment, not with two ELF files")
+        if args.new is None:
+            raise UserError(f"{args.old}: give two ELF files (OLD NEW) or an experiment directory")
+        return False
+    if args.new is not None:
+        raise UserError(f"{args.old} is an experiment: give it alone (choose with --variants A,B)")
+    from flagbench import spec, variants
+    exp = spec.load(args.old)
+    if exp.kernel is None:
+        if args.objects or args.summary:
+            raise UserError(f"{exp.path}: --objects and --summary go with a kernel experiment")
+        from flagbench.build import archive
+        pair = variants.variant_pair(args.old, args.variants, args.target, args.compiler)
+        args.old, args.new = str(archive(pair.old)), str(archive(pair.new))
+        return False
+    import sys
+
+    pair = variants.kernel_pair(exp, args.variants, args.target, args.compiler)
+    for note in pair.notes:
+        print(f"flagbench size: {note}", file=sys.stderr)
+    if args.summary:
+        from flagbench.kernel import summary
+        sys.stdout.write(summary.render(summary.summarize(pair.old, pair.new)))
+        return True
+    if args.objects:
+        from flagbench.kernel import objects
+        changes = objects.compare_trees(pair.old.dir, pair.new.dir)
+        sys.stdout.write(objects.render(changes, len(objects.compiled_objects(pair.new.dir)), top=args.top or 30))
+        return True
+    args.old, args.new = str(pair.old.vmlinux), str(pair.new.vmlinux)
+    return False

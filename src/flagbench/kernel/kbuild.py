@@ -204,8 +204,7 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     options = list(changes.options) + added
     odir = cell_dir(exp, cell, tree, added)
     make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
-    env = {**os.environ, **PINNED_ENV,
-           "CCACHE_BASEDIR": os.path.commonpath([str(tree.home.parent), str(tree.src)])}
+    env = {**os.environ, **PINNED_ENV, **ccache_env(tree)}
     env.pop("KBUILD_OUTPUT", None)
     inputs = {"v": STAMP_VERSION, "tree": tree.identity, "src": str(tree.src), "base": kernel.config,
               "base_hash": kernel.hash if kernel.config_is_file else None,
@@ -214,6 +213,14 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     last = _read_json(odir / CELL_FILE)
     return _Plan(cell, tree, odir, make, env, options, kernel.config, tools,
                  _sha(json.dumps(inputs, sort_keys=True)), last)
+
+
+def ccache_env(tree: source.Tree) -> dict[str, str]:
+    """Relative paths for ccache (base dir above tree and build dirs), and the build dir left
+    out of the hash even with -g: a cell's objects hit for every other cell of the same
+    inputs (their debug info then names the first cell's directory)."""
+    return {"CCACHE_BASEDIR": os.path.commonpath([str(tree.home.parent), str(tree.src)]),
+            "CCACHE_NOHASHDIR": "1"}
 
 
 def _read_json(path: Path) -> dict:

@@ -33,7 +33,7 @@ DEFAULT_CONFIG = "tinyconfig"
 BASE_TARGETS = ("tinyconfig", "defconfig", "allnoconfig", "allmodconfig", "allyesconfig")
 _SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
-_MAKE_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_MAKE_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")   # CFLAGS_string.o is a Kbuild name too
 # Set by flagbench itself: a variant changing them would build a different tree or lie.
 _RESERVED_MAKE = {"O", "ARCH", "KCFLAGS", "SRCARCH", "KBUILD_OUTPUT"}
 
