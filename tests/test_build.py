@@ -9,11 +9,12 @@ import shutil
 import stat
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from conftest import flagbench
+from conftest import write_experiment as experiment
 from flagbench import build, spec
 from flagbench.run import harness
 from flagbench.errors import UserError
@@ -47,17 +48,8 @@ HARNESS_OUTPUT = "start\nargc 2\nsum 385\nsame 1\nclock 1\n"   # 1+4+9+...+100 =
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
-def experiment(dir: Path, toml: str, sources: dict[str, str] | None = None) -> Path:
-    dir.mkdir(parents=True, exist_ok=True)
-    for name, text in (sources or {"a.c": "int a_fn(int x) { return x * 3; }\n"}).items():
-        (dir / name).write_text(text)
-    (dir / "experiment.toml").write_text(textwrap.dedent(toml).lstrip("\n"))
-    return dir
+def cache(object_cache):
+    return object_cache
 
 
 def elf_machine(path: Path) -> tuple[int, int]:
@@ -69,11 +61,6 @@ def elf_machine(path: Path) -> tuple[int, int]:
 def nm_names(path: Path, nm: str = "nm") -> set[str]:
     out = subprocess.run([nm, str(path)], capture_output=True, text=True, check=True).stdout
     return {line.split()[-1] for line in out.splitlines() if line.strip()}
-
-
-def flagbench(*args, cache: Path, cwd=None):
-    return subprocess.run([sys.executable, "-m", "flagbench", *map(str, args)], capture_output=True, text=True,
-                          env={**os.environ, build.CACHE_ENV: str(cache)}, cwd=cwd)
 
 
 def counting_gcc(dir: Path) -> tuple[Path, Path]:

@@ -1,13 +1,8 @@
 """The CLI face: verbs listed, usage errors are one line and exit 2."""
 import json
-import subprocess
-import sys
 
+from conftest import flagbench
 from flagbench.cli import VERBS
-
-
-def flagbench(*args):
-    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True)
 
 
 def test_help_lists_every_verb():

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
+from conftest import flagbench as cli
 from flagbench.run.executors import perf_available
 from flagbench.store import Store
 
@@ -51,9 +50,9 @@ def experiment(tmp_path):
 
 
 def flagbench(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True,
-                          cwd=cwd, env={"PATH": "/usr/bin:/bin", "FLAGBENCH_CACHE": str(cwd / "cache"),
-                                        "XDG_CACHE_HOME": str(cwd / "xdg")}, timeout=600)
+    """The CLI with a minimal environment, its caches under the experiment's directory."""
+    return cli(*args, cwd=cwd, clean_env=True, cache=cwd / "cache", env={"XDG_CACHE_HOME": str(cwd / "xdg")},
+               timeout=600)
 
 
 def test_run_stores_every_sample_resumes_and_reports(experiment):

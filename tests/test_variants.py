@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
+from conftest import write_experiment
 from flagbench import build, spec
 from flagbench.errors import UserError
 from flagbench.variants import choose, is_experiment, parse_variants, variant_pair
@@ -24,14 +24,12 @@ small = { cflags = ["-Os"] }
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv(build.CACHE_ENV, str(tmp_path / "cache"))
+def cache(object_cache):
+    return object_cache
 
 
 def experiment(tmp_path, toml: str, source: str = "int f(int x) { return x * 7; }\n"):
-    (tmp_path / "f.c").write_text(source)
-    (tmp_path / "experiment.toml").write_text(textwrap.dedent(toml))
-    return tmp_path
+    return write_experiment(tmp_path, toml, {"f.c": source})
 
 
 def test_defaults_are_the_first_two_variants_on_the_first_buildable_pair(tmp_path):
