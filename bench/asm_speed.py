@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from flagbench.asm.compare import changed_lines, compare
-from flagbench.asm.elfinfo import read_header
+from flagbench.asm.compare import changed_lines, compare_files
+from flagbench.asm.places import file_target
 from flagbench.toolchains import get_target
 
 
@@ -30,14 +30,14 @@ def main(argv: list[str]) -> int:
             print(f"asm_speed: {p} missing (bench/make-kernel-pair builds it)", file=sys.stderr)
             return 2
     larger = max((old, new), key=os.path.getsize)
-    objdump = get_target(read_header(larger)[0]).objdump
+    objdump = get_target(file_target(larger)).objdump
 
     t0 = time.perf_counter()
     subprocess.run([objdump, "-d", str(larger)], stdout=subprocess.DEVNULL, check=True)
     t_objdump = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    c = compare(old, new, rank=False)
+    c = compare_files(old, new, rank=False)
     t_list = time.perf_counter() - t0
 
     t0 = time.perf_counter()

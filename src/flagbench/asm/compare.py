@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from flagbench.asm.disasm import Disassembly, Function, disassemble
-from flagbench.asm.elfinfo import read_header
+from flagbench.asm.places import file_target
 from flagbench.asm.padding import loose, same_apart_from_layout
 from flagbench.errors import UserError
 
@@ -33,17 +32,9 @@ class FunctionDiff:
     new: Function | None
     changed_lines: int = 0    # lines that differ (difflib), 0 when same
 
-    @property
-    def size_old(self) -> int:
-        return len(self.old.lines) if self.old else 0
-
-    @property
-    def size_new(self) -> int:
-        return len(self.new.lines) if self.new else 0
-
 
 @dataclass
-class Comparison:
+class AsmComparison:
     old: Disassembly
     new: Disassembly
     functions: list[FunctionDiff]   # changed (most first), added, removed, then same; by name within
@@ -66,8 +57,7 @@ class Comparison:
 
 def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tuple[Disassembly, Disassembly, str | None]:
     """Both files, checked first (so bad input fails before any work), in parallel when large."""
-    t_old, _, _ = read_header(old)
-    t_new, _, _ = read_header(new)
+    t_old, t_new = file_target(old), file_target(new)
     warning = None
     if t_old != t_new:
         warning = f"{old} is {t_old} but {new} is {t_new}: every function will differ"
@@ -80,13 +70,18 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tupl
         return fo.result(), fn.result(), warning
 
 
-def compare(old: Path | str, new: Path | str, *, parallel: bool | None = None, rank: bool = True) -> Comparison:
+def compare_files(old: Path | str, new: Path | str, *, parallel: bool | None = None,
+                  rank: bool = True) -> AsmComparison:
+    """Two ELF files, function by function."""
     d_old, d_new, warning = disassemble_pair(Path(old), Path(new), parallel)
     return compare_disassemblies(d_old, d_new, rank=rank, warning=warning)
 
 
+compare = compare_files   # the name kernel/summary.py and cli/asm.py's kernel branch import today
+
+
 def compare_object_sets(old: Sequence[Path], new: Sequence[Path], *, old_label: str = "",
-                        new_label: str = "", rank: bool = True) -> Comparison:
+                        new_label: str = "", rank: bool = True) -> AsmComparison:
     """Two sets of objects (two variant builds) as one comparison.
 
     Functions are matched by name across the set, so one that moved to another source
@@ -115,7 +110,7 @@ def _merge(parts: list[Disassembly], collide: set[str], label: str) -> Disassemb
 
 
 def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool = True,
-                          warning: str | None = None) -> Comparison:
+                          warning: str | None = None) -> AsmComparison:
     out: list[FunctionDiff] = []
     differ = [name for name, f in d_old.functions.items()
               if name in d_new.functions and f.text != d_new.functions[name].text]
@@ -136,7 +131,7 @@ def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool 
             out.append(FunctionDiff(name, "added", None, g))
     order = {s: i for i, s in enumerate(STATUSES)}
     out.sort(key=lambda d: (order[d.status], -d.changed_lines, d.name))
-    return Comparison(d_old, d_new, out, warning)
+    return AsmComparison(d_old, d_new, out, warning)
 
 
 def _opcodes(a: list[str], b: list[str]):
@@ -164,7 +159,3 @@ def side_by_side(d: FunctionDiff) -> list[tuple[str, str, str]]:
             rows.append(("|" if x and y else "<" if x else ">", x, y))
     return rows
 
-
-if __name__ == "__main__":  # python -m flagbench.asm.compare OLD NEW: counts only, for quick checks
-    c = compare(sys.argv[1], sys.argv[2], rank=False)
-    print(c.counts())

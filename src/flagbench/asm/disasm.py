@@ -2,7 +2,7 @@
 
 objdump is asked not to print addresses (`--no-addresses`), so what is left to normalise is
 what still depends on placement: relocations (folded into their instruction as a
-layout-independent name, see `elfinfo.ElfInfo.describe`), branch targets (offsets within the
+layout-independent name, see `places.Places.describe`), branch targets (offsets within the
 function or symbol+offset), RIP-relative displacements, address-sized immediates in
 executables, and the NOP padding that alignment adds after a function.
 
@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench.asm.elfinfo import ElfInfo, read_elf
+from flagbench.asm.places import Places
 from flagbench.errors import UserError
 from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
 
@@ -56,26 +56,38 @@ def objdump_argv(tool: str, path: Path, relocatable: bool) -> list[str]:
 
 def disassemble(path: Path | str) -> Disassembly:
     path = Path(path)
-    elf = read_elf(path)
-    tool = get_target(elf.target).objdump
-    if shutil.which(tool) is None:
-        raise UserError(f"{tool} not found: it disassembles {elf.target} "
-                        f"(install {' '.join(get_target(elf.target).packages)} or llvm-19)")
-    norm = Normaliser(elf)
-    proc = subprocess.Popen(objdump_argv(tool, path, elf.relocatable), stdout=subprocess.PIPE,
+    with Places(path) as elf:
+        tool = get_target(elf.target).objdump
+        if shutil.which(tool) is None:
+            raise UserError(f"{tool} not found: it disassembles {elf.target} "
+                            f"(install {' '.join(get_target(elf.target).packages)} or llvm-19)")
+        norm = Normaliser(elf)
+        functions = _functions(tool, path, elf.relocatable, norm)
+        return Disassembly(path, elf.target, tool_version(tool) or tool, functions)
+
+
+def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser") -> dict[str, Function]:
+    """objdump's output, function by function, normalised; objdump ends with this call."""
+    proc = subprocess.Popen(objdump_argv(tool, path, relocatable), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace")
-    functions: dict[str, Function] = {}
-    for section, name, body in _blocks(proc.stdout):
-        key = name
-        n = 2
-        while key in functions:
-            key = f"{name}#{n}"
-            n += 1
-        functions[key] = Function(key, section, norm.body(body, name))
-    err = proc.stderr.read()
-    if proc.wait() != 0:
-        raise UserError(f"{tool} failed on {path}: {err.strip().splitlines()[-1] if err.strip() else proc.returncode}")
-    return Disassembly(path, elf.target, tool_version(tool) or tool, functions)
+    try:
+        functions: dict[str, Function] = {}
+        for section, name, body in _blocks(proc.stdout):
+            key = name
+            n = 2
+            while key in functions:
+                key = f"{name}#{n}"
+                n += 1
+            functions[key] = Function(key, section, norm.body(body, name))
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            last = err.strip().splitlines()[-1] if err.strip() else proc.returncode
+            raise UserError(f"{tool} failed on {path}: {last}")
+        return functions
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 _HEADER = re.compile(r"<(.+)>:$")
@@ -142,7 +154,7 @@ PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|i
 
 
 class Normaliser:
-    def __init__(self, elf: ElfInfo):
+    def __init__(self, elf: Places):
         self.elf = elf
         self.x86 = elf.target == "x86_64"
         self.riscv = elf.target == "riscv64" and elf.relocatable

@@ -16,12 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from flagbench.asm.disasm import PADDING
 from flagbench.asm.isa import CLASSIFIERS, Insn
 
 
 @dataclass
 class Mix:
-    insns: int = 0
+    insns: int = 0             # instructions, alignment padding not counted
+    padding: int = 0           # padding instructions inside functions (NOPs, int3 before aligned code)
     loads: Counter = field(default_factory=Counter)      # width in bytes -> count
     stores: Counter = field(default_factory=Counter)
     calls_direct: int = 0
@@ -32,6 +34,7 @@ class Mix:
 
     def __iadd__(self, other: "Mix") -> "Mix":
         self.insns += other.insns
+        self.padding += other.padding
         self.loads.update(other.loads)
         self.stores.update(other.stores)
         self.calls_direct += other.calls_direct
@@ -44,6 +47,7 @@ class Mix:
     def to_json(self) -> dict:
         return {
             "insns": self.insns,
+            "padding": self.padding,
             "loads": {str(k): v for k, v in sorted(self.loads.items())},
             "stores": {str(k): v for k, v in sorted(self.stores.items())},
             "calls": {"direct": self.calls_direct, "indirect": self.calls_indirect,
@@ -115,8 +119,10 @@ def classify(target: str, lines: list[str]) -> list[Insn | None]:
 
 
 def mix(target: str, lines: list[str]) -> Mix:
-    insns = classify(target, lines)
     m = Mix()
+    real = [line for line in lines if not PADDING.match(line)]
+    m.padding = len(lines) - len(real)
+    insns = classify(target, real)
     for i, insn in enumerate(insns):
         if insn is None:
             continue

@@ -24,10 +24,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from flagbench.asm.disasm import PADDING, Disassembly, Function
-from flagbench.asm.elfinfo import STT_SECTION, read_elf
+from flagbench.elf import Image
+from flagbench.elf.constants import STT_FILE, STT_SECTION
 from flagbench.toolchains import get_target
 
-STT_FILE = 4
 # Ranges of one section closer than this are disassembled by one objdump run (a run costs
 # about 7 ms; 16 KB of vmlinux text about as much).
 MERGE_GAP = 16 << 10
@@ -126,8 +126,8 @@ def _targets(start: int, real, gaps) -> list[str]:
 
 # -- addresses: objdump again, over the ranges of the functions asked for ----------------
 def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -> dict[str, Placed]:
-    elf = read_elf(d.path)
-    ranges = _ranges(elf, functions)
+    with Image(str(d.path)) as elf:
+        ranges = _ranges(elf, d.target == "arm", functions)
     by_section: dict[str, list[tuple[int, int]]] = {}
     for section, start, stop in ranges.values():
         by_section.setdefault(section, []).append((start, stop))
@@ -158,7 +158,7 @@ def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -
     return out
 
 
-def _ranges(elf, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
+def _ranges(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
     """name -> (section, start, stop): from its symbol to the next symbol that objdump
     would start a block at (local labels join the function, as in the first pass)."""
     wanted = {}
@@ -166,7 +166,6 @@ def _ranges(elf, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
         base, _, n = f.name.rpartition("#")
         wanted[f.name] = (base, int(n)) if base and n.isdigit() else (f.name, 1)
     names = {base for base, _ in wanted.values()}
-    thumb = elf.target == "arm"
     found: dict[str, list[tuple[int, int]]] = {}
     starts: dict[int, list[int]] = {}
     for s in elf.symbols:

@@ -3,10 +3,12 @@ as text (coloured on a terminal), markdown or JSON."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
-from flagbench.asm.compare import Comparison, FunctionDiff, side_by_side
+from flagbench.asm.compare import AsmComparison, FunctionDiff, side_by_side
 from flagbench.asm.mix import Mix, mix
+from flagbench.textsafe import md_code, term_text
 
 FORMATS = ("text", "md", "json")
 LIST_STATUSES = ("changed", "added", "removed")
@@ -15,7 +17,7 @@ LIST_STATUSES = ("changed", "added", "removed")
 class Mixes:
     """Instruction mixes per function, old and new, computed once per distinct text."""
 
-    def __init__(self, c: Comparison):
+    def __init__(self, c: AsmComparison):
         self.c = c
         self._cache: dict[tuple[str, str], Mix] = {}
 
@@ -41,7 +43,7 @@ class Mixes:
 def mix_rows(old: Mix | None, new: Mix | None) -> list[tuple[str, int, int]]:
     """(metric, old, new) for every metric either side has."""
     o, n = old or Mix(), new or Mix()
-    rows = [("insns", o.insns, n.insns)]
+    rows = [("insns", o.insns, n.insns), ("padding insns", o.padding, n.padding)]
     for label, a, b in (("load", o.loads, n.loads), ("store", o.stores, n.stores)):
         for w in sorted(set(a) | set(b)):
             rows.append((f"{label}s {w}B", a.get(w, 0), b.get(w, 0)))
@@ -54,7 +56,7 @@ def mix_rows(old: Mix | None, new: Mix | None) -> list[tuple[str, int, int]]:
     return rows
 
 
-def to_json(c: Comparison, chosen: list[str], everything: bool = True) -> str:
+def to_json(c: AsmComparison, chosen: list[str], everything: bool = True) -> str:
     mixes = Mixes(c)
     functions = []
     for d in c.functions:
@@ -88,30 +90,32 @@ def _delta(a: int, b: int) -> str:
     return f"{b - a:+d}" if b != a else "0"
 
 
-def _summary(c: Comparison) -> str:
+def _summary(c: AsmComparison) -> str:
     k = c.counts()
     return (f"{len(c.functions)} functions: {k['same']} same, {k['changed']} changed, "
             f"{k['added']} added, {k['removed']} removed")
 
 
-def to_markdown(c: Comparison, chosen: list[str], limit: int) -> str:
+def to_markdown(c: AsmComparison, chosen: list[str], limit: int) -> str:
     mixes = Mixes(c)
-    out = [f"**asm** `{c.old.shown}` → `{c.new.shown}` ({c.old.target}) · {_summary(c)}", ""]
+    out = [f"**asm** {md_code(c.old.shown)} → {md_code(c.new.shown)} ({c.old.target}) · {_summary(c)}", ""]
     if c.warning:
-        out += [f"> warning: {c.warning}", ""]
+        out += [f"> warning: {md_code(c.warning)}", ""]
     listed = [d for d in c.functions if d.status in LIST_STATUSES][:limit]
     if listed:
         out += ["| function | status | lines changed | insns old | insns new |", "|---|---|--:|--:|--:|"]
         for d in listed:
             mo, mn = mixes.of("old", d), mixes.of("new", d)
-            out.append(f"| `{d.name}` | {d.status} | {d.changed_lines} | "
+            out.append(f"| {md_code(d.name)} | {d.status} | {d.changed_lines} | "
                        f"{mo.insns if mo else '-'} | {mn.insns if mn else '-'} |")
         out.append("")
     out += _md_mix("Total", mixes.total("old"), mixes.total("new"))
     for name in chosen:
         d = c.get(name)
-        out += _md_mix(f"`{name}` ({d.status})", mixes.of("old", d), mixes.of("new", d))
-        out += ["```diff"] + [_plain_row(r, 48, diff_marks=True) for r in side_by_side(d)] + ["```", ""]
+        out += _md_mix(f"{md_code(name)} ({d.status})", mixes.of("old", d), mixes.of("new", d))
+        rows = [term_text(_plain_row(r, 48, diff_marks=True)) for r in side_by_side(d)]
+        fence = "`" * max([3] + [len(run) + 1 for row in rows for run in re.findall("`+", row)])
+        out += [fence + "diff"] + rows + [fence, ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -127,28 +131,28 @@ def _plain_row(row: tuple[str, str, str], width: int, diff_marks: bool = False) 
     return f"{lead}{a:<{width}} {mark} {b}".rstrip()
 
 
-def print_text(c: Comparison, chosen: list[str], limit: int, file=None) -> None:
+def print_text(c: AsmComparison, chosen: list[str], limit: int, file=None) -> None:
     from rich.console import Console
     from rich.text import Text
 
     file = file or sys.stdout
     console = Console(file=file, highlight=False, soft_wrap=True, emoji=False)
     mixes = Mixes(c)
-    console.print(f"old: {c.old.shown}  ({c.old.target}, {c.old.tool})")
-    console.print(f"new: {c.new.shown}  ({c.new.target}, {c.new.tool})")
+    console.print(Text(term_text(f"old: {c.old.shown}  ({c.old.target}, {c.old.tool})")))
+    console.print(Text(term_text(f"new: {c.new.shown}  ({c.new.target}, {c.new.tool})")))
     if c.warning:
-        console.print(Text(f"warning: {c.warning}", style="yellow"))
+        console.print(Text(term_text(f"warning: {c.warning}"), style="yellow"))
     console.print(_summary(c))
     listed = [d for d in c.functions if d.status in LIST_STATUSES]
     if listed:
         console.print()
-        width = max(8, min(48, max(len(d.name) for d in listed[:limit])))
+        width = max(8, min(48, max(len(term_text(d.name)) for d in listed[:limit])))
         console.print(f"{'function':<{width}} {'status':<8} {'lines':>6} {'insns':>13}")
         style = {"changed": "yellow", "added": "green", "removed": "red"}
         for d in listed[:limit]:
             mo, mn = mixes.of("old", d), mixes.of("new", d)
             insns = f"{mo.insns if mo else '-'} -> {mn.insns if mn else '-'}"
-            line = Text(f"{d.name:<{width}} ")
+            line = Text(f"{term_text(d.name):<{width}} ")
             line.append(f"{d.status:<8}", style=style[d.status])
             line.append(f" {d.changed_lines or '':>6} {insns:>13}")
             console.print(line)
@@ -158,13 +162,13 @@ def print_text(c: Comparison, chosen: list[str], limit: int, file=None) -> None:
     for name in chosen:
         d = c.get(name)
         console.print()
-        console.print(Text(f"{name} ({d.status}, {d.changed_lines} lines differ)", style="bold"))
-        rows = side_by_side(d)
+        console.print(Text(term_text(f"{name} ({d.status}, {d.changed_lines} lines differ)"), style="bold"))
+        rows = [tuple(map(term_text, r)) for r in side_by_side(d)]
         width = max([len(a) for _, a, _ in rows] + [8])
         colour = {" ": None, "|": "yellow", "<": "red", ">": "green"}
         for row in rows:
             console.print(Text(_plain_row(row, width), style=colour[row[0]] or ""))
-        _text_mix(console, name, mixes.of("old", d), mixes.of("new", d))
+        _text_mix(console, term_text(name), mixes.of("old", d), mixes.of("new", d))
 
 
 def _text_mix(console, title: str, old: Mix | None, new: Mix | None) -> None:

@@ -49,15 +49,20 @@ def run(args) -> int:
         raise UserError(f"--match {args.match!r}: {e}") from None
     if args.top is not None and args.top < 0:
         raise UserError("--top must be 0 or more")
-    types = size.KINDS[args.kind] if args.kind else None
+    types = size.SYMBOL_KINDS[args.kind] if args.kind else None
     if args.format == "bom":
-        sys.stdout.write(size.bom(args.old, args.new, args.mode, match, args.top, types))
+        out = size.bom(args.old, args.new, args.mode, match, args.top, types)
+        if sys.stdout.isatty():   # byte for byte bloat-o-meter, except control characters on a terminal
+            from flagbench.textsafe import term_text
+            out = "\n".join(map(term_text, out.split("\n")))
+        sys.stdout.write(out)
         return 0
     if args.mode:
         raise UserError(f"-{args.mode} goes with --format=bom; use --kind for the other formats")
     comparison = size.compare(args.old, args.new, types=types, match=match)
     sys.stdout.write(size.render(comparison, args.format, args.top))
     return 0
+
 
 def _experiment(args) -> bool:
     """With an experiment, build its two chosen cells and point args.old/args.new at what

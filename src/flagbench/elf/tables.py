@@ -1,20 +1,27 @@
-"""The numpy reader of `elf`: every member's sections and symbols as columns, for large inputs.
+"""Every member's sections and symbols as numpy columns: the symbol reader of `flagbench size`
+and of the build stage's symbol checks.
 
 Section headers, symbol tables and string tables of all members are gathered with one `preadv`
 per table into numpy buffers (nothing else of the file is read, so memory follows the size of
 the tables), viewed as structured arrays ('<' or '>' by EI_DATA, Elf32/Elf64 by EI_CLASS), and
-nm's letter is one table lookup over all symbols at once. Validation, letters and the rules are
-the ones of `elf` (see its docstring), so both readers agree; tests compare them.
+nm's letter is one table lookup over all symbols at once (`symbols.symbol_letter` and
+`sections.letter` give the rules; tests compare the result with GNU nm on every target).
+Per-symbol Python objects (pyelftools) would be too slow here: an LLVM static archive has
+2,500 members, 450k sections and 580k symbols.
 """
 from __future__ import annotations
 
 import os
 
-from flagbench import elf
-from flagbench.elf import (COFF_PREFIXES, COMMON, COMMON_INDICES, SHF_ALLOC, SHF_EXECINSTR,
-                           SHF_WRITE, SHN_COMMON, SHN_LORESERVE, SHN_XINDEX, SHT_NOBITS, SHT_REL,
-                           SHT_RELA, SHT_SYMTAB, SHT_SYMTAB_SHNDX, STT_GNU_IFUNC, Input, Member,
-                           cstring, section_letter, string_slices, symbol_letter)
+from itertools import repeat
+
+from flagbench.elf import sections
+from flagbench.elf.constants import (COMMON_INDICES, EM_ARM, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_COMMON,
+                                     SHN_LORESERVE, SHN_XINDEX, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_STRTAB, SHT_SYMTAB,
+                                     SHT_SYMTAB_SHNDX, STT_FUNC, STT_GNU_IFUNC)
+from flagbench.elf.files import Input, Member, open_input
+from flagbench.elf.sections import COFF_PREFIXES, cstring
+from flagbench.elf.symbols import COMMON, SECTION_LETTERS, symbol_letter
 from flagbench.errors import UserError
 
 
@@ -58,7 +65,7 @@ def _letter_table(np):
     global _LETTER_TABLE
     if _LETTER_TABLE is None:
         table = np.zeros((256, 16, 16), np.uint8)
-        for section in "tdrbNn?iep" + COMMON:
+        for section in SECTION_LETTERS + COMMON:
             for bind in range(16):
                 for stype in range(16):
                     letter = symbol_letter(section, bind, stype)
@@ -190,12 +197,19 @@ def _read_group(np, inp: Input, members: list[Member], full: bool) -> dict | Non
     shstr_row = base[has] + shstrndx[has]
     for what, r in (("symbol table", symtab_row[has]), ("string table", strtab_row),
                     ("section name table", shstr_row)):
-        bad = sec_off[r] + sec_size[r] > msize[has]
+        # fields above 2**63 turn negative as int64; compared one by one so no sum overflows
+        bad = ((sec_off[r] < 0) | (sec_size[r] < 0) | (sec_off[r] > msize[has]) | (sec_size[r] > msize[has])
+               | (sec_off[r] + sec_size[r] > msize[has]))
         if bad.any():
             k = int(np.flatnonzero(bad)[0])
             m = members[has[k]]
             raise UserError(f"{m.name}: truncated ELF file ({what} at {sec_off[r][k]}+"
                             f"{sec_size[r][k]} past the end, size {m.size})")
+    for what, r in (("string table", strtab_row), ("section name table", shstr_row)):
+        bad = sec_type[r] != SHT_STRTAB
+        if bad.any():
+            m = members[has[int(np.flatnonzero(bad)[0])]]
+            raise UserError(f"{m.name}: corrupt ELF (its {what} is not a string table)")
     counts = sec_size[symtab_row[has]] // sym_t.itemsize
     syms = _gather(np, inp, (moff[has] + sec_off[symtab_row[has]]).tolist(),
                    (counts * sym_t.itemsize).tolist()).view(sym_t)
@@ -239,7 +253,7 @@ def _read_group(np, inp: Input, members: list[Member], full: bool) -> dict | Non
                                                  COFF_PREFIXES)]
     for r in cand.tolist():
         name = _cstring(shstrbuf, int(name_off[r]), int(name_stop[r]))
-        letter[r] = ord(section_letter(int(sec_type[r]), int(sec_flags[r]), name))
+        letter[r] = ord(sections.letter(int(sec_type[r]), int(sec_flags[r]), name))
     st_local = np.full(nm, -1, np.int64)
     st_local[has] = symtab_row[has] - base[has]
     str_local = np.full(nm, -1, np.int64)
@@ -284,7 +298,7 @@ def _read_group(np, inp: Input, members: list[Member], full: bool) -> dict | Non
     if full:
         value = syms["value"][rows].astype(np.uint64)
         stype = info[rows] & 0xF
-        thumb = (machine[rows] == 40) & ((stype == 2) | (stype == STT_GNU_IFUNC))
+        thumb = (machine[rows] == EM_ARM) & ((stype == STT_FUNC) | (stype == STT_GNU_IFUNC))
         value[thumb] &= ~np.uint64(1)
         cols.update(sec_addr=sec_addr, sym_value=value,
                     sym_section=np.where(common[rows], -1, grow[rows]))
@@ -306,8 +320,8 @@ def _apply_xindex(np, inp, members, has, starts, counts, shndx):
         if not (part == SHN_XINDEX).any():
             continue
         m = members[mi]
-        headers, symtab = elf.member_sections(inp, m)
-        table = elf._xindex_table(inp, m, headers, symtab)
+        hdrs = sections.headers(inp, m)
+        table = sections.xindex_table(inp, m, hdrs, sections.symtab_index(hdrs))
         if table is None:
             continue
         x = np.zeros(len(part), np.int64)
@@ -327,3 +341,30 @@ def _starts_with_any(np, buf, offsets, stops, prefixes) -> object:
         hit |= (b0 == p[0]) & (b1 == p[1]) & (b2 == p[2])
     out[ok] = hit
     return out
+
+
+def string_slices(table: bytes | str, offsets: list[int]) -> list[str]:
+    """The NUL-terminated names at OFFSETS of a string table (bytes, or str when already decoded
+    from ASCII), decoded: for ASCII one decode, then slices found and cut by C loops."""
+    if isinstance(table, str) or table.isascii():
+        text = table if isinstance(table, str) else table.decode("ascii")
+        if not text.endswith("\0"):
+            text += "\0"
+        ends = map(text.index, repeat("\0"), offsets)
+        return list(map(text.__getitem__, map(slice, offsets, ends)))
+    table += b"\0"
+    return [table[o:table.index(b"\0", o)].decode("utf-8", "surrogateescape") for o in offsets]
+
+
+def sized_symbols(source) -> list[tuple[str, str, int]]:
+    """(name, nm letter, size) of every symbol `nm --size-sort` lists, in symbol-table order;
+    SOURCE is a path (opened and closed here) or an open Input."""
+    inp = open_input(str(source)) if not isinstance(source, Input) else source
+    try:
+        t = read_tables(inp, full=False)
+        import numpy as np
+        rows = np.flatnonzero(t.sym_size > 0)
+        return list(zip(t.names(rows), t.sym_letter[rows].tobytes().decode("latin-1"), t.sym_size[rows].tolist()))
+    finally:
+        if inp is not source:
+            inp.close()

@@ -1,5 +1,5 @@
 """Read the two inputs of `flagbench size` at once: a forked child reads OLD while this process
-reads NEW (the machines this runs on have 2 cores or more; most of the work is per file).
+reads NEW (most of the work is per file).
 
 The child sends its result back through a pipe with `marshal` (dicts of str -> int: the fastest
 serialiser in the standard library, no import cost). Errors keep their meaning: a UserError in

@@ -1,21 +1,26 @@
-"""Renderings of a `size.Comparison`: text (bloat-o-meter-like table plus sections and padding),
-Markdown for a commit message, JSON and CSV."""
+"""Renderings of a `SizeComparison`: text (bloat-o-meter-like table plus sections and padding),
+Markdown for a commit message, JSON and CSV. Symbol names are data: escaped for the terminal,
+for Markdown and against spreadsheet formulas (`textsafe`)."""
 from __future__ import annotations
 
-from flagbench.size import top_rows as _top
-from flagbench.size_measure import Comparison
+from flagbench.size.measure import SizeComparison
+from flagbench.size.rules import CODE_LETTERS
+from flagbench.textsafe import csv_cell, md_cell, md_code, term_text
+
+FORMATS = ("text", "md", "json", "csv")
+SKIPPED_NOTE = "(':' names, __mod_*, ...: in no table above)"
 
 
-def _sym_records(c: Comparison, top: int | None):
-    rows = c.rows if top is None else _top(c.rows, top)
-    for d, name in rows:
-        o, n = c.old.symbols.get(name), c.new.symbols.get(name)
-        yield {"name": name, "type": (n or o)[0],
-               "old": o[1] if o else None, "new": n[1] if n else None, "delta": d,
-               "footprint_old": o[2] if o else None, "footprint_new": n[2] if n else None}
+def _sym_records(c: SizeComparison, top: int | None):
+    t = c.table
+    for i in t.top(top):
+        o, n = t.olds[i], t.news[i]
+        yield {"name": t.names[i], "type": t.letters[i],
+               "old": None if o == "-" else o, "new": None if n == "-" else n, "delta": t.deltas[i],
+               "footprint_old": t.footprint_old[i], "footprint_new": t.footprint_new[i]}
 
 
-def _section_records(c: Comparison):
+def _section_records(c: SizeComparison):
     names = sorted(c.old.sections.keys() | c.new.sections.keys(),
                    key=lambda k: -max(c.old.sections.get(k, 0), c.new.sections.get(k, 0)))
     for k in names:
@@ -27,19 +32,22 @@ def _triple(o: int, n: int) -> dict:
     return {"old": o, "new": n, "delta": n - o}
 
 
-def summary(c: Comparison) -> str:
+def summary(c: SizeComparison) -> str:
     """One line: how much of the code growth is padding and how much is in the symbols."""
     o, n = c.old, c.new
     d_code, d_pad, d_cov = n.code - o.code, n.padding - o.padding, n.covered - o.covered
     d_rest = d_code - d_pad - d_cov
     line = (f"code {o.code} -> {n.code} ({d_code:+d} bytes): padding {d_pad:+d}, "
             f"instructions in sized symbols {d_cov:+d}")
+    d_skip = n.skipped - o.skipped
+    if d_skip:
+        line += f" (of which {d_skip:+d} in symbols bloat-o-meter skips)"
     if d_rest:
         line += f", other (unsized code, section tails) {d_rest:+d}"
     return line
 
 
-def _json(c: Comparison, top):
+def _json(c: SizeComparison, top):
     return {
         "old": c.old_path, "new": c.new_path,
         "symbols": list(_sym_records(c, top)),
@@ -48,6 +56,7 @@ def _json(c: Comparison, top):
         "padding": _triple(c.old.padding, c.new.padding),
         "code": _triple(c.old.code, c.new.code),
         "in_symbols": _triple(c.old.covered, c.new.covered),
+        "in_skipped_symbols": _triple(c.old.skipped, c.new.skipped),
         "cold": _triple(c.old.cold, c.new.cold),
         "text_unlikely": _triple(c.old.unlikely, c.new.unlikely),
         "total": _triple(c.table.total_old, c.table.total_new),
@@ -55,27 +64,31 @@ def _json(c: Comparison, top):
     }
 
 
-def render(c: Comparison, fmt: str, top: int | None = None) -> str:
+def render(c: SizeComparison, fmt: str, top: int | None = None) -> str:
     if fmt == "json":
         import json
         return json.dumps(_json(c, top), indent=1) + "\n"
     if fmt == "csv":
-        import csv
-        import io
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(["kind", "name", "type", "old", "new", "delta", "footprint_old", "footprint_new"])
-        for r in _sym_records(c, top):
-            w.writerow(["symbol", r["name"], r["type"], _blank(r["old"]), _blank(r["new"]), r["delta"],
-                        _blank(r["footprint_old"]), _blank(r["footprint_new"])])
-        for r in _section_records(c):
-            w.writerow(["section", r["name"], "", _blank(r["old"]), _blank(r["new"]), r["delta"], "", ""])
-        for name, o, n in _extras(c):
-            w.writerow(["summary", name, "", o, n, n - o, "", ""])
-        return out.getvalue()
+        return _csv(c, top)
     if fmt == "md":
         return _markdown(c, top)
     return _text(c, top)
+
+
+def _csv(c: SizeComparison, top) -> str:
+    import csv
+    import io
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["kind", "name", "type", "old", "new", "delta", "footprint_old", "footprint_new"])
+    for r in _sym_records(c, top):
+        w.writerow(["symbol", csv_cell(r["name"]), r["type"], _blank(r["old"]), _blank(r["new"]), r["delta"],
+                    _blank(r["footprint_old"]), _blank(r["footprint_new"])])
+    for r in _section_records(c):
+        w.writerow(["section", csv_cell(r["name"]), "", _blank(r["old"]), _blank(r["new"]), r["delta"], "", ""])
+    for name, o, n in _extras(c):
+        w.writerow(["summary", csv_cell(name), "", o, n, n - o, "", ""])
+    return out.getvalue()
 
 
 def _blank(v):
@@ -86,33 +99,35 @@ def _dash(v):
     return "-" if v is None else v
 
 
-def _extras(c: Comparison):
+def _extras(c: SizeComparison):
     o, n = c.old, c.new
     return [(f"{k} (sections)", o.groups[k], n.groups[k]) for k in o.groups] + [
         ("padding in code", o.padding, n.padding),
         ("code in sized symbols", o.covered, n.covered),
+        ("  of which skipped " + SKIPPED_NOTE, o.skipped, n.skipped),
         (".cold symbols", o.cold, n.cold),
         (".text.unlikely", o.unlikely, n.unlikely),
         ("symbols total", c.table.total_old, c.table.total_new)]
 
 
-def _text(c: Comparison, top) -> str:
+def _text(c: SizeComparison, top) -> str:
     t = c.table
     lines = ["add/remove: %s/%s grow/shrink: %s/%s up/down: %s/%s (%s)" % (
         t.add, t.remove, t.grow, t.shrink, t.up, -t.down, t.up - t.down),
         "%-40s %7s %7s %+7s %10s" % ("Symbol", "old", "new", "delta", "footprint")]
     for r in _sym_records(c, top):
         fp = ""
-        if r["type"] in "tTwWi" and (r["footprint_old"] or r["footprint_new"]):
+        if r["type"] in CODE_LETTERS and (r["footprint_old"] or r["footprint_new"]):
             fp = "%+d" % ((r["footprint_new"] or 0) - (r["footprint_old"] or 0))
-        lines.append("%-40s %7s %7s %+7d %10s" % (r["name"], _dash(r["old"]), _dash(r["new"]),
+        lines.append("%-40s %7s %7s %+7d %10s" % (term_text(r["name"]), _dash(r["old"]), _dash(r["new"]),
                                                    r["delta"], fp))
     otot, ntot = t.total_old, t.total_new
     lines.append("Total: Before=%d, After=%d, chg %+.2f%%" % (
         otot, ntot, (ntot - otot) * 100.0 / otot if otot else 0))
     lines += ["", "%-40s %10s %10s %+10s" % ("Section", "old", "new", "delta")]
     for r in _section_records(c):
-        lines.append("%-40s %10s %10s %+10d" % (r["name"], _dash(r["old"]), _dash(r["new"]), r["delta"]))
+        lines.append("%-40s %10s %10s %+10d" % (term_text(r["name"]), _dash(r["old"]), _dash(r["new"]),
+                                                 r["delta"]))
     lines.append("")
     for name, o, n in _extras(c):
         lines.append("%-40s %10d %10d %+10d" % (name, o, n, n - o))
@@ -120,15 +135,15 @@ def _text(c: Comparison, top) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _markdown(c: Comparison, top) -> str:
+def _markdown(c: SizeComparison, top) -> str:
     t = c.table
     lines = [f"`flagbench size`: add/remove {t.add}/{t.remove}, grow/shrink {t.grow}/{t.shrink}, "
              f"up/down {t.up}/{-t.down} ({t.up - t.down:+d})", "",
              "| symbol | old | new | delta |", "|---|---:|---:|---:|"]
     for r in _sym_records(c, top):
-        lines.append(f"| `{r['name']}` | {_dash(r['old'])} | {_dash(r['new'])} | {r['delta']:+d} |")
+        lines.append(f"| {md_code(r['name'])} | {_dash(r['old'])} | {_dash(r['new'])} | {r['delta']:+d} |")
     lines += ["", "| | old | new | delta |", "|---|---:|---:|---:|"]
     for name, o, n in _extras(c):
-        lines.append(f"| {name} | {o} | {n} | {n - o:+d} |")
-    lines += ["", summary(c)]
+        lines.append(f"| {md_cell(name.strip())} | {o} | {n} | {n - o:+d} |")
+    lines += ["", md_cell(summary(c))]
     return "\n".join(lines) + "\n"

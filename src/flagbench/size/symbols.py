@@ -1,61 +1,106 @@
-"""bloat-o-meter's tables for large inputs (static archives of thousands of objects), with numpy.
+"""One input's side of `flagbench size`: bloat-o-meter's names and summed sizes per table, and,
+for flagbench's own formats, each name's footprint (size plus the padding after it), the
+sections, and the code bytes bloat-o-meter cannot see.
 
-Python objects are the cost here (about 200 ns per string hashed or sliced on this machine, for
-263k symbols per LLVM archive), so each name goes through as few Python-level passes as
-possible: the string tables are decoded once, `.NUMBER` is removed by one `re.sub` over all of
-them and one `split` makes every string; a symbol's name is then the split piece its offset
-falls on (found with `searchsorted`). The skip rules are found with `str.find` on the raw text.
-Names are grouped by one `dict.setdefault` pass and sizes summed with `bincount`.
+Every input takes this one path, over the numpy columns of `elf.tables` read in runs of archive
+members. Python objects are the cost (about 200 ns per string hashed or sliced, 263k symbols
+per LLVM archive), so each name goes through as few Python-level passes as possible: the string
+tables are decoded once, `.NUMBER` is removed by one `re.sub` over all of them and one `split`
+makes every string; a symbol's name is the piece its offset falls on (`searchsorted`). The skip
+rules are found with `str.find` on the raw text; names are grouped by one `dict.setdefault` pass
+and sizes summed with `bincount`.
 """
 from __future__ import annotations
 
 from itertools import repeat
-from operator import itemgetter
+from operator import contains, itemgetter
 
 import numpy as np
 
-from flagbench import elf_tables
-from flagbench.size import _NUMBER, SKIP_NAMES, SKIP_PREFIXES, bom_name
+from flagbench.elf import tables as elf_tables
+from flagbench.elf.constants import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_NOBITS
+from flagbench.size.rules import CODE_LETTERS, NUMBER, SKIP_NAMES, SKIP_PREFIXES, bom_name
 
 EXACT = float(1 << 53)   # float64 sums are exact below this
+GROUPS = ("text", "rodata", "data", "bss")
+# Input sections that a linker script gathers into one output section, so that relocatable
+# objects and archives (one .text.NAME per function) give a readable table.
+SECTION_GROUPS = (".text.unlikely", ".text.hot", ".text.startup", ".text.exit", ".text",
+                  ".rodata", ".data.rel.ro", ".data", ".bss", ".tdata", ".tbss", ".sdata",
+                  ".sbss", ".init_array", ".fini_array", ".gcc_except_table")
 
 
-def table_sizes(inp, tables, match, index: bool = False) -> list[tuple]:
-    """Per (label, letters) table: unique bom names and their summed sizes, and with INDEX a
-    dict name -> position in them (the one built while summing: no second hashing pass)."""
+def section_group(name: str) -> str:
+    """'.text.foo' -> '.text', '.text.unlikely.foo' -> '.text.unlikely', '__ex_table' as is."""
+    for g in SECTION_GROUPS:
+        if name.startswith(g) and (len(name) == len(g) or name[len(g)] == "."):
+            return g
+    if name.startswith(".gnu.linkonce.t."):
+        return ".text"
+    return name
+
+
+def read_side(inp, tables, match=None, extras: bool = False, index: bool = False) -> dict:
+    """Per (label, letters) table the unique bloat-o-meter names of INP with their summed sizes
+    (and with EXTRAS their first nm letter and summed footprint); with INDEX the name -> position
+    lookup made while summing. With EXTRAS also sections and code totals. Plain data (lists,
+    dicts, ints: `marshal` carries it from the forked reader); closes INP."""
     letters = "".join(sorted(set("".join(t for _, t in tables))))
-    wanted = np.zeros(256, bool)
-    wanted[[ord(c) for c in letters]] = True
-    names, keeps, letter_parts, size_parts = [], [], [], []
-    for t in elf_tables.read_chunks(inp):
+    wanted = _mask(letters)
+    code = _mask(CODE_LETTERS)
+    names: list[str] = []
+    parts: dict[str, list] = {"keep": [], "letter": [], "size": [], "gap": []}
+    side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "code": 0, "covered": 0, "padding": 0,
+            "unlikely": 0, "skipped": 0}
+    for t in elf_tables.read_chunks(inp, full=extras):
         rows = np.flatnonzero(wanted[t.sym_letter] & (t.sym_size > 0))
         chunk_names, keep = _bom_names(t, rows)
         names += chunk_names
-        keeps.append(keep)
-        letter_parts.append(t.sym_letter[rows])
-        size_parts.append(t.sym_size[rows])
+        parts["keep"].append(keep)
+        parts["letter"].append(t.sym_letter[rows])
+        parts["size"].append(t.sym_size[rows])
+        if extras:
+            gap, covered, padding = _gaps(t)
+            parts["gap"].append(gap[rows])
+            side["covered"] += covered
+            side["padding"] += padding
+            skipped = ~keep & code[t.sym_letter[rows]]
+            side["skipped"] += int(t.sym_size[rows][skipped].sum())
+            _sections(t, side)
         del t
     inp.close()
-    keep = np.concatenate(keeps)
-    sym_letter, sizes = np.concatenate(letter_parts), np.concatenate(size_parts)
+    keep = np.concatenate(parts["keep"])
+    sym_letter, sizes = np.concatenate(parts["letter"]), np.concatenate(parts["size"]).astype(np.int64)
+    gaps = np.concatenate(parts["gap"]) if extras else None
     out = []
     for _, types in tables:
-        sel = keep.copy()
-        if len(tables) > 1 or set(letters) != set(types):
-            in_table = np.zeros(256, bool)
-            in_table[[ord(c) for c in types]] = True
-            sel &= in_table[sym_letter]
+        sel = keep & _mask(types)[sym_letter] if len(tables) > 1 or set(letters) != set(types) else keep
         idx = np.flatnonzero(sel)
-        picked = _pick(names, idx)
-        picked_sizes = sizes[idx]
+        picked = pick(names, idx)
         if match is not None:
             hit = np.fromiter(map(bool, map(match.search, picked)), bool, len(picked))
-            picked, picked_sizes = _pick(picked, np.flatnonzero(hit)), picked_sizes[hit]
-        out.append(_summed(picked, picked_sizes, index))
+            picked, idx = pick(picked, np.flatnonzero(hit)), idx[hit]
+        out.append(_summed(picked, sizes[idx], sym_letter[idx] if extras else None,
+                           (sizes[idx] + gaps[idx]) if extras else None, index))
+    side["tables"] = out
+    if extras:   # .cold parts of split functions, under the names bloat-o-meter shows
+        first = out[0]
+        side["cold"] = sum(compress_sizes(first["names"], first["sizes"], ".cold"))
+    return side
+
+
+def compress_sizes(names: list[str], sizes: list[int], part: str) -> list[int]:
+    return [s for s, hit in zip(sizes, map(contains, names, repeat(part))) if hit]
+
+
+def _mask(letters: str):
+    out = np.zeros(256, bool)
+    out[[ord(c) for c in letters]] = True
     return out
 
 
-def _pick(seq, idx) -> list:
+def pick(seq, idx) -> list:
+    """seq[i] for i in the numpy index array IDX, as a list."""
     if len(idx) == 0:
         return []
     if len(idx) == 1:
@@ -65,10 +110,10 @@ def _pick(seq, idx) -> list:
 
 def _bom_names(t, rows):
     """(bom name of each symbol row, whether bloat-o-meter keeps it)."""
-    buf, text = t.strbuf, t.strtext
+    buf, text = t.strbuf, t.strtext if t.strbuf_ascii else None
     starts = t.sym_name[rows]
     keep = np.ones(len(rows), bool)
-    if not t.strbuf_ascii:   # rare: names one by one
+    if text is None:   # rare: names one by one
         names = [bom_name(n) for n in t.names(rows)]
         keep[[i for i, n in enumerate(names) if n is None]] = False
         return [n or "" for n in names], keep
@@ -95,9 +140,8 @@ def _bom_names(t, rows):
         raw = text[s:s + int(length[i])]
         if raw.startswith(SKIP_PREFIXES) or raw in SKIP_NAMES:
             keep[i] = False
-    pieces = (_NUMBER.sub("", text) if _NUMBER.search(text) else text).split("\0")
-    names = list(itemgetter(*piece.tolist())(pieces)) if len(rows) > 1 else \
-        [pieces[int(p)] for p in piece]
+    pieces = (NUMBER.sub("", text) if NUMBER.search(text) else text).split("\0")
+    names = pick(pieces, piece)
     for i in np.flatnonzero(~at_start).tolist():       # a tail of another string: by hand
         s = int(starts[i])
         n = bom_name(text[s:text.index("\0", s)])
@@ -106,71 +150,87 @@ def _bom_names(t, rows):
     return names, keep
 
 
-def _summed(names: list[str], sizes, index: bool) -> tuple:
-    """Unique names and their summed sizes: one setdefault pass gives each row its first row.
-    With INDEX also (dict name -> first row, position of each first row among the unique)."""
+def _summed(names: list[str], sizes, letters, footprints, index: bool) -> dict:
+    """Unique names with summed sizes (and footprints; the letter of the first), grouping by one
+    setdefault pass; with INDEX the name -> position lookup that pass built."""
     n = len(names)
     first_of: dict[str, int] = {}
     first = np.fromiter(map(first_of.setdefault, names, range(n)), np.int64, n)
     unique = np.fromiter(first_of.values(), np.int64, len(first_of))
+    out = {"names": list(first_of) if len(unique) != n else names,
+           "sizes": _sum_by(first, unique, sizes)}
+    if letters is not None:
+        out["letters"] = letters[unique].tobytes().decode("latin-1")
+        out["footprints"] = _sum_by(first, unique, footprints)
+    if index:
+        out["index"] = first_of if len(unique) == n else dict(zip(out["names"], range(len(unique))))
+    return out
+
+
+def _sum_by(first, unique, values) -> list[int]:
+    """Per unique first row, the sum of VALUES of the rows that share it (exact integers)."""
+    n = len(first)
     if len(unique) == n:
-        out = (names, sizes.tolist())
-    elif float(sizes.sum(dtype=np.float64)) < EXACT:
-        totals = np.bincount(first, weights=sizes.astype(np.float64), minlength=n)
-        out = (list(first_of), totals[unique].astype(np.int64).tolist())
-    else:
-        sums = [0] * n                                 # beyond float precision: exact ints
-        for i, s in zip(first.tolist(), sizes.tolist()):
-            sums[i] += s
-        out = (list(first_of), [sums[i] for i in unique.tolist()])
-    if not index:
-        return out
-    position = np.full(n + 1, -1, np.int64)           # row -1 (not found) stays -1
-    position[unique] = np.arange(len(unique))
-    return (*out, (first_of, position))
+        return values.tolist()
+    if float(values.sum(dtype=np.float64)) < EXACT:
+        totals = np.bincount(first, weights=values.astype(np.float64), minlength=n)
+        return totals[unique].astype(np.int64).tolist()
+    sums = [0] * n                                     # beyond float precision: exact ints
+    for i, s in zip(first.tolist(), values.tolist()):
+        sums[i] += s
+    return [sums[i] for i in unique.tolist()]
 
 
-def bom_table(label, old: tuple[list[str], list[int]], new: tuple[list[str], list[int]]):
-    """size.bom_table for two (names, sizes) columns: one lookup pass, the rest in numpy."""
-    from flagbench.size import BomTable
-    old_names, old_sizes = old[:2]
-    new_names, new_sizes = new[:2]
-    o = np.array(old_sizes, np.int64) if old_sizes else np.zeros(0, np.int64)
-    n = np.array(new_sizes, np.int64) if new_sizes else np.zeros(0, np.int64)
-    if len(new) > 2:
-        first_of, position = new[2]
-    else:
-        first_of, position = dict(zip(new_names, range(len(new_names)))), np.arange(len(new_names) + 1)
-        position[-1] = -1
-    j = position[np.fromiter(map(first_of.get, old_names, repeat(-1)), np.int64, len(old_names))]
-    matched = j >= 0
-    n_of_old = np.where(matched, n[np.maximum(j, 0)] if len(n) else 0, 0)
-    d = n_of_old - o
-    seen = np.zeros(len(n), bool)
-    seen[j[matched]] = True
-    grow_m, shrink_m = matched & (d > 0), matched & (d < 0)
-    added = np.flatnonzero(~seen)
-    removed = ~matched
-    up = int(d[grow_m].sum()) + int(n[added].sum())
-    down = int(-d[shrink_m].sum()) + int(o[removed].sum())
-    changed = np.flatnonzero(removed | grow_m | shrink_m)
-    deltas = np.concatenate((np.where(matched[changed], d[changed], -o[changed]), n[added]))
-    names = _pick(old_names, changed) + _pick(new_names, added)
-    olds = o[changed].tolist() + ["-"] * len(added)
-    news = np.where(matched[changed], n_of_old[changed], 0).tolist() + n[added].tolist()
-    news[:len(changed)] = [v if m else "-" for v, m in zip(news[:len(changed)],
-                                                          matched[changed].tolist())]
-    # bloat-o-meter's order, (delta, name) descending: names sorted once (a list of str sorts
-    # with CPython's fast string compare), then a stable numpy sort by delta.
-    nz = np.flatnonzero(deltas != 0)
-    names = _pick(names, nz)
-    by_name = np.array(sorted(range(len(names)), key=names.__getitem__)[::-1], np.int64)
-    deltas = deltas[nz]
-    order = by_name[np.argsort(-deltas[by_name], kind="stable")]
-    columns = (deltas[order].tolist(), _pick(names, order), _pick(_pick(olds, nz), order),
-               _pick(_pick(news, nz), order))
-    table = BomTable(label, len(added), int(removed.sum()), int(grow_m.sum()),
-                     int(shrink_m.sum()), up, down, None, {}, {})
-    table.columns = columns
-    table.total_old, table.total_new = int(o.sum()), int(n.sum())
-    return table
+def _sections(t, side: dict) -> None:
+    """Allocated sections by output-section-like group (`size -A`), and code totals."""
+    alloc = np.flatnonzero((t.sec_flags & SHF_ALLOC != 0) & (t.sec_letter != 0))
+    flags, stype, size = t.sec_flags[alloc], t.sec_type[alloc], t.sec_size[alloc]
+    kind = np.where(flags & SHF_EXECINSTR != 0, 0, np.where(stype == SHT_NOBITS, 3,
+                    np.where(flags & SHF_WRITE != 0, 2, 1)))
+    for k, g in enumerate(GROUPS):
+        side["groups"][g] += int(size[kind == k].sum())
+    side["code"] += int(size[kind == 0].sum())
+    sections = side["sections"]
+    for name, n in zip(map(section_group, t.section_names(alloc)), size.tolist()):
+        sections[name] = sections.get(name, 0) + n
+    side["unlikely"] = sections.get(".text.unlikely", 0)
+
+
+def _gaps(t):
+    """(padding after each symbol row, bytes covered by sized symbols, padding bytes).
+
+    In each executable section, symbols are walked by start address. Bytes between the end of
+    the sized symbols seen so far and the next symbol start (or the section end) are padding,
+    given to the symbol that reached furthest. A region that starts at an unsized symbol is code
+    we cannot size, not padding; overlapping and aliased symbols are merged.
+    """
+    sec = t.sym_section
+    code_sec = (t.sec_flags & SHF_EXECINSTR != 0) & (t.sec_flags & SHF_ALLOC != 0)
+    rows = np.flatnonzero((sec >= 0) & code_sec[np.maximum(sec, 0)])
+    gap = np.zeros(len(sec), np.int64)
+    if len(rows) == 0:
+        return gap, 0, 0
+    s = sec[rows]
+    relocatable = np.array([m.etype == 1 for m in t.inp.members])[t.sec_member[s]]
+    start = t.sym_value[rows].astype(np.int64) - np.where(relocatable, 0, t.sec_addr[s].astype(np.int64))
+    sec_end = t.sec_size[s].astype(np.int64)
+    start = np.clip(start, 0, sec_end)
+    end = np.minimum(start + t.sym_size[rows].astype(np.int64), sec_end)
+    order = np.lexsort((-end, start, s))
+    s, start, end, sec_end, rows = s[order], start[order], end[order], sec_end[order], rows[order]
+    # Running furthest end within each section: offset each section into its own range.
+    span = int(sec_end.max()) + 1
+    key = s.astype(np.int64) * span
+    reach = np.maximum.accumulate(np.where(end > start, key + end, key)) - key
+    reach = np.maximum(reach, 0)
+    idx = np.arange(len(rows))
+    owner = np.maximum.accumulate(np.where((end > start) & (end >= reach), idx, -1))
+    last = np.append(s[1:] != s[:-1], True)
+    nxt = np.where(last, sec_end, np.append(start[1:], 0))
+    covered_start = reach > start                     # the region after this start is known code
+    pad = np.where(covered_start, np.maximum(nxt - np.maximum(reach, start), 0), 0)
+    prev_reach = np.where(np.append(True, s[1:] != s[:-1]), 0, np.append(0, reach[:-1]))
+    gained = np.maximum(end - np.maximum(start, prev_reach), 0)
+    has_owner = (owner >= 0) & (pad > 0)
+    np.add.at(gap, rows[owner[has_owner]], pad[has_owner])
+    return gap, int(gained.sum()), int(pad.sum())
