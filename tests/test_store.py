@@ -116,3 +116,24 @@ def test_bad_paths_and_files_are_user_errors(tmp_path):
 def test_split_cell_without_params_or_compiler():
     assert split_cell("a/b/c") == {"variant": "a", "target": "b", "compiler": "c", "params": {}}
     assert split_cell("a")["target"] == ""
+
+
+def test_samples_of_one_job_are_stored_together_or_not_at_all(tmp_path):
+    with Store(tmp_path / "fb.db") as db:
+        run = db.start_run("e", "h", {})
+        db.add_samples(run, [("w", "A/x86_64/gcc", "per_second", 1.0, "iter/s", "wis", {"sample": 1}),
+                             ("w", "A/x86_64/gcc", "per_second", 2.0, "iter/s", "wis", {"sample": 1})])
+        with pytest.raises(Exception):   # the second row is not a number: neither is stored
+            db.add_samples(run, [("w", "A/x86_64/gcc", "per_second", 3.0, "iter/s", "wis", {}),
+                                 ("w", "A/x86_64/gcc", "per_second", "x", "iter/s", "wis", {})])
+        assert [s["value"] for s in db.samples(run)] == [1.0, 2.0]
+
+
+def test_one_writer_per_database_and_who_holds_it(tmp_path):
+    with Store(tmp_path / "fb.db") as first, Store(tmp_path / "fb.db") as second:
+        with first.writer("flagbench run a"):
+            with pytest.raises(UserError, match=rf"is being written by pid {os.getpid()} \(flagbench run a\)"):
+                with second.writer("flagbench run b"):
+                    pass
+        with second.writer("flagbench run b"):       # released when the first is done
+            pass
