@@ -3,6 +3,7 @@ import csv
 import doctest
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -166,3 +167,44 @@ def test_many_variants_print_a_pivot():
     assert rows[0][3] == "204.00 (+96.2 % faster)"   # 204 / 104: every pairwise ratio is 1.9615
     rows_csv = list(csv.DictReader(io.StringIO(render(build_tables(samples, names), "csv"))))
     assert len(rows_csv) == 2 * 5
+
+
+HOSTILE_NAMES = ["a|b<script>alert(1)</script>", "back`tick", "new\nline", "=cmd()", "-2+3", "@sum", "esc\x1b[31mred"]
+
+
+def _hostile_tables():
+    samples = [dict(bench=name, metric="ns_per_iter", unit="ns", variant=v, target="x86_64", compiler="gcc",
+                    params={"size": "32"}, value=base + i)
+               for name in HOSTILE_NAMES for v, base in (("old", 10.0), ("new", 20.0)) for i in range(6)]
+    return build_tables(samples, ["old", "new"])
+
+
+def test_md_tables_keep_hostile_names_in_one_cell_and_as_text():
+    """Issue 11: a name with a pipe, markup, a backtick or a newline must not split a row or pass HTML."""
+    md = render(_hostile_tables(), "md")
+    assert "<script>" not in md and "\x1b" not in md
+    for line in md.splitlines():
+        if line.startswith("|"):   # every row of every table has as many cells as its header
+            assert len(re.findall(r"(?<!\\)\|", line)) == 5, line
+    titles = [line for line in md.splitlines() if line.startswith("**")]
+    assert len(titles) == len(HOSTILE_NAMES)     # the newline did not start a new line
+    assert any("a\\|b&lt;script&gt;" in t for t in titles) and any("back\\`tick" in t for t in titles)
+
+
+def test_csv_cells_that_look_like_formulas_are_prefixed():
+    rows = list(csv.reader(io.StringIO(render(_hostile_tables(), "csv"))))
+    benches = {r[0] for r in rows[1:]}
+    assert {"'=cmd()", "'-2+3", "'@sum"} <= benches
+    assert not any(cell.startswith(("=", "+", "-", "@")) for r in rows[1:] for cell in r
+                   if not re.fullmatch(r"-?[\d.e+-]+", cell))   # numbers stay numbers
+
+
+def test_text_shows_control_characters_escaped():
+    text = render(_hostile_tables(), "text")
+    assert "\x1b" not in text and "esc\\x1b[31mred" in text and "new\\nline" in text
+
+
+def test_html_escapes_every_name():
+    page = render(_hostile_tables(), "html")
+    assert "<script" not in page.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "\x1b" not in page
