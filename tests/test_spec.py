@@ -288,14 +288,15 @@ def test_bad_bench_values_name_file_line_and_what(tmp_path, case):
 
 def test_every_kind_has_its_defaults_in_one_place(tmp_path):
     d = write(tmp_path, MICRO + '\n[[bench]]\nname = "w"\nkind = "wis"\ntestcase = "a.c"\nguest = true\n'
-              'samples = 3\n\n[[bench]]\nname = "c"\nkind = "command"\ncommand = ["true"]\ntimeout = 2.5\n')
+              'samples = 3\n\n[[bench]]\nname = "c"\nkind = "command"\ncommand = ["true", "-x", "", "-x"]\n'
+              'timeout = 2.5\n')
     micro, wis, command = spec.load(d).benches
     assert (type(micro), micro.samples, micro.warmup, micro.count_iters, micro.guest) == \
         (benchspec.MicroBench, 10, 1, 1000, False)
     assert (type(wis), wis.samples, wis.warmup, wis.tasks, wis.modes, wis.guest) == \
         (benchspec.WisBench, 3, 0, (1,), ("processes", "threads"), True)
     assert wis.testcase == (d / "a.c").resolve()
-    assert (command.command, command.timeout, command.metrics) == (("true",), 2.5, ("time",))
+    assert (command.command, command.timeout, command.metrics) == (("true", "-x", "", "-x"), 2.5, ("time",))
     with pytest.raises(Exception):
         micro.samples = 5                                    # frozen
     assert benchspec.with_samples(micro, 4).samples == 4 and micro.samples == 10

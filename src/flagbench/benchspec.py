@@ -176,9 +176,9 @@ class _Reader:
         if typ.startswith("tuple[int"):
             items = self.array(key, raw)
             return tuple(self.integer(key, x, limits) for x in items)
-        # tuples of strings
-        items = self.array(key, raw)
-        if not all(isinstance(x, str) and x for x in items):
+        # tuples of strings; a command's arguments may repeat and be empty
+        items = self.array(key, raw, unique=key != "command")
+        if not all(isinstance(x, str) and (x or key == "command") for x in items):
             self.fail(key, f"{key} must be a list of non-empty strings, like {key} = [\"{_example(key)}\"]")
         choices = limits.get("choices")
         if choices:
@@ -187,10 +187,10 @@ class _Reader:
                 self.fail(key, f"{key}: {bad[0]!r} is not one of {', '.join(choices)}")
         return tuple(items)
 
-    def array(self, key: str, raw) -> list:
+    def array(self, key: str, raw, unique: bool = True) -> list:
         if not isinstance(raw, list) or not raw:
             self.fail(key, f"{key} must be a non-empty list")
-        dups = sorted({str(x) for x in raw if raw.count(x) > 1})
+        dups = sorted({str(x) for x in raw if raw.count(x) > 1}) if unique else []
         if dups:
             self.fail(key, f"{key} names {dups[0]} twice")
         return raw
