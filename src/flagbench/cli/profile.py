@@ -1,0 +1,53 @@
+"""`flagbench profile EXPERIMENT`: where the instructions (exact) and the time (perf samples) of
+each micro bench go, per symbol, the baseline variant against each other one.
+
+Exact profiles come from callgrind on x86_64 and from flagbench's qemu plugin on the other
+targets (every executed instruction attributed to the ELF symbol containing it), per iteration
+(n and 2n differenced), adding up to the instructions per iteration `flagbench run` counts.
+Profiles are kept in the results database: a second call prints without measuring (--fresh).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+FORMATS = ("text", "md", "json", "csv")
+
+
+def register(sub):
+    p = sub.add_parser("profile", help="per-symbol profiles (exact counts and perf time) of an experiment's "
+                       "micro benches, baseline vs each variant", description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("experiment", help="experiment directory (with experiment.toml) or .toml file")
+    p.add_argument("--bench", action="append", metavar="NAME", help="only this benchmark (repeatable)")
+    p.add_argument("--db", type=Path, default=Path("flagbench.db"), help="results database (default ./flagbench.db)")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--fresh", action="store_true", help="measure again instead of printing stored profiles")
+    p.add_argument("--no-perf", action="store_true", help="exact profiles only (no perf record)")
+    return p
+
+
+def run(args) -> int:
+    from flagbench import build, procs, spec
+    from flagbench.cli.demo import sayer
+    from flagbench.errors import UserError
+    from flagbench.profile_run import profile_experiment, render
+
+    procs.install()
+    exp = spec.load(Path(args.experiment))
+    unknown = set(args.bench or ()) - {b.name for b in exp.benches}
+    if unknown:
+        raise UserError(f"{exp.path}: no bench named {', '.join(sorted(unknown))} "
+                        f"(benches: {', '.join(b.name for b in exp.benches) or 'none'})")
+    chosen = [b for b in exp.benches if not args.bench or b.name in args.bench]
+    if not any(b.kind == "micro" for b in chosen):
+        raise UserError(f"{exp.path}: no micro bench to profile (profiles are taken of kind micro)")
+    say = sayer("flagbench profile: ")
+    notes = list(exp.notes)
+    builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=say)
+    with procs.owned_dir("flagbench-profile") as workdir:
+        profiles, more = profile_experiment(exp, builds, chosen, db=args.db, workdir=Path(workdir),
+                                            fresh=args.fresh, say=say, perf=not args.no_perf)
+    baseline = exp.variants[0].name
+    print(render(profiles, baseline, args.format, more), end="")
+    sys.stdout.flush()
+    return 0
