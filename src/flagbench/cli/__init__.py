@@ -21,6 +21,7 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "run": "build an experiment's variants and run its benchmarks",
     "wis": "run a will-it-scale testcase (processes and threads, 1..N tasks)",
     "report": "print the tables of a stored run (default: the latest)",
+    "profile": "per-symbol profiles (exact counts, perf time) of an experiment's micro benches, A vs B",
     "demo": "run the bundled case studies end to end and write their report",
 }
 
