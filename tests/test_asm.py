@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flagbench.asm import mix as mix_module
-from flagbench.asm.compare import compare
+from flagbench.asm.compare import compare_files as compare
 from flagbench.asm.disasm import disassemble
 from flagbench.asm.mix import mix
 from flagbench.toolchains import TARGETS
@@ -195,6 +195,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path):
         ([str(text), str(obj)], "not an ELF file"),
         ([str(obj), str(obj), "cals"], "close: calls"),
         ([str(obj), str(obj), "--format", "xml"], "invalid choice"),
+        ([str(obj), str(obj), "--limit", "-1"], "--limit -1"),
     ]
     for args, message in cases:
         out = flagbench("asm", *args)
@@ -338,6 +339,12 @@ def test_padding_inside_a_function_is_layout(tmp_path):
     c = compare(old, new)
     assert c.get("f").status == "same"
     assert c.get("g").status == "added"
+    # the mix counts the alignment int3s apart: same instructions, only the padding differs
+    m_old, m_new = mix("x86_64", d_old.lines), mix("x86_64", d_new.lines)
+    assert (m_old.padding, m_new.padding) == (22, 14)
+    assert m_old.insns == m_new.insns == len(d_old.lines) - 22
+    j = json.loads(flagbench("asm", str(old), str(new), "--format", "json").stdout)
+    assert j["total"]["new"]["insns"] == j["total"]["old"]["insns"] + 2   # g's mov and ret; its nops are padding
 
 
 def test_an_int3_that_aligns_nothing_is_a_change(tmp_path):
