@@ -103,6 +103,13 @@ def console_tail(console: str, n: int = TAIL_LINES) -> str:
     return "\n".join(lines[-n:])
 
 
+def boot_fragment(target_name: str) -> Path | None:
+    """The config fragment a target's kernel needs to boot here (kernel/boot-TARGET.config),
+    for kbuild.build_kernels(extra_fragments=...): the same for every variant."""
+    path = Path(__file__).resolve().parent / f"boot-{target_name}.config"
+    return path if path.is_file() else None
+
+
 def target(name: str) -> Target:
     if name not in TARGETS:
         raise UserError(f"no qemu-system recipe for target {name!r} (known: {', '.join(TARGETS)})")
@@ -140,7 +147,7 @@ def plugin_path() -> Path:
 
 def qemu_argv(t: Target, kernel: Path, initrd: Path, console_log: Path, settings: BootSettings,
               plugin_args: str | None) -> list[str]:
-    append = [f"console={t.console}", "panic=-1", "loglevel=4", *settings.append]
+    append = [f"console={t.console}", "panic=-1", *settings.append]   # full console: a hang shows where
     argv = [t.qemu, *t.machine, "-m", t.memory, "-smp", str(settings.smp), "-nodefaults", "-display", "none",
             "-no-reboot", "-serial", f"file:{console_log}", "-kernel", str(kernel), "-initrd", str(initrd),
             "-append", " ".join(append)]

@@ -1,0 +1,137 @@
+"""Booting a real kernel (tinyconfig x86_64 + boot-x86_64.config, built once and shared
+with test_kernel through tests/kernel_util.py) with an initramfs flagbench writes, and
+measuring inside it under qemu-system TCG with the syscount plugin.
+
+Boots are few (each a few seconds under TCG with -icount shift=4): two of one kernel for
+repeatability, one through guest_cells with a crashing bench, one panic, one hang.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from flagbench.kernel import boot as boots
+from flagbench.kernel import guest
+from flagbench.kernel.initramfs import file as initramfs_file
+from flagbench.kernel.initramfs import newc
+
+pytestmark = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86")
+
+X86 = boots.TARGETS["x86_64"]
+PAGE_FAULT = Path(__file__).resolve().parent.parent / "cases" / "kernel-memcpy-strategy" / "page_fault.c"
+CRASH_C = "int main(void) { *(volatile int *)0 = 1; return 0; }\n"
+QUICK = boots.BootSettings(timeout=240)
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    from kernel_util import build_test_kernels   # cached, file-locked: one build for both test files
+    build = build_test_kernels(("default",))["default"]
+    assert build.ok, build.error
+    return build
+
+
+def _qemus_using(path: Path) -> list[int]:
+    """Live processes whose command line mentions `path` (each boot's own work directory)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmdline:
+            found.append(int(pid))
+    return found
+
+
+def _rows(exp_dir: Path, **wis) -> tuple[list, dict]:
+    bench = {"name": "page_fault", "kind": "wis", "guest": True, "testcase": str(PAGE_FAULT),
+             "tasks": [1], "modes": ["processes"], "duration": 0.3, "warmup_seconds": 0.05, **wis}
+    return guest.plan_rows([bench], exp_dir)
+
+
+def test_newc_archive_layout():
+    """The newc header is the kernel's (usr/gen_init_cpio.c): magic, 13 hex fields, name, 4-byte padding."""
+    data = newc([initramfs_file("init", b"abc")])
+    assert data[:6] == b"070701"
+    fields = [int(data[6 + 8 * i:14 + 8 * i], 16) for i in range(13)]
+    assert fields[1] == 0o100755 and fields[6] == 3 and fields[11] == len("init") + 1
+    name_end = 110 + 5
+    assert data[110:name_end] == b"init\0"
+    body = name_end + (-name_end % 4)
+    assert data[body:body + 3] == b"abc"
+    assert b"TRAILER!!!\0" in data and len(data) % 4 == 0
+
+
+def test_counts_repeat_bit_for_bit_and_profile_sums_to_kernel(kernel, tmp_path):
+    rows, programs = _rows(tmp_path)
+    initrd = guest.make_initramfs(X86, rows, programs, tmp_path)
+    results = []
+    for run in ("one", "two"):
+        r = boots.boot(X86, Path(kernel.vmlinux), initrd, workdir=tmp_path / run, settings=QUICK,
+                       system_map=Path(kernel.system_map))
+        assert r.ok, f"{r.reason}\n{r.tail()}"
+        assert not _qemus_using(tmp_path / run)
+        parsed = guest.parse_console(r.console, r.regions, rows)["page_fault.processes.1"]
+        assert not parsed.failure, parsed.failure
+        results.append((parsed, r.regions[0]))
+    (a, region_a), (b, region_b) = results
+    assert a.iterations > 100                       # 511 pages per mmap: hundreds of faults in 0.3 s
+    assert (a.iterations, a.kernel, a.user) == (b.iterations, b.kernel, b.user)
+    assert region_a.profile == region_b.profile
+    assert sum(region_a.profile.values()) == region_a.kernel
+    # A page fault runs the fault handlers; the kernel executes thousands of instructions per fault.
+    assert region_a.profile.get("handle_mm_fault", 0) >= a.iterations
+    assert a.per_iter(a.kernel) > 500
+    assert 0 < a.per_iter(a.user) < 100               # the testcase's loop body per page touched
+
+
+def test_guest_cells_emit_exact_rows_and_a_crashing_bench_fails_alone(kernel, tmp_path):
+    (tmp_path / "crash.c").write_text(CRASH_C)
+    benches = [{"name": "page_fault", "kind": "wis", "guest": True, "testcase": str(PAGE_FAULT), "tasks": [1],
+                "modes": ["processes"], "duration": 0.3, "warmup_seconds": 0.05},
+               {"name": "crash", "kind": "command", "guest": True, "command": ["crash.c"]}]
+    notes: list[str] = []
+    cells = guest.guest_cells(SimpleNamespace(root=tmp_path), benches, [kernel], workdir=tmp_path / "work",
+                              notes=notes, settings=QUICK, noise_floor=False, progress=False)
+    by_bench = {c.bench: c for c in cells}
+    emitted: list[tuple[str, float, str]] = []
+    assert by_bench["page_fault"].counted(lambda *m: emitted.append(m)) is None
+    metrics = {m: v for m, v, _ in emitted}
+    assert metrics["kernel_insns_per_iter"] > 500 and metrics["user_insns_per_iter"] > 0
+    prov = by_bench["page_fault"].provenance
+    assert prov["accel"] == "tcg" and prov["icount"] == "shift=4,sleep=off" and prov["guest_time"] == "emulated"
+    assert prov["guest_ops_per_s"] > 0 and prov["qemu"].startswith("QEMU emulator version")
+    profile: list[tuple[str, float, str]] = []
+    assert by_bench["page_fault kernel profile"].counted(lambda *m: profile.append(m)) is None
+    names = [m.split(":", 1)[1] for m, _, _ in profile]
+    assert len(names) == guest.PROFILE_TOP and "exc_page_fault" in names   # the fault entry is among the top
+    assert all(v > 0 for _, v, _ in profile)
+    reason = by_bench["crash"].counted(lambda *m: None)
+    assert reason and "signal=11" in reason and "FB bench crash" in reason   # with the console tail
+    assert any("icount shift=4" in n for n in notes)
+
+
+def test_panicking_kernel_fails_with_console_tail(kernel, tmp_path):
+    rows, programs = _rows(tmp_path)
+    initrd = guest.make_initramfs(X86, rows, programs, tmp_path)
+    settings = boots.BootSettings(timeout=240, append=("flagbench.exit",))   # /init exits: the kernel panics
+    r = boots.boot(X86, Path(kernel.vmlinux), initrd, workdir=tmp_path / "panic", settings=settings)
+    assert not r.ok
+    assert r.reason.startswith("Kernel panic - not syncing: Attempted to kill init")
+    assert "FB exiting on request" in r.tail()
+    assert not _qemus_using(tmp_path / "panic")
+
+
+def test_hanging_boot_times_out_and_leaves_no_qemu(kernel, tmp_path):
+    rows, programs = _rows(tmp_path)
+    initrd = guest.make_initramfs(X86, rows, programs, tmp_path)
+    settings = boots.BootSettings(timeout=15, append=("flagbench.hang",))   # /init waits forever
+    r = boots.boot(X86, Path(kernel.vmlinux), initrd, workdir=tmp_path / "hang", settings=settings)
+    assert not r.ok and r.reason == "timeout after 15 s"
+    assert "Linux version" in r.console             # what the console had is kept for the report
+    assert not _qemus_using(tmp_path / "hang")
