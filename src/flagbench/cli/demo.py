@@ -85,7 +85,7 @@ def demo_case(case: Path, args):
     from flagbench.pipeline import run_experiment
     from flagbench.report import blocks, failure_blocks, run_tables
     from flagbench.report.doc import Bullets, Heading, Link, Para
-    from flagbench.report.sections import asm_blocks, pair_anchor, size_blocks, size_change, size_doc
+    from flagbench.report.sections import asm_blocks, pair_anchor, size_blocks, size_doc, size_summary
     from flagbench.report.summary import case_summary
     from flagbench.store import Store
 
@@ -106,8 +106,7 @@ def demo_case(case: Path, args):
             key = (other.cell.variant.name, target, compiler)
             size_anchor = pair_anchor(exp.name, "size", *key)
             doc = size_doc(str(build.archive(base)), str(build.archive(other)))
-            delta, old_total = size_change(doc)
-            sizes[key] = (f"{delta:+d} B" + (f" ({100 * delta / old_total:+.2f} %)" if old_total else ""), size_anchor)
+            sizes[key] = (size_summary(doc), size_anchor)
             details += [Heading(3, f"{new_label} vs {old_label}", pair_anchor(exp.name, "pair", *key))]
             details += size_blocks(doc, anchor=size_anchor, label=f"{new_label} vs {old_label}")
             details += asm_blocks(base.objects, other.objects, old_label=old_label, new_label=new_label,

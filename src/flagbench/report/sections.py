@@ -32,6 +32,26 @@ def size_change(doc: dict) -> tuple[int, int]:
     return int(total.get("new", 0)) - int(total.get("old", 0)), int(total.get("old", 0))
 
 
+def size_summary(doc: dict) -> str:
+    """The size change in a few words: symbols' bytes, and the code span with padding when padding
+    moved (what bloat-o-meter cannot see: -falign-functions=64 is +0 B in symbols).
+
+    >>> size_summary({"total": {"old": 100, "new": 110}, "code": {"old": 200, "new": 210},
+    ...               "padding": {"old": 4, "new": 4}})
+    '+10 B (+10.00 %)'
+    >>> size_summary({"total": {"old": 100, "new": 100}, "code": {"old": 200, "new": 264},
+    ...               "padding": {"old": 4, "new": 68}})
+    '+0 B, code +64 B (padding +64)'
+    """
+    delta, old_total = size_change(doc)
+    text = f"{delta:+d} B" + (f" ({100 * delta / old_total:+.2f} %)" if old_total else "")
+    code, pad = doc.get("code") or {}, doc.get("padding") or {}
+    d_pad = pad.get("new", 0) - pad.get("old", 0)
+    if d_pad:
+        text = f"{delta:+d} B, code {code.get('new', 0) - code.get('old', 0):+d} B (padding {d_pad:+d})"
+    return text
+
+
 def size_blocks(doc: dict, *, anchor: str, label: str) -> list[Block]:
     symbols = [s for s in doc.get("symbols", []) if s.get("delta")]
     up = sum(s["delta"] for s in symbols if s["delta"] > 0)

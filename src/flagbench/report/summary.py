@@ -3,7 +3,7 @@ commit message: each variant's verdict and change in time, its exact-count chang
 change; every number a link to the table it comes from.
 
 A sweep (several rows) is summarised as benchstat does, by the geometric mean of the per-row
-ratios, with how many rows were faster, slower or `~`; with more than two compared columns
+ratios, with how many rows were faster, slower or `~`; with more than three compared columns
 (memcpy implementations) only the best and the worst are named.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from flagbench.stats import higher_is_better
 
 AUXILIARY = ("page_faults", "task_clock_ms")   # perf's side metrics: in the tables, not the summary
 EXACT_COUNTS = ("insns_per_iter", "insns_per_byte")
-MAX_NAMED = 2
+MAX_NAMED = 3
 
 
 def _timed_entry(t: Table, variant: str) -> tuple[str, float] | None:
@@ -66,6 +66,8 @@ def _entries(t: Table | None, prefix: str, pick, higher_better: bool) -> list[In
     anchor = table_anchor(t, prefix)
     if len(t.variants) == 2:
         return [Link(found[0][1][0], anchor)]
+    if len(found) > 1 and len({text for _, (text, _) in found}) == 1:   # all alike: say it once
+        return [Link(f"all {len(found)}: {found[0][1][0]}", anchor)]
     if len(found) > MAX_NAMED:
         ranked = sorted(found, key=lambda ve: ve[1][1], reverse=higher_better)
         found = [ranked[0], ranked[-1]]
@@ -95,6 +97,12 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
         up = higher_is_better(timed.metric) if timed else False
         variants = (timed or exact).variants[1:]
         size_cell: list[Inline] = []
+        texts = {sizes[(v, target, compiler)][0] for v in variants if (v, target, compiler) in sizes}
+        if len(variants) > 1 and len(texts) == 1 and all((v, target, compiler) in sizes for v in variants):
+            text, anchor = sizes[(variants[0], target, compiler)]
+            size_cell = [Link(f"all {len(variants)}: {text}", anchor)]
+            covered |= {(v, target, compiler) for v in variants}
+            variants = []
         for v in variants:
             if (v, target, compiler) in sizes:
                 text, anchor = sizes[(v, target, compiler)]
