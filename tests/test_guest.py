@@ -135,3 +135,33 @@ def test_hanging_boot_times_out_and_leaves_no_qemu(kernel, tmp_path):
     assert not r.ok and r.reason == "timeout after 15 s"
     assert "Linux version" in r.console             # what the console had is kept for the report
     assert not _qemus_using(tmp_path / "hang")
+
+
+def test_sigterm_to_flagbench_takes_its_qemu_along(kernel, tmp_path):
+    """A flagbench killed while a guest runs leaves no qemu (procs: PDEATHSIG + signal handlers)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    rows, programs = _rows(tmp_path)
+    initrd = guest.make_initramfs(X86, rows, programs, tmp_path)
+    work = tmp_path / "term"
+    script = ("import sys; from pathlib import Path; from flagbench import procs; procs.install(); "
+              "from flagbench.kernel import boot as b; "
+              "b.boot(b.TARGETS['x86_64'], Path(sys.argv[1]), Path(sys.argv[2]), workdir=Path(sys.argv[3]), "
+              "settings=b.BootSettings(timeout=300, append=('flagbench.hang',)))")
+    child = subprocess.Popen([sys.executable, "-c", script, str(kernel.vmlinux), str(initrd), str(work)])
+    try:
+        console = work / "console.log"
+        for _ in range(600):   # until the guest is up and waiting
+            if console.exists() and "FB hanging" in console.read_text(errors="replace"):
+                break
+            time.sleep(0.1)
+        assert _qemus_using(work), "the guest never came up"
+        child.send_signal(signal.SIGTERM)
+        child.wait(timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+    time.sleep(0.5)
+    assert not _qemus_using(work)
