@@ -222,12 +222,15 @@ def pairs(profiles: list[Profile], baseline: str):
                 yield old, new
 
 
-def diff_rows(old: Profile, new: Profile, top: int | None = 12) -> tuple[list[str], list[list[str]]]:
+def diff_rows(old: Profile, new: Profile, top: int | None = 8) -> tuple[list[str], list[list[str]]]:
     unit = "insns/iter" if old.exact else "samples"
     header = ["symbol", f"{old.variant} share", f"{new.variant} share", "change", f"{old.variant} {unit}",
               f"{new.variant} {unit}"]
     body = []
-    for r in diff(old, new, top):
+    rows = diff(old, new, None)
+    if not old.exact:   # sampled: leave out what neither side spent half a percent in (kernel noise)
+        rows = [r for r in rows if max(r.old_share, r.new_share) >= 0.005] or rows[:2]
+    for r in rows[:top]:
         name = r.name + (f" ({', '.join(r.suffixes)})" if r.suffixes else "")
         body.append([name, f"{100 * r.old_share:.1f} %", f"{100 * r.new_share:.1f} %",
                      f"{100 * (r.new_share - r.old_share):+.1f} pt", _num(r.old), _num(r.new)])

@@ -118,6 +118,7 @@ def demo_case(case: Path, args):
         with Store(args.db, create=False) as store:
             tables = run_tables(store, outcome.run_id)
             failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]
+    profiled = _profiles(exp, builds, args, say)
     summary = case_summary(tables, prefix=exp.name, baseline=baseline, sizes=sizes)
     overview = [Para([Link(exp.name, exp.name), f": {exp.description}"]), summary]
     section = [Heading(2, exp.name, exp.name), Para([exp.description]), summary]
@@ -127,4 +128,27 @@ def demo_case(case: Path, args):
     if tables or failures:
         section += [Heading(3, f"{exp.name}: benchmarks", f"{exp.name}-benchmarks")]
         section += blocks(tables, prefix=exp.name, figures=True) + failure_blocks(failures)
+    if profiled:
+        section += [Heading(3, f"{exp.name}: where the instructions and the time go", f"{exp.name}-profiles")]
+        section += profiled
     return section, overview, status
+
+
+def wants_profile(bench) -> bool:
+    """Micro benches that ask for a profile, or for perf (the seed's `perf top` question)."""
+    return bench.kind == "micro" and bool({"profile", "perf"} & set(bench.metrics))
+
+
+def _profiles(exp, builds, args, say) -> list:
+    """The profile diffs of the case's micro benches that want one (flagbench profile)."""
+    from flagbench import procs
+    from flagbench.profile_run import blocks as profile_blocks
+    from flagbench.profile_run import profile_experiment
+
+    chosen = [b for b in exp.benches if wants_profile(b)]
+    if not chosen:
+        return []
+    with procs.owned_dir("flagbench-profile") as workdir:
+        profiles, notes = profile_experiment(exp, builds, chosen, db=args.db, workdir=Path(workdir),
+                                             fresh=args.fresh, say=say)
+    return profile_blocks(profiles, exp.variants[0].name, prefix=exp.name, notes=notes)

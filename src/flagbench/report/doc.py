@@ -35,6 +35,7 @@ class Heading:
 @dataclass
 class Para:
     parts: list[Inline]
+    anchor: str | None = None
 
 
 @dataclass
@@ -118,7 +119,7 @@ class Markdown:
             if isinstance(b, Heading):
                 out += _md_anchor(b.anchor) + [f"{'#' * b.level} {md_para(b.text)}", ""]
             elif isinstance(b, Para):
-                out += ["".join(_md_inline(p, md_para) for p in b.parts), ""]
+                out += _md_anchor(b.anchor) + ["".join(_md_inline(p, md_para) for p in b.parts), ""]
             elif isinstance(b, Bullets):
                 out += [f"- {md_para(i)}" for i in b.items] + [""]
             elif isinstance(b, Grid):
@@ -195,7 +196,8 @@ class Html:
             ident = f' id="{b.anchor}"' if b.anchor else ""
             return f"<h{b.level}{ident}>{esc(b.text)}</h{b.level}>"
         if isinstance(b, Para):
-            return f"<p>{''.join(self._inline(p) for p in b.parts)}</p>"
+            ident = f' id="{b.anchor}"' if b.anchor else ""
+            return f"<p{ident}>{''.join(self._inline(p) for p in b.parts)}</p>"
         if isinstance(b, Bullets):
             return "<ul class=\"notes\">" + "".join(f"<li>{esc(i)}</li>" for i in b.items) + "</ul>"
         if isinstance(b, Grid):

@@ -63,7 +63,7 @@ def size_blocks(doc: dict, *, anchor: str, label: str) -> list[Block]:
     out: list[Block] = [Para([f"size of {label}: symbols {delta:+d} bytes{pct}; add/remove {added}/{removed}, "
                               f"grow/shrink {sum(1 for s in symbols if s['delta'] > 0) - added}/"
                               f"{sum(1 for s in symbols if s['delta'] < 0) - removed}, up/down {up}/{down}. "
-                              f"{doc.get('summary', '')}"])]
+                              f"{doc.get('summary', '')}"], anchor=anchor)]
     if not symbols:
         out.append(Para(["no symbol changed size"]))
     else:
@@ -71,11 +71,10 @@ def size_blocks(doc: dict, *, anchor: str, label: str) -> list[Block]:
                 for s in symbols[:TOP_SYMBOLS]]
         more = [f"{len(symbols) - TOP_SYMBOLS} more symbols changed size (flagbench size)"] \
             if len(symbols) > TOP_SYMBOLS else []
-        out.append(Grid(["symbol", "old", "new", "delta"], rows, anchor=anchor, notes=more))
+        out.append(Grid(["symbol", "old", "new", "delta"], rows, notes=more))
     moved = [(name, o, n) for name, o, n in _extras(doc) if o != n]
     if moved:
-        out.append(Grid(["", "old", "new", "delta"], [[name, str(o), str(n), f"{n - o:+d}"] for name, o, n in moved],
-                        anchor=None if symbols else anchor))
+        out.append(Grid(["", "old", "new", "delta"], [[name, str(o), str(n), f"{n - o:+d}"] for name, o, n in moved]))
     elif not symbols:
         out.append(Para(["sections, padding and symbols: all the same size"]))
     bars = plots.bars([(s["name"], s["delta"]) for s in sorted(symbols, key=lambda s: -abs(s["delta"]))

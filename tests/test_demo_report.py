@@ -1,0 +1,90 @@
+"""`flagbench demo` on a small case of its own: the report a maintainer pastes.
+
+A summary first whose every link points at an anchor of the report; cells named
+variant/target/compiler (no cache paths); "no symbol changed size" when nothing did; a chosen
+function that did not change counted, not printed; and the html beside the md.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+LOOP_C = r"""
+#include <stdint.h>
+uint64_t spin(uint64_t n)
+{
+    uint64_t acc = 1;
+    for (uint64_t i = 0; i < n; i++)
+        acc = acc * 3 + i + EXTRA;
+    return acc;
+}
+"""
+
+
+def flagbench(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True, cwd=cwd,
+                          env={"PATH": "/usr/bin:/bin", "FLAGBENCH_CACHE": str(cwd / "cache"),
+                               "XDG_CACHE_HOME": str(cwd / "xdg")}, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    case = root / "cases" / "same"
+    case.mkdir(parents=True)
+    (case / "loop.c").write_text(LOOP_C)
+    (case / "experiment.toml").write_text(textwrap.dedent("""
+        description = "a define that changes nothing | <b>not bold</b>"
+        sources = ["loop.c"]
+        targets = ["x86_64"]
+        compilers = ["gcc"]
+        cflags = ["-O2"]
+        show = ["spin"]
+
+        [variants]
+        base = { defines = { EXTRA = 0 } }
+        same = { defines = { EXTRA = 0, UNUSED = 1 } }
+
+        [[bench]]
+        name = "spin"
+        kind = "micro"
+        function = "spin"
+        metrics = ["insns"]
+        """))
+    out = root / "out" / "demo.md"
+    done = flagbench("demo", "--cases-dir", str(root / "cases"), "--db", str(root / "fb.db"), "--out", str(out),
+                     cwd=root)
+    assert done.returncode == 0, done.stderr
+    return root, out.read_text(), out.with_suffix(".html"), done
+
+
+def test_summary_first_and_every_link_resolves(demo):
+    _, md, _, _ = demo
+    assert md.index("## Summary") < md.index("## same")
+    summary = md[md.index("## Summary"):md.index("## same")]
+    links = re.findall(r"\]\(#([a-z0-9-]+)\)", summary)
+    assert links and "+0.00 % insns/iter" in summary
+    anchors = set(re.findall(r'<a id="([a-z0-9-]+)"></a>', md))
+    assert set(links) <= anchors
+
+
+def test_cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo):
+    root, md, _, _ = demo
+    assert "same/x86_64/gcc vs base/x86_64/gcc" in md
+    assert str(root) not in md and ".cache" not in md and "/cells/" not in md
+    assert "no symbol changed size" in md
+    assert "the same in both builds (not printed): spin" in md and "```" not in md
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in md and "<b>" not in md
+
+
+def test_html_beside_md_and_stdout_ends_with_the_summary(demo):
+    _, _, html, done = demo
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and 'id="summary"' in page
+    assert "&lt;b&gt;not bold&lt;/b&gt;" in page
+    printed = done.stdout   # each case as it finishes, then the one-screen summary of them all
+    assert printed.rindex("## Summary") > printed.rindex("## same")
