@@ -89,6 +89,7 @@ def _experiment(args) -> bool:
         pair = variants.variant_pair(args.old, args.variants, args.target, args.compiler)
         args.old, args.new = str(archive(pair.old)), str(archive(pair.new))
         return False
+    import re
     import sys
 
     pair = variants.kernel_pair(exp, args.variants, args.target, args.compiler)
@@ -102,6 +103,14 @@ def _experiment(args) -> bool:
         from flagbench.kernel import objects
         changes = objects.compare_trees(pair.old.dir, pair.new.dir)
         sys.stdout.write(objects.render(changes, len(objects.compiled_objects(pair.new.dir)), top=args.top or 30))
+        return True
+    if args.format == "bom" and not args.kind:   # as the tree's own scripts/bloat-o-meter prints it
+        from flagbench.kernel.summary import tree_bom
+        try:
+            match = re.compile(args.match) if args.match else None
+        except re.error as e:
+            raise UserError(f"--match {args.match!r}: {e}") from None
+        sys.stdout.write(tree_bom(pair.old.vmlinux, pair.new.vmlinux, pair.old.src, args.mode, match, args.top))
         return True
     args.old, args.new = str(pair.old.vmlinux), str(pair.new.vmlinux)
     return False

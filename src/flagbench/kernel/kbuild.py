@@ -71,6 +71,7 @@ class KernelBuild:
     tree: str = ""                     # the source tree, as a label with its version
     make: tuple[str, ...] = ()         # the make command (without the target)
     options: tuple[Option, ...] = ()   # every config option asked for
+    src: Path | None = None            # the source tree make ran in (a patched copy for patches)
 
 
 @dataclass
@@ -253,20 +254,24 @@ def _configure(p: _Plan, exp: Experiment, say) -> None:
 # -- compile -------------------------------------------------------------------------------
 def _compile_all(plans: list[_Plan], jobs: int, progress: bool) -> list[KernelBuild]:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn)
+    from rich.table import Column
 
     console = Console(stderr=True, quiet=not progress)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+    width = max((len(p.cell.key) for p in plans), default=10) + 7
+    columns = (TextColumn("{task.description}", table_column=Column(min_width=width, no_wrap=True)),
+               BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("[dim]{task.fields[now]}"))
     out = []
     with Progress(*columns, console=console, transient=False) as bars:
         for p in plans:
-            task = bars.add_task(p.cell.key, total=None, now="")
-            out.append(_compile(p, jobs, bars, task))
+            task = bars.add_task(escape(p.cell.key), total=None, now="")
+            out.append(_compile(p, jobs, bars, task, escape))
     return out
 
 
-def _compile(p: _Plan, jobs: int, bars, task) -> KernelBuild:
+def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
     with source.locked(p.odir.with_name(p.odir.name + ".lock")):
         p.last = _read_json(p.odir / CELL_FILE)
         if p.cached:
@@ -275,14 +280,14 @@ def _compile(p: _Plan, jobs: int, bars, task) -> KernelBuild:
         expected = p.last.get("objects") or _estimate(p)
         bars.update(task, total=expected, completed=0, now="make")
         start = time.monotonic()
-        rc, compiled, errors = _run_make(p, jobs, bars, task)
+        rc, compiled, errors = _run_make(p, jobs, bars, task, escape)
         seconds = time.monotonic() - start
         ok = rc == 0 and (p.odir / "vmlinux").is_file()
         error = None
         if not ok:
             error = "\n".join(errors[:12]) or f"make exited with status {rc}"
-            bars.update(task, description=f"[red]{p.cell.key} FAILED", now=errors[0][:80] if errors else "")
-            bars.console.print(f"[red]{p.cell.key} failed:[/]\n{error}", markup=True, highlight=False)
+            bars.update(task, description=f"[red]{escape(p.cell.key)} FAILED", now=escape(errors[0][:80]) if errors else "")
+            bars.console.print(f"[red]{p.cell.key} failed:[/]\n{escape(error)}", highlight=False)
         else:
             bars.update(task, total=max(compiled, 1), completed=max(compiled, 1), now=f"{compiled} compiled")
         data = {**p.last, "stamp": p.stamp if ok else None, "ok": ok, "error": error, "seconds": seconds,
@@ -295,7 +300,7 @@ def _compile(p: _Plan, jobs: int, bars, task) -> KernelBuild:
         return _result(p, cached=False)
 
 
-def _run_make(p: _Plan, jobs: int, bars, task) -> tuple[int, int, list[str]]:
+def _run_make(p: _Plan, jobs: int, bars, task, escape) -> tuple[int, int, list[str]]:
     """make -jN all, its output (kept in O=/flagbench-make.log) read as it comes:
     (status, objects compiled, error lines). A signal or the deadline kills make's whole tree."""
     argv = [*p.make, f"-j{jobs}", "all"]
@@ -322,14 +327,15 @@ def _run_make(p: _Plan, jobs: int, bars, task) -> tuple[int, int, list[str]]:
                     if m:
                         if m.group(1) in _COMPILES:
                             compiled += 1
-                            bars.update(task, advance=1, now=m.group(2))
+                            bars.update(task, advance=1, now=escape(m.group(2)))
                     elif _ERROR.search(line) and len(errors) < 40:
                         errors.append(line.rstrip())
                 if not running and not chunk:
                     break
             rc = proc.wait(timeout=0) if proc.popen.poll() is None else proc.popen.returncode
-    # the compiler's own lines first, make's "*** [...] Error 1" after them
+    # the compiler's own lines first, make's "*** [...] Error 1" after them; paths as in the tree
     errors.sort(key=lambda e: ("***" in e or e.startswith("make")))
+    errors = [e.replace(f"{p.tree.src}/", "").replace("../../../src/", "") for e in errors]
     return (rc if rc is not None else -1), compiled, errors
 
 
@@ -364,7 +370,8 @@ def _result(p: _Plan, cached: bool) -> KernelBuild:
         config=d / ".config", modules=modules, seconds=float(p.last.get("seconds") or 0.0),
         tools=dict(p.last.get("tools") or p.tools), cached=cached, ok=bool(p.last.get("ok")),
         error=p.last.get("error"), compiled=0 if cached else int(p.last.get("compiled") or 0),
-        tree=f"{p.tree.label}: Linux {p.tree.version}", make=tuple(p.make), options=tuple(p.options))
+        tree=f"{p.tree.label}: Linux {p.tree.version}", make=tuple(p.make), options=tuple(p.options),
+        src=p.tree.src)
 
 
 # -- what `flagbench build` prints ------------------------------------------------------------

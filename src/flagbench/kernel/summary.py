@@ -45,6 +45,32 @@ class Summary:
         return "Before=%d, After=%d, chg %+.2f%%" % (self.bom_old, self.bom_new, pct)
 
 
+# scripts/bloat-o-meter before the weak-symbol change (Linux 6.1 has this one): no w/W/v/V.
+LEGACY_BOM_TABLES = {None: (("Function", "tTdDbBrR"),), "t": (("Function", "tT"),), "d": (("Data", "dDbBrR"),),
+                     "c": (("Function", "tT"), ("Data", "dDbB"), ("RO Data", "rR"))}
+
+
+def tree_bom(old_path, new_path, tree_src: Path | None, mode: str | None = None, match=None,
+             top: int | None = None) -> str:
+    """What the tree's own scripts/bloat-o-meter prints for OLD and NEW: the size stage's bom,
+    with the older symbol types when the tree's script predates weak symbols."""
+    from flagbench import size
+    script = tree_src / "scripts" / "bloat-o-meter" if tree_src else None
+    if script is None or not script.is_file() or '"tTwW"' in script.read_text(errors="replace"):
+        return size.bom(str(old_path), str(new_path), mode, match, top)
+    out = []
+    for label, types in LEGACY_BOM_TABLES[mode]:
+        text = size.bom(str(old_path), str(new_path), None, match, top, types)
+        out.append(text.replace("%-40s" % "Function", "%-40s" % label, 1))   # its one-table label
+    return "".join(out)
+
+
+def _bom_totals(text: str) -> tuple[int, int]:
+    last = text.rstrip().rsplit("\n", 1)[-1]            # "Total: Before=1, After=2, chg +1.00%"
+    before, after = (int(part.split("=")[1]) for part in last.removeprefix("Total: ").split(", ")[:2])
+    return before, after
+
+
 def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True) -> Summary:
     """OLD and NEW are kbuild.KernelBuild cells (ok ones)."""
     from flagbench import size
@@ -56,9 +82,10 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True) -> 
         counts = asm.counts()
         string_ops = _string_ops(asm)
     compiler = next(iter(new.tools.values()), "")
+    bom_old, bom_new = _bom_totals(tree_bom(old.vmlinux, new.vmlinux, old.src))
     return Summary(
         old.cell.key, new.cell.key, c.old.code, c.new.code, c.old.padding, c.new.padding,
-        c.table.total_old, c.table.total_new, counts, kconfig_file.delta(old.config, new.config),
+        bom_old, bom_new, counts, kconfig_file.delta(old.config, new.config),
         kobjects.compare_trees(old.dir, new.dir) if with_objects else [], compiler, new.tree, string_ops)
 
 
@@ -111,7 +138,7 @@ def render(s: Summary, *, objects_top: int = 10, config_top: int = 20) -> str:
 def demo_section(case_dir: str | Path, *, jobs: int | None = None, progress: bool = True) -> str:
     """Markdown for one kernel case: build its first two variants (first target and
     compiler), then the summary, bloat-o-meter's table head and the objects that changed."""
-    from flagbench import size, spec, variants
+    from flagbench import spec, variants
     from flagbench.kernel.kbuild import build_kernels
     exp = spec.load(case_dir)
     old_cell, new_cell, notes = variants.choose(exp)
@@ -121,7 +148,7 @@ def demo_section(case_dir: str | Path, *, jobs: int | None = None, progress: boo
         bad = old if not old.ok else new
         return f"{title}\n\n{bad.cell.key} did not build:\n\n```\n{bad.error}\n```\n"
     s = summarize(old, new)
-    bom = size.bom(str(old.vmlinux), str(new.vmlinux)).splitlines()
+    bom = tree_bom(old.vmlinux, new.vmlinux, old.src).splitlines()
     head = bom[:2] + bom[2:-1][:15] + (["..."] if len(bom) > 18 else []) + bom[-1:]
     built = "cached" if old.cached and new.cached else f"{old.seconds:.0f} s + {new.seconds:.0f} s"
     out = [title, "", exp.description or "", "",
