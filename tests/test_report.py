@@ -208,3 +208,24 @@ def test_html_escapes_every_name():
     page = render(_hostile_tables(), "html")
     assert "<script" not in page.lower() and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "\x1b" not in page
+
+
+def test_html_plots_per_table_kind(db):
+    """The sweep: a panel per alignment with a line per implementation; will-it-scale: a panel per mode
+    with a line per variant; timed comparisons: a forest; exact counts and the failure: tables only."""
+    path, run, _ = db
+    out = flagbench("report", str(run), "--db", str(path), "--format", "html", "-o", str(path.parent / "r.html"))
+    assert out.returncode == 0 and out.stdout == ""
+    page = (path.parent / "r.html").read_text()
+    assert page.count('<svg xmlns="http://www.w3.org/2000/svg" class="plot"') >= 2 + 2 + 1
+    for panel in ("aligned", "dst+1, src+3", "processes", "threads"):
+        assert f'font-weight="600">{panel}</text>' in page, panel
+    # 2 sweep panels and 2 wis panels of 2 lines each; the aarch64 counts are "insns", not per byte: no plot
+    assert page.count('class="series"') == 2 * 2 + 2 * 2
+    assert "SIGBUS" in page and "http" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_output_file_that_cannot_be_written_is_one_line(db, tmp_path):
+    path, _, _ = db
+    out = flagbench("report", "--db", str(path), "--format", "html", "-o", str(tmp_path / "no" / "x" / "\0"))
+    assert out.returncode != 0 and "Traceback" not in out.stderr
