@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"flagbench {args.verb}: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:   # procs.Terminated carries the signal: exit 128 + it
         print(f"flagbench {args.verb}: interrupted", file=sys.stderr)
-        return 130
+        return getattr(e, "exit_status", 130)
     except BrokenPipeError:  # `flagbench size ... | head`
         sys.stderr.close()
         return 0
