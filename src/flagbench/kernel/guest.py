@@ -16,6 +16,11 @@ the cells' jobs hand the parsed numbers to the engine, or fail with the boot's
 reason and the console's last lines. The A/A noise floor: the baseline kernel is
 booted a second time with one more (ignored) kernel command line word, which moves
 where timer interrupts land; the difference is what "exact" means across kernels.
+
+The run pipeline calls, for a kernel experiment:
+    builds = kbuild.build_kernels(exp, extra_fragments=[boot.boot_fragment(t) for t in exp targets])
+    cells += guest_cells(exp, benches, builds, workdir=workdir, notes=notes)
+and hands the cells to run.engine.run_cells like any others.
 """
 from __future__ import annotations
 
