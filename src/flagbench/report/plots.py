@@ -41,7 +41,7 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 def _fmt_tick(v: float) -> str:
     """
     >>> [_fmt_tick(v) for v in (0, 1500, 2e6, 0.25, 1048576, 12.5)]
-    ['0', '1.5k', '2M', '0.25', '1M', '12.5']
+    ['0', '1.5k', '2M', '0.25', '1.05M', '12.5']
     """
     a = abs(v)
     for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
