@@ -46,6 +46,8 @@ IMAGES = {"x86_64": ("arch/x86/boot/bzImage",), "aarch64": ("arch/arm64/boot/Ima
           "loongarch64": ("arch/loongarch/boot/vmlinux.efi", "arch/loongarch/boot/vmlinux.elf")}
 PINNED_ENV = {"KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970", "KBUILD_BUILD_USER": "flagbench",
               "KBUILD_BUILD_HOST": "flagbench", "KBUILD_BUILD_VERSION": "1", "LC_ALL": "C"}
+# What a target name means that a base config may not: x86_64 tinyconfig is a 32-bit kernel otherwise.
+IMPLIED = {"x86_64": (("CONFIG_64BIT", "y"),)}
 MIN_LOONGARCH_CLANG = (6, 5)    # clang-built LoongArch kernels need 6.5+ (Debian: debian:6.12)
 # Kbuild's quiet lines: "  CC      init/main.o", "  CC [M]  fs/x.o", "  AS      arch/x86/entry.o"
 _QUIET = re.compile(r"^  ([A-Z][A-Z0-9_]*(?: \[M\])?)\s+(\S+)")
@@ -201,8 +203,11 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
             raise UserError(f"variant {cell.variant.name}: {' '.join(probe_argv)} for {cell.target} rejects "
                             f"its kcflags {' '.join(changes.kcflags)}: {message}")
     asked = {o.name: o for o in changes.options}
+    implied = [Option(name, value, f"target {cell.target}") for name, value in IMPLIED.get(cell.target, ())
+               if name not in asked]
+    asked.update({o.name: o for o in implied})
     added = [o for o in extra if asked.get(o.name, Option("", "", "")).value != o.value]
-    options = list(changes.options) + added
+    options = implied + list(changes.options) + added
     odir = cell_dir(exp, cell, tree, added)
     make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
     env = {**os.environ, **PINNED_ENV, **ccache_env(tree)}

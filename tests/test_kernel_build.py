@@ -1,0 +1,215 @@
+"""Kernel experiments on a real tree: Debian's linux-source-6.1, tinyconfig x86_64, built by
+make through ccache (tests/kernel_util.py builds it once; later sessions find it cached).
+
+Oracles: the tree's own scripts/bloat-o-meter run on the same two vmlinux files, the tree's
+scripts/kconfig/merge_config.sh for the fragment merge, the patch file itself for what
+changed (one function of lib/string.c), and the compiler's own error message.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flagbench import spec
+from flagbench.errors import UserError
+from flagbench.kernel import config as kconfig_file
+from flagbench.kernel import objects, source, summary
+from flagbench.kernel.kbuild import build_kernels
+from kernel_util import EXPERIMENT, build_test_kernels, missing_tools, test_experiment
+
+DATA = Path(__file__).parent / "data"
+PATCHED_FILE = "lib/string.c"          # what tests/data/kernel/one-function.patch changes
+PATCH_LINE = "flagbench test: one function's code changes"
+
+
+def flagbench(*args):
+    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="session")
+def kernels():
+    return build_test_kernels(("default", "patched"))
+
+
+# -- the experiment file (no build) -------------------------------------------------------------
+def write(tmp_path, text):
+    (tmp_path / "experiment.toml").write_text(text)
+    return tmp_path / "experiment.toml"
+
+
+def test_kernel_table_parses_with_variant_keys():
+    exp = test_experiment()
+    assert exp.sources == () and exp.kernel.source == "debian:6.1" and exp.kernel.config == "tinyconfig"
+    boot = [o.name for o in exp.kernel.common.options]
+    assert "CONFIG_64BIT" in boot and "CONFIG_SERIAL_8250_CONSOLE" in boot
+    patched = exp.kernel.changes("patched")
+    assert [p.name for p in patched.patches] == ["one-function.patch"]
+    assert exp.kernel.changes("default").patches == ()
+
+
+def test_unknown_kernel_key_names_its_line(tmp_path):
+    path = write(tmp_path, '[kernel]\nsource = "debian:6.1"\nkconfig = "tinyconfig"\n[variants]\na = {}\n')
+    with pytest.raises(UserError, match=r"experiment.toml:3: unknown key 'kconfig' in \[kernel\]"):
+        spec.load(path)
+
+
+def test_kernel_variant_keys_need_a_kernel_table(tmp_path):
+    (tmp_path / "a.c").write_text("int a;\n")
+    path = write(tmp_path, 'sources = ["a.c"]\n[variants]\na = {}\nb = { kcflags = ["-O1"] }\n')
+    with pytest.raises(UserError, match=r"experiment.toml:4: unknown key 'kcflags'"):
+        spec.load(path)
+
+
+def test_bad_fragment_line_and_reserved_make_variable(tmp_path):
+    path = write(tmp_path, '[kernel]\nfragments = ["CONFIG_X=y", "CONFIG_Y y"]\n[variants]\na = {}\n')
+    with pytest.raises(UserError, match=r"experiment.toml:2: fragment 'CONFIG_Y y' is not a config line"):
+        spec.load(path)
+    path = write(tmp_path, '[kernel]\n[variants]\na = { make = { ARCH = "arm64" } }\n')
+    with pytest.raises(UserError, match=r"experiment.toml:3: make variable ARCH is set by flagbench"):
+        spec.load(path)
+
+
+def test_loongarch_on_the_6_1_tree_says_to_use_6_12(tmp_path):
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1")
+    path = write(tmp_path, '[kernel]\nsource = "debian:6.1"\n[variants]\na = {}\n')
+    path.write_text('targets = ["loongarch64"]\ncompilers = ["clang"]\n' + path.read_text())
+    with pytest.raises(UserError, match=r"loongarch64 kernels build with clang-19 .* Linux 6.5 on; "
+                       r".* is 6.1.\d+: use source = \"debian:6.12\""):
+        build_kernels(spec.load(path), progress=False)
+
+
+def test_kcflags_the_compiler_rejects_stop_before_any_build(tmp_path):
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1")
+    path = write(tmp_path, '[kernel]\n[variants]\na = {}\nb = { kcflags = ["-mno-such-flag"] }\n')
+    exp = spec.load(path)
+    with pytest.raises(UserError, match=r"variant b: gcc for x86_64 rejects its kcflags -mno-such-flag: .*no-such-flag"):
+        build_kernels(exp, progress=False)
+    from flagbench.kernel.kbuild import cell_dir
+    tree = source.base_tree("debian:6.1")
+    assert not any(cell_dir(exp, c, tree, []).exists() for c in exp.cells())
+
+
+def test_merge_matches_merge_config_sh(tmp_path):
+    """The tree's merge_config.sh -m on the same base and fragment writes the same options."""
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1")
+    tree = source.base_tree("debian:6.1")
+    base = tmp_path / "base.config"
+    base.write_text("CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=\"x\"\nCONFIG_D=m\n")
+    fragment = tmp_path / "frag.config"
+    fragment.write_text("CONFIG_B=y\n# CONFIG_A is not set\nCONFIG_E=42\nCONFIG_C=\"y z\"\n")
+    out = tmp_path / "sh"
+    out.mkdir()
+    subprocess.run([str(tree.src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(out), str(base),
+                    str(fragment)], check=True, capture_output=True)
+    mine = tmp_path / "mine.config"
+    mine.write_text(base.read_text())
+    from flagbench.kernel.spec import fragment_file
+    kconfig_file.merge(mine, list(fragment_file(fragment)))
+    assert kconfig_file.read_config(mine) == kconfig_file.read_config(out / ".config")
+
+
+# -- a dropped option stops the build before anything compiles ----------------------------------
+def test_dropped_option_is_exit_2_naming_it_and_its_dependency():
+    if missing_tools():
+        pytest.skip("needs the kernel build tools")
+    out = flagbench("build", str(DATA / "kernel-dropped"), "--quiet")
+    assert out.returncode == 2, out.stderr
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "CONFIG_E1000: asked y" in err and "got not set" in err
+    assert "depends on PCI [PCI=n]" in err                   # drivers/net/ethernet/intel/Kconfig
+    assert "CONFIG_PRINTKK: asked y" in err and "wrong name" in err and "CONFIG_PRINTK" in err
+    exp = spec.load(DATA / "kernel-dropped")
+    tree = source.base_tree("debian:6.1")
+    from flagbench.kernel.kbuild import cell_dir
+    for cell in exp.cells():                                  # configured, never compiled
+        d = cell_dir(exp, cell, tree, [])
+        assert (d / ".config").is_file() and not (d / "vmlinux").exists()
+
+
+# -- the built pair ---------------------------------------------------------------------------
+def test_pair_builds_with_artifacts(kernels):
+    for b in kernels.values():
+        assert b.ok, b.error
+        assert b.vmlinux.is_file() and b.system_map.is_file() and b.config.is_file()
+        assert b.image is not None and b.image.name == "bzImage"
+        assert b.modules == ()                               # tinyconfig: no CONFIG_MODULES
+        assert "gcc" in next(iter(b.tools)) and b.tree.startswith("debian:6.1")
+        assert kconfig_file.read_config(b.config)["CONFIG_64BIT"] == "y"
+    assert kernels["default"].dir != kernels["patched"].dir
+
+
+def test_bloat_o_meter_byte_identical_on_the_two_vmlinux(kernels):
+    old, new = kernels["default"].vmlinux, kernels["patched"].vmlinux
+    tree = source.base_tree("debian:6.1")
+    oracle = subprocess.run([sys.executable, str(tree.src / "scripts" / "bloat-o-meter"), str(old), str(new)],
+                            capture_output=True, text=True, check=True).stdout
+    out = flagbench("size", str(EXPERIMENT), "--variants", "default,patched", "--format=bom")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == oracle
+    assert "strncpy" in oracle                                # the one function the patch changes
+
+
+def test_patch_variant_leaves_the_source_tree_untouched(kernels):
+    tree = source.base_tree("debian:6.1")
+    copy = kernels["patched"].dir.parents[2] / "src"       # <tree home>/out/<exp>/<cell>
+    original, patched = tree.src / PATCHED_FILE, copy / PATCHED_FILE
+    assert PATCH_LINE not in original.read_text()
+    assert PATCH_LINE in patched.read_text()
+    assert original.stat().st_ino != patched.stat().st_ino
+    # every other file is the same inode (hard links), so the copy is cheap, and was not written
+    assert (tree.src / "lib/ctype.c").stat().st_ino == (copy / "lib/ctype.c").stat().st_ino
+    assert (tree.src / "Makefile").stat().st_ino == (copy / "Makefile").stat().st_ino
+
+
+def test_only_the_patched_object_changed_code(kernels):
+    changes = objects.compare_trees(kernels["default"].dir, kernels["patched"].dir)
+    assert [c.path for c in changes] == ["lib/string.o"]
+    assert len(objects.compiled_objects(kernels["default"].dir)) > 300
+
+
+def test_summary_names_the_one_changed_function(kernels):
+    s = summary.summarize(kernels["default"], kernels["patched"])
+    assert s.functions["changed"] == 1 and s.functions["added"] == 0 and s.functions["removed"] == 0
+    assert s.config_delta == []
+    text = summary.render(s)
+    assert "1 functions changed" in text and "bloat-o-meter total: Before=" in text
+    assert "lib/ 1" in text
+
+
+def test_second_build_runs_no_make_and_make_compiles_nothing(kernels):
+    exp = test_experiment()
+    cells = [b.cell for b in kernels.values()]
+    before = {b.cell.key: b.vmlinux.stat().st_mtime_ns for b in kernels.values()}
+    again = build_kernels(exp, cells, progress=False)
+    assert all(b.cached and b.ok and b.compiled == 0 for b in again)
+    assert {b.cell.key: b.vmlinux.stat().st_mtime_ns for b in again} == before
+    # and when make does run on the unchanged tree, it compiles nothing
+    default = kernels["default"]
+    state = default.dir / "flagbench-cell.json"
+    with source.locked(default.dir.with_name(default.dir.name + ".lock")):
+        data = json.loads(state.read_text())
+        state.write_text(json.dumps({**data, "stamp": "forced"}))
+    rerun = build_kernels(exp, [default.cell], progress=False)[0]
+    assert rerun.ok and not rerun.cached and rerun.compiled == 0
+    assert rerun.vmlinux.stat().st_mtime_ns == before[default.cell.key]
+
+
+def test_failing_cell_keeps_the_compiler_line_and_the_other_cell_builds(kernels):
+    builds = build_test_kernels(("default", "broken"))
+    assert builds["default"].ok
+    broken = builds["broken"]
+    assert not broken.ok and not broken.cached
+    assert "init/main.c" in broken.error and "flagbench_deliberately_broken" in broken.error
+    assert "error:" in broken.error.splitlines()[0]          # the compiler's line comes first
+    out = flagbench("build", str(EXPERIMENT), "--format", "json", "--quiet")
+    assert out.returncode == 1
+    cells = {c["variant"]: c for c in json.loads(out.stdout)["cells"]}
+    assert cells["default"]["ok"] and cells["default"]["cached"] and cells["default"]["vmlinux"]
+    assert not cells["broken"]["ok"] and "flagbench_deliberately_broken" in cells["broken"]["error"]
