@@ -153,7 +153,7 @@ def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str
                         f"{'.'.join(map(str, MIN_LOONGARCH_CLANG))} on; {tree.label} is {tree.version}: "
                         "use source = \"debian:6.12\"")
     if llvm:
-        cc = llvm + "clang" if llvm.endswith("/") else "clang" + ("" if llvm == "1" else llvm)
+        cc = _llvm_tool(llvm, "clang")
         probe_argv = [cc, f"--target={t.triplet}"]
     else:
         if t.gcc is None:
@@ -168,7 +168,7 @@ def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str
         raise UserError(f"{cell.key}: compiler {cc} is not installed"
                         + (" (LLVM=1 means plain `clang`; here use LLVM=-19)" if llvm == "1" else ""))
     if user.get("HOSTCC") is None:
-        variables["HOSTCC"] = "ccache " + ("clang" + ("" if llvm == "1" else llvm) if llvm and not llvm.endswith("/") else "gcc")
+        variables["HOSTCC"] = "ccache " + (_llvm_tool(llvm, "clang") if llvm else "gcc")
     variables["CC"] = cc if cc.startswith("ccache ") else f"ccache {cc}"
     variables.update(user)
     if changes.kcflags:
@@ -191,10 +191,7 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
     variables, probe_argv, cc = toolchain(cell, changes, tree)
     tools = {cc: cached_version(cc), "ccache": cached_version("ccache")}
-    ld = "ld.lld" + variables["LLVM"] if "LLVM" in variables and not variables["LLVM"].endswith("/") else \
-        variables.get("CROSS_COMPILE", "") + "ld"
-    if variables.get("LLVM") == "1":
-        ld = "ld.lld"
+    ld = _linker(variables)
     if shutil.which(ld):
         tools[ld] = cached_version(ld)
     if changes.kcflags:
@@ -219,6 +216,17 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     last = _read_json(odir / CELL_FILE)
     return _Plan(cell, tree, odir, make, env, options, kernel.config, tools,
                  _sha(json.dumps(inputs, sort_keys=True)), last)
+
+
+def _llvm_tool(llvm: str, name: str) -> str:
+    """Kbuild's LLVM= naming: LLVM=1 clang, LLVM=-19 clang-19, LLVM=/dir/ /dir/clang."""
+    return llvm + name if llvm.endswith("/") else name + ("" if llvm == "1" else llvm)
+
+
+def _linker(variables: dict[str, str]) -> str:
+    """The linker make will run: ld.lld under LLVM=, else CROSS_COMPILE + ld."""
+    llvm = variables.get("LLVM")
+    return _llvm_tool(llvm, "ld.lld") if llvm else variables.get("CROSS_COMPILE", "") + "ld"
 
 
 def ccache_env(tree: source.Tree) -> dict[str, str]:
