@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""flagbench size --format=bom vs the kernel's bloat-o-meter, side by side on the same pairs.
+"""flagbench size, in its default text format and in --format=bom, vs the kernel's bloat-o-meter,
+side by side on the same pairs.
 
-    .venv/bin/python bench/size_speed.py [--runs N] [--pair kernel|llvm|all]
+    .venv/bin/python bench/size_speed.py [--runs N] [--pair kernel|llvm|all] [--kernel DIR]
 
-Pairs: (1) /work/kernel-pair/vmlinux.old/.new (made by bench/make-kernel-pair);
+Pairs: (1) DIR/vmlinux.old/.new (made by bench/make-kernel-pair; default the --big pair in
+/work/kernel-pair-big when it is there, else /work/kernel-pair);
 (2) two merged LLVM static archives, /work/llvm-pair/llvm14.a and llvm15.a, made here when
 missing from Debian's llvm-14-dev and llvm-15-dev (`apt-get install -y --no-install-recommends
 llvm-14-dev llvm-15-dev`) by an `ar -M` script that adds every libLLVM*.a.
 
-Runs are interleaved (oracle, flagbench, oracle, ...); it prints both medians, the ratio and each
-tool's peak RSS (ru_maxrss of the largest process it ran: python, nm, or flagbench's forked
-reader), and checks that both printed the same bytes. flagbench runs as users run it, through
+Runs are interleaved (oracle, flagbench text, flagbench bom, oracle, ...); it prints the medians,
+each format's ratio and each tool's peak RSS (ru_maxrss of the largest process it ran: python,
+nm, or flagbench's forked reader), and checks that bom printed the same bytes as the oracle. flagbench runs as users run it, through
 its console script (`flagbench`, next to this Python), with its bytecode cached as an install
 leaves it (PYTHONDONTWRITEBYTECODE is dropped from the environment, so the warm-up run writes
 the .pyc files; otherwise every run would compile the modules again, ~15 ms).
@@ -32,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ORACLE = ROOT / ".cache" / "bloat-o-meter"
-KERNEL = (Path("/work/kernel-pair/vmlinux.old"), Path("/work/kernel-pair/vmlinux.new"))
+KERNEL_DIRS = (Path("/work/kernel-pair-big"), Path("/work/kernel-pair"))
 LLVM_DIR = Path("/work/llvm-pair")
 
 
@@ -85,40 +87,44 @@ def timed(argv: list[str]) -> tuple[float, int, bytes]:
 def bench(name: str, old: Path, new: Path, runs: int, oracle: Path) -> None:
     tools = {
         "bloat-o-meter": [sys.executable, str(oracle), str(old), str(new)],
-        "flagbench": [*flagbench_argv(), "size", "--format=bom", str(old), str(new)],
+        "flagbench text": [*flagbench_argv(), "size", str(old), str(new)],
+        "flagbench bom": [*flagbench_argv(), "size", "--format=bom", str(old), str(new)],
     }
     times = {k: [] for k in tools}
     rss = {k: 0 for k in tools}
     outputs = {}
-    timed(tools["flagbench"])  # warm the page cache for both
-    timed(tools["bloat-o-meter"])
+    for argv in tools.values():   # warm the page cache and the bytecode
+        timed(argv)
     for _ in range(runs):
         for k, argv in tools.items():
             t, r, out = timed(argv)
             times[k].append(t)
             rss[k] = max(rss[k], r)
             outputs[k] = out
-    same = outputs["bloat-o-meter"] == outputs["flagbench"]
+    same = outputs["bloat-o-meter"] == outputs["flagbench bom"]
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"{name}: {old.name} vs {new.name}, {runs} interleaved runs each")
+    print(f"{name}: {old} vs {new}, {runs} interleaved runs each")
     for k in tools:
+        ratio = "" if k == "bloat-o-meter" else f"  {med['bloat-o-meter'] / med[k]:.2f}x faster (goal >= 5)"
         print(f"  {k:14s} median {med[k]:.3f} s  (min {min(times[k]):.3f}, max {max(times[k]):.3f})"
-              f"  peak RSS {rss[k] / 1024:.0f} MB")
-    print(f"  ratio bloat-o-meter / flagbench = {med['bloat-o-meter'] / med['flagbench']:.2f}x"
-          f"  output identical: {'yes' if same else 'NO'}")
+              f"  peak RSS {rss[k] / 1024:.0f} MB{ratio}")
+    print(f"  bom output identical to bloat-o-meter's: {'yes' if same else 'NO'}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--pair", choices=("kernel", "llvm", "all"), default="all")
+    ap.add_argument("--kernel", type=Path, help="directory with vmlinux.old and vmlinux.new")
     args = ap.parse_args()
+    kdir = args.kernel or next((d for d in KERNEL_DIRS if (d / "vmlinux.new").exists()), KERNEL_DIRS[0])
+    kernel = (kdir / "vmlinux.old", kdir / "vmlinux.new")
     os.chdir(ROOT)
     with tempfile.TemporaryDirectory() as tmp:
         oracle = current_oracle(Path(tmp))
         if args.pair in ("kernel", "all"):
-            if all(p.exists() for p in KERNEL):
-                bench("kernel", *KERNEL, args.runs, oracle)
+            if all(p.exists() for p in kernel):
+                bench("kernel", *kernel, args.runs, oracle)
             else:
                 print("kernel pair missing: run bench/make-kernel-pair (about 20 minutes)")
         if args.pair in ("llvm", "all"):

@@ -184,16 +184,52 @@ def _sum_by(first, unique, values) -> list[int]:
 def _sections(t, side: dict) -> None:
     """Allocated sections by output-section-like group (`size -A`), and code totals."""
     alloc = np.flatnonzero((t.sec_flags & SHF_ALLOC != 0) & (t.sec_letter != 0))
-    flags, stype, size = t.sec_flags[alloc], t.sec_type[alloc], t.sec_size[alloc]
+    flags, stype, size = t.sec_flags[alloc], t.sec_type[alloc], t.sec_size[alloc].astype(np.int64)
     kind = np.where(flags & SHF_EXECINSTR != 0, 0, np.where(stype == SHT_NOBITS, 3,
                     np.where(flags & SHF_WRITE != 0, 2, 1)))
     for k, g in enumerate(GROUPS):
         side["groups"][g] += int(size[kind == k].sum())
     side["code"] += int(size[kind == 0].sum())
     sections = side["sections"]
-    for name, n in zip(map(section_group, t.section_names(alloc)), size.tolist()):
+    for name, n in _grouped(t, alloc, size):
         sections[name] = sections.get(name, 0) + n
     side["unlikely"] = sections.get(".text.unlikely", 0)
+
+
+PREFIX = 19   # bytes of a section name that decide its group: the longest group name and a "."
+_GROUP_BYTES = [(g, np.frombuffer(g.encode(), np.uint8), g != ".gnu.linkonce.t.")
+                for g in SECTION_GROUPS + (".gnu.linkonce.t.",)]
+
+
+def _grouped(t, rows, size) -> list[tuple[str, int]]:
+    """(group, summed size) over section ROWS. An archive has a section per function, each a
+    distinct name: the groups are matched on the names' first PREFIX bytes in numpy, and the
+    few names of no group are read whole."""
+    buf = t.shstrbuf
+    if len(rows) == 0 or len(buf) == 0:
+        return []
+    start, stop = t.sec_name[rows], t.sec_name_stop[rows]
+    at = start[:, None] + np.arange(PREFIX)
+    # Bytes past the table's end read as NUL; bytes past the name's own NUL need no masking:
+    # a pattern has no NUL, so it cannot match across one.
+    head = np.where(at < stop[:, None], buf[np.minimum(at, len(buf) - 1)], 0).astype(np.uint8)
+    group = np.full(len(rows), -1)
+    second = head[:, 1]
+    for i, (_, pattern, whole_word) in enumerate(_GROUP_BYTES):
+        cand = np.flatnonzero((second == pattern[1]) & (group < 0))   # all start with "."
+        hit = (head[cand, :len(pattern)] == pattern).all(axis=1)
+        if whole_word:                                  # ".text" or ".text.*", not ".textual"
+            after = head[cand, len(pattern)]
+            hit &= (after == 0) | (after == ord("."))
+        group[cand[hit]] = i
+    out = []
+    for i, (name, _, _) in enumerate(_GROUP_BYTES):
+        hit = group == i
+        if hit.any():
+            out.append((section_group(name), int(size[hit].sum())))
+    rest = np.flatnonzero(group < 0)
+    out += zip(t.section_names(rows[rest]), size[rest].tolist())
+    return out
 
 
 def _gaps(t):
