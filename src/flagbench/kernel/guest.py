@@ -49,6 +49,8 @@ GUEST_INIT_C, WIS_GUEST_C = KERNEL_DIR / "guest_init.c", KERNEL_DIR / "wis_guest
 GUEST_KINDS = ("wis", "command")
 PROGRAM_CFLAGS = ("-static", "-O2", "-Wall", "-pthread")
 PROFILE_TOP = 15
+BOOT_SECONDS = 120              # wall-time allowance for booting and powering off, loaded machine
+WALL_PER_GUEST_SECOND = 30       # a guest second is ~1 s of wall under TCG + plugin; 30x for a busy host
 AA_WORD = "flagbench.aa=1"       # an unused command line word: perturbs timing only
 _REGION = re.compile(r"FB region iterations=(\d+) ns=(-?\d+)")
 _BENCH = re.compile(r"FB bench (\S+) (start|exit=\S+|signal=\d+)")
@@ -69,6 +71,7 @@ class GuestRow:
     params: dict
     line: str                      # the /benches line
     program: str                   # /bin/<program>
+    budget: float                  # wall seconds the row may take under TCG
 
 
 @dataclass
@@ -113,7 +116,8 @@ def plan_rows(benches: Sequence[Any], exp_dir: Path) -> tuple[list[GuestRow], di
                 for tasks in _get(b, "tasks", None) or (1,):
                     tag = f"{name}.{mode}.{tasks}"
                     line = "\t".join(["self", tag, f"/bin/{program}", str(tasks), str(warmup_ms), str(duration_ms)])
-                    rows.append(GuestRow(name, tag, {"mode": mode, "tasks": str(tasks)}, line, program))
+                    budget = WALL_PER_GUEST_SECOND * (warmup_ms + duration_ms) / 1000
+                    rows.append(GuestRow(name, tag, {"mode": mode, "tasks": str(tasks)}, line, program, budget))
         elif kind == "command":
             command = _get(b, "command")
             if not command or not str(command[0]).endswith(".c"):
@@ -123,7 +127,7 @@ def plan_rows(benches: Sequence[Any], exp_dir: Path) -> tuple[list[GuestRow], di
             program = source.stem
             programs[program] = [source]
             line = "\t".join(["wrap", name, f"/bin/{program}", *map(str, command[1:])])
-            rows.append(GuestRow(name, name, {}, line, program))
+            rows.append(GuestRow(name, name, {}, line, program, float(_get(b, "timeout", 300.0))))
         else:
             raise UserError(f"bench {name}: kind {kind} cannot run in the guest yet "
                             f"(guest kinds: {', '.join(GUEST_KINDS)})")
@@ -247,10 +251,10 @@ def guest_cells(exp: Any, benches: Sequence[Any], kernel_builds: Sequence[Any], 
     diff of the first two variants and the A/A noise floor.
     """
     notes = notes if notes is not None else []
-    settings = settings or boots.BootSettings()
     rows, programs = plan_rows(benches, _exp_dir(exp))
     if not rows:
         return []
+    settings = settings or boots.BootSettings(timeout=BOOT_SECONDS + sum(r.budget for r in rows))
     by_target: dict[str, list] = {}
     for build in kernel_builds:
         by_target.setdefault(str(_get(_get(build, "cell"), "target", "x86_64")), []).append(build)
