@@ -62,7 +62,14 @@ def demo(tmp_path_factory):
     return root, out.read_text(), out.with_suffix(".html"), done
 
 
-def test_summary_first_and_every_link_resolves(demo):
+def test_the_demo_report(demo):
+    """One test over the one demo run (pytest-xdist would otherwise run it per worker)."""
+    _summary_first_and_every_link_resolves(demo)
+    _cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo)
+    _html_beside_md_and_stdout_ends_with_the_summary(demo)
+
+
+def _summary_first_and_every_link_resolves(demo):
     _, md, _, _ = demo
     assert md.index("## Summary") < md.index("## same")
     summary = md[md.index("## Summary"):md.index("## same")]
@@ -72,7 +79,7 @@ def test_summary_first_and_every_link_resolves(demo):
     assert set(links) <= anchors
 
 
-def test_cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo):
+def _cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo):
     root, md, _, _ = demo
     assert "same/x86_64/gcc vs base/x86_64/gcc" in md
     assert str(root) not in md and ".cache" not in md and "/cells/" not in md
@@ -81,7 +88,7 @@ def test_cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo):
     assert "&lt;b&gt;not bold&lt;/b&gt;" in md and "<b>" not in md
 
 
-def test_html_beside_md_and_stdout_ends_with_the_summary(demo):
+def _html_beside_md_and_stdout_ends_with_the_summary(demo):
     _, _, html, done = demo
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and 'id="summary"' in page

@@ -162,7 +162,13 @@ def _visible_plots(driver) -> list:
     return [p for p in plots if p.size["width"] > 50 and p.size["height"] > 50]
 
 
-def test_report_page_loads_clean_and_draws_its_plots(pages, browser, tmp_path_factory):
+def test_pages_in_chromium(pages, browser, tmp_path_factory):
+    """One test, so pytest-xdist builds the pages and starts the browser once."""
+    _report_page(pages, browser, tmp_path_factory)
+    _demo_page(pages, browser, tmp_path_factory)
+
+
+def _report_page(pages, browser, tmp_path_factory):
     report, _ = pages
     shot = tmp_path_factory.mktemp("shots") / "report.png"
     seen = _open(browser, report, shot)
@@ -181,7 +187,8 @@ def test_report_page_loads_clean_and_draws_its_plots(pages, browser, tmp_path_fa
     assert shot.stat().st_size > 10_000
 
 
-def test_demo_page_has_summary_links_and_size_bars(pages, browser, tmp_path_factory):
+def _demo_page(pages, browser, tmp_path_factory):
+    """The demo page: summary links resolve, size bars drawn."""
     _, demo = pages
     shot = tmp_path_factory.mktemp("shots") / "demo.png"
     seen = _open(browser, demo, shot)

@@ -77,7 +77,16 @@ def measured(tmp_path_factory):
     return root, db, counts, json.loads(done.stdout)
 
 
-def test_self_counts_add_up_to_the_count_run_measures(measured):
+def test_profiles_of_a_real_run(measured):
+    """One test over the one measured experiment (pytest-xdist would otherwise measure it per worker)."""
+    _self_counts_add_up_to_the_count_run_measures(measured)
+    _the_extra_nops_land_in_the_helper(measured)
+    _perf_time_profile_or_a_note(measured)
+    _stored_profiles_print_without_measuring_and_every_format(measured)
+
+
+def _self_counts_add_up_to_the_count_run_measures(measured):
+    """The sum test: per cell, the selves add up to the total, and the total is the run's count."""
     _, _, counts, doc = measured
     exact = [p for p in doc["profiles"] if p["exact"]]
     assert {(p["target"], p["variant"]) for p in exact} == {(t, v) for t in TARGETS for v in ("few", "many")}
@@ -89,7 +98,7 @@ def test_self_counts_add_up_to_the_count_run_measures(measured):
         assert set(names) == {"loop", "helper"}, names                    # start-up code cancels out
 
 
-def test_the_extra_nops_land_in_the_helper(measured):
+def _the_extra_nops_land_in_the_helper(measured):
     _, _, _, doc = measured
     exact = {(p["target"], p["variant"]): {s["name"]: s["self"] for s in p["symbols"]}
              for p in doc["profiles"] if p["exact"]}
@@ -98,7 +107,7 @@ def test_the_extra_nops_land_in_the_helper(measured):
         assert many["helper"] - few["helper"] == 8 and many["loop"] == few["loop"], (target, few, many)
 
 
-def test_perf_time_profile_or_a_note(measured):
+def _perf_time_profile_or_a_note(measured):
     _, _, _, doc = measured
     timed = [p for p in doc["profiles"] if p["source"] == "perf"]
     if not timed:
@@ -111,7 +120,7 @@ def test_perf_time_profile_or_a_note(measured):
         assert top in ("helper", "loop")          # the program spends its time in the loop
 
 
-def test_stored_profiles_print_without_measuring_and_every_format(measured):
+def _stored_profiles_print_without_measuring_and_every_format(measured):
     root, db, _, doc = measured
     again = flagbench("profile", str(root), "--db", str(db), "--format", "json", "--no-perf", cwd=root)
     assert again.returncode == 0 and "profile of" not in again.stderr     # nothing measured

@@ -24,7 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from flagbench.report.cells import (LEGEND, fmt_comparison, fmt_value, has_intervals, notes,  # noqa: F401
                                     table_anchor, table_cells)
@@ -42,8 +42,9 @@ def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False) -> l
     from flagbench.report.figures import bench_forest, table_figures
     out: list[Block] = []
     for i, t in enumerate(tables):
+        t, hidden = _pasteable(t)
         header, body = table_cells(t)
-        out.append(Grid(header, body, title=t.title, anchor=table_anchor(t, prefix), notes=notes(t),
+        out.append(Grid(header, body, title=t.title, anchor=table_anchor(t, prefix), notes=notes(t) + hidden,
                         align="r" * len(header)))
         if figures:
             out += table_figures(t)
@@ -51,6 +52,16 @@ def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False) -> l
             if i + 1 == len(tables) or (tables[i + 1].bench, tables[i + 1].target, tables[i + 1].compiler) != group:
                 out += bench_forest([u for u in tables if (u.bench, u.target, u.compiler) == group])
     return out
+
+
+def _pasteable(t: Table) -> tuple[Table, list[str]]:
+    """A sweep's insns_per_call rows are its insns_per_byte rows times the size: the pasted tables
+    keep the per-byte ones (json and csv keep both)."""
+    counts = {r.params.get("count") for r in t.rows}
+    if not t.exact or not {"insns_per_byte", "insns_per_call"} <= counts:
+        return t, []
+    rows = [r for r in t.rows if r.params.get("count") != "insns_per_call"]
+    return replace(t, rows=rows), ["insns_per_call (= insns_per_byte x size): in --format json and csv"]
 
 
 def failure_blocks(failures: list[dict]) -> list[Block]:

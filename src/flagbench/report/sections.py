@@ -18,6 +18,7 @@ TOP_SYMBOLS = 10        # symbol rows in the md table (html bars show more)
 BAR_SYMBOLS = 20
 LISTED_FUNCTIONS = 20
 SIDE_BY_SIDE_LINES = 80
+CONTEXT = 3             # equal lines kept around each change in a side-by-side
 
 
 def size_doc(old_archive: str, new_archive: str) -> dict:
@@ -47,7 +48,7 @@ def size_summary(doc: dict) -> str:
     text = f"{delta:+d} B" + (f" ({100 * delta / old_total:+.2f} %)" if old_total else "")
     code, pad = doc.get("code") or {}, doc.get("padding") or {}
     d_pad = pad.get("new", 0) - pad.get("old", 0)
-    if d_pad:
+    if d_pad and abs(d_pad) * 2 >= abs(delta):   # padding is (a good part of) the story
         text = f"{delta:+d} B, code {code.get('new', 0) - code.get('old', 0):+d} B (padding {d_pad:+d})"
     return text
 
@@ -138,14 +139,40 @@ def asm_blocks(old_objects, new_objects, *, old_label: str, new_label: str, show
             continue
         rows = side_by_side(d)
         width = max([len(a) for _, a, _ in rows] + [8])
-        lines = [f"{a:<{width}} {mark} {b}".rstrip() for mark, a, b in rows[:SIDE_BY_SIDE_LINES]]
-        if len(rows) > SIDE_BY_SIDE_LINES:
-            lines.append(f"... {len(rows) - SIDE_BY_SIDE_LINES} more lines (flagbench asm OLD NEW {name})")
+        lines = [f"{a:<{width}} {mark} {b}".rstrip() if mark is not None else a
+                 for mark, a, b in with_context(rows)]
+        if len(lines) > SIDE_BY_SIDE_LINES:
+            lines = lines[:SIDE_BY_SIDE_LINES] + [f"... {len(lines) - SIDE_BY_SIDE_LINES} more lines "
+                                                  f"(flagbench asm OLD NEW {name})"]
         out.append(Para([f"{name} ({d.status}, {d.changed_lines} lines differ), {old_label} | {new_label}:"]))
         out.append(Code(lines))
         out.append(_mix_grid(f"instruction mix, {name}", mixes.of("old", d), mixes.of("new", d), mix_rows))
     if same:
         out.append(Para([f"the same in both builds (not printed): {', '.join(same)}"]))
+    return out
+
+
+def with_context(rows: list[tuple[str, str, str]], context: int = CONTEXT) -> list[tuple]:
+    """Side-by-side rows with runs of equal lines cut to `context` lines around each change, the rest
+    one "... N equal lines" row (mark None), as a unified diff keeps its context.
+
+    >>> rows = [(" ", "a", "a")] * 10 + [("|", "b", "c")] + [(" ", "d", "d")] * 2
+    >>> [r[0] or r[1] for r in with_context(rows, 2)]
+    ['... 8 equal lines', ' ', ' ', '|', ' ', ' ']
+    """
+    changed = [i for i, r in enumerate(rows) if r[0] != " "]
+    keep = {j for i in changed for j in range(i - context, i + context + 1)}
+    out, skipped = [], 0
+    for i, r in enumerate(rows):
+        if i in keep:
+            if skipped:
+                out.append((None, f"... {skipped} equal lines", ""))
+                skipped = 0
+            out.append(r)
+        else:
+            skipped += 1
+    if skipped:
+        out.append((None, f"... {skipped} equal lines", ""))
     return out
 
 

@@ -113,5 +113,7 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
                      _entries(exact, prefix, _exact_entry, False), size_cell or ["-"]])
     for (v, target, compiler), (text, anchor) in sizes.items():   # cells without a bench: size only
         if (v, target, compiler) not in covered and not any(k[1:] == (target, compiler) for k in covered):
-            rows.append([["(size only)"], [f"{target}/{compiler}"], ["-"], ["-"], [Link(f"{v} {text}", anchor)]])
+            alone = sum(1 for k in sizes if k[1:] == (target, compiler)) == 1
+            rows.append([["(size only)"], [f"{target}/{compiler}"], ["-"], ["-"],
+                         [Link(text if alone else f"{v} {text}", anchor)]])
     return Grid(["bench", "target", f"time vs {baseline}", "exact count", "size"], rows, align="lllll")
