@@ -213,3 +213,19 @@ def test_failing_cell_keeps_the_compiler_line_and_the_other_cell_builds(kernels)
     cells = {c["variant"]: c for c in json.loads(out.stdout)["cells"]}
     assert cells["default"]["ok"] and cells["default"]["cached"] and cells["default"]["vmlinux"]
     assert not cells["broken"]["ok"] and "flagbench_deliberately_broken" in cells["broken"]["error"]
+
+
+def test_size_takes_a_c_experiment_too():
+    """`size EXPERIMENT` on C sources: the two variants' objects as archives, bloat-o-meter's table."""
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1 (its bloat-o-meter is the oracle)")
+    from flagbench.build import archive
+    from flagbench.variants import variant_pair
+    case = Path(__file__).parent.parent / "cases" / "long-calls"
+    out = flagbench("size", str(case), "--target", "hppa", "--format=bom")
+    assert out.returncode == 0, out.stderr
+    pair = variant_pair(case, target="hppa")
+    script = source.base_tree("debian:6.1").src / "scripts" / "bloat-o-meter"
+    oracle = subprocess.run([sys.executable, str(script), str(archive(pair.old)), str(archive(pair.new))],
+                            capture_output=True, text=True, check=True).stdout
+    assert out.stdout == oracle and "call_once" in oracle
