@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -54,6 +55,12 @@ def timed(fn):
     start = time.monotonic()
     out = fn()
     return time.monotonic() - start, out
+
+
+def cpu() -> tuple[float, float]:
+    """(CPU seconds of this process, of its finished children): flagbench's own work vs make's."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
 
 
 def cells(exp, names=("default", "patched")):
@@ -103,9 +110,17 @@ def main() -> int:
         odir = tree.home / "out" / f"bench-hand-{work.name}-{r}" / "default"
         hand = by_hand(exp, args.jobs, odir)
         fresh = experiment_copy(work / f"fb{r}")
-        fb, _ = timed(lambda: build_kernels(fresh, cells(fresh, ("default",)), jobs=args.jobs, progress=False))
-        print(f"round {r + 1}: by hand {hand:.1f} s, flagbench {fb:.1f} s, overhead {100 * (fb / hand - 1):+.1f} %")
+        me0, kids0 = cpu()
+        fb, _ = timed(lambda: build_kernels(fresh, cells(fresh, ("default",)), jobs=args.jobs, progress=True))
+        me1, kids1 = cpu()
+        print(f"round {r + 1}: by hand {hand:.1f} s, flagbench {fb:.1f} s, wall overhead {100 * (fb / hand - 1):+.1f} %; "
+              f"flagbench's own CPU {me1 - me0:.2f} s vs make's {kids1 - kids0:.1f} s "
+              f"({100 * (me1 - me0) / max(kids1 - kids0, 1e-9):.2f} %)")
         shutil.rmtree(odir.parent, ignore_errors=True)
+    start = time.monotonic()
+    done = procs.run([sys.executable, "-m", "flagbench", "build", str(work / "fb0"), "--quiet"], timeout=600)
+    print(f"flagbench build on the unchanged cell (no make): {time.monotonic() - start:.2f} s wall, "
+          f"exit {done.returncode}")
     print(f"(work files in {work}; O= dirs under {tree.home / 'out'})")
     return 0
 
