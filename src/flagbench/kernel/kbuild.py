@@ -86,7 +86,8 @@ class _Plan:
     options: list[Option]
     base: str
     tools: dict[str, str]
-    stamp: str
+    stamp: str                         # every input of the build
+    config_stamp: str                  # the inputs Kconfig sees (not KCFLAGS or per-file flags)
     last: dict = field(default_factory=dict)
 
     @property
@@ -214,8 +215,9 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
               "options": [o.line for o in options], "make": make, "tools": tools,
               "pinned": PINNED_ENV}
     last = _read_json(odir / CELL_FILE)
+    config_inputs = {**inputs, "make": [a for a in make if "FLAGS" not in a.split("=", 1)[0]]}
     return _Plan(cell, tree, odir, make, env, options, kernel.config, tools,
-                 _sha(json.dumps(inputs, sort_keys=True)), last)
+                 _sha(json.dumps(inputs, sort_keys=True)), _sha(json.dumps(config_inputs, sort_keys=True)), last)
 
 
 def _llvm_tool(llvm: str, name: str) -> str:
@@ -256,10 +258,10 @@ def _configure(p: _Plan, exp: Experiment, say) -> None:
     p.last = _read_json(p.odir / CELL_FILE)
     if p.cached:
         return
-    if p.last.get("config_stamp") != p.stamp or not (p.odir / ".config").is_file():
+    if p.last.get("config_stamp") != p.config_stamp or not (p.odir / ".config").is_file():
         say(f"{p.cell.key}: configuring ({p.base} + {len(p.options)} options) in {p.odir}")
         kconfig_file.configure(p.make, p.odir, p.base, p.options, p.env)
-        p.last = {**p.last, "config_stamp": p.stamp, "stamp": None}
+        p.last = {**p.last, "config_stamp": p.config_stamp, "stamp": None}
         _write_json(p.odir / CELL_FILE, p.last)
     kconfig_file.check_truth(p.options, p.odir / ".config", p.tree.src, SRCARCH[p.cell.target], p.cell.key)
 
