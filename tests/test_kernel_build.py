@@ -94,6 +94,16 @@ def test_kcflags_the_compiler_rejects_stop_before_any_build(tmp_path):
     assert not any(cell_dir(exp, c, tree, []).exists() for c in exp.cells())
 
 
+def test_kconfig_expressions_in_tristate_logic():
+    from flagbench.kernel.kconfig import evaluate
+    values = {"CONFIG_A": "y", "CONFIG_M": "m", "CONFIG_S": '"x86"', "CONFIG_N": "0x10"}
+    assert evaluate("A && !B", values) == 2
+    assert evaluate("A && M", values) == 1 and evaluate("B || M", values) == 1
+    assert evaluate('S = "x86" && (B || A)', values) == 2 and evaluate('S != "x86"', values) == 0
+    assert evaluate("N >= 16", values) == 2 and evaluate("!(A)", values) == 0
+    assert evaluate("$(cc-option,-mfoo) && A", values) is None
+
+
 def test_merge_matches_merge_config_sh(tmp_path):
     """The tree's merge_config.sh -m on the same base and fragment writes the same options."""
     if missing_tools():

@@ -145,7 +145,9 @@ def evaluate(expr: str, values: dict[str, str]) -> int | None:
             return tok[1:-1]
         if tok in ("y", "m", "n"):
             return tok
-        return values.get(f"CONFIG_{tok}", "n").strip('"')
+        if f"CONFIG_{tok}" in values:
+            return values[f"CONFIG_{tok}"].strip('"')
+        return tok if re.fullmatch(r"-?(0x[0-9a-fA-F]+|[0-9]+)", tok) else "n"   # a number is itself
 
     def tristate(v: str | None) -> int | None:
         return None if v is None else {"y": 2, "m": 1}.get(v, 0)
