@@ -109,6 +109,7 @@ def _text(tables, run, failures) -> str:
     if (line := run_line(run)):
         say(line)
     for t in tables:
+        t, hidden = _pasteable(t)
         header, body = table_cells(t)
         say(t.title)
         table = RichTable(box=box.SIMPLE_HEAD)
@@ -117,7 +118,7 @@ def _text(tables, run, failures) -> str:
         for line in body:
             table.add_row(*(escape(term_text(x)) for x in line))
         console.print(table)
-        for note in notes(t):
+        for note in notes(t) + hidden:
             say(f"  note: {note}")
     for f in failures:
         say(f"FAILED {f['bench']} {f['cell']}: {f['reason']}")
