@@ -28,13 +28,13 @@ from flagbench.elf import Image
 from flagbench.elf.constants import STT_FILE, STT_SECTION
 from flagbench.toolchains import get_target
 
-# Ranges of one section closer than this are disassembled by one objdump run (a run costs
-# about 7 ms; 16 KB of vmlinux text about as much).
+# Ranges of one section closer than this are disassembled by one objdump run (starting a run
+# costs about as much as disassembling this much more text).
 MERGE_GAP = 16 << 10
 # More runs than this in a section: disassemble the whole section once instead.
 MAX_RUNS = 256
 _SELF = re.compile(r"<\.\+0x([0-9a-f]+)>")
-_INSN = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)")
+_RECORD = re.compile(r"^ *([0-9a-f]+):\s+(\S+)|^\s*(\.\.\.)\s*$", re.M)
 
 
 def loose(text: str) -> str:
@@ -128,6 +128,7 @@ def _targets(start: int, real, gaps) -> list[str]:
 def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -> dict[str, Placed]:
     with Image(str(d.path)) as elf:
         ranges = _ranges(elf, d.target == "arm", functions)
+        width = 16 if elf.is64 else 8     # digits of the address in objdump's block headers
     by_section: dict[str, list[tuple[int, int]]] = {}
     for section, start, stop in ranges.values():
         by_section.setdefault(section, []).append((start, stop))
@@ -143,16 +144,16 @@ def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -
         if len(merged) > MAX_RUNS:
             merged = [[None, None]]
         runs += [(section, start, stop) for start, stop in merged]
-    records: dict[str, list[tuple[int | None, str]]] = {}
+    texts: dict[str, list[str]] = {}
     for (section, _, _), out in zip(runs, pool.map(lambda r: _objdump(d, *r), runs)):
-        records.setdefault(section, []).extend(out)
-    keys = {section: _keys(recs) for section, recs in records.items()}
+        texts.setdefault(section, []).append(out)
+    joined = {section: "\n".join(parts) for section, parts in texts.items()}
     out = {}
     for f in functions:
         if f.name not in ranges:
             continue
         section, start, stop = ranges[f.name]
-        placed = _slice(records.get(section, []), keys.get(section, []), start, stop, f)
+        placed = _check(_block(joined.get(section, ""), start, stop, width, len(f.lines)), start, stop, f)
         if placed is not None:
             out[f.name] = placed
     return out
@@ -191,48 +192,48 @@ def _ranges(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tup
     return out
 
 
-def _objdump(d: Disassembly, section: str, start: int | None, stop: int | None) -> list[tuple[int | None, str]]:
-    """(address, mnemonic) per instruction line; None for a "..." run of zeros."""
+def _objdump(d: Disassembly, section: str, start: int | None, stop: int | None) -> str:
+    """objdump's output, with addresses, for SECTION or the range [START, STOP) of it."""
     argv = [get_target(d.target).objdump, "-d", "--no-show-raw-insn", "-j", section]
     if "llvm" not in argv[0]:
         argv.append("-w")
     if start is not None:
         argv += [f"--start-address={start:#x}", f"--stop-address={stop:#x}"]
-    text = subprocess.run(argv + [str(d.path)], capture_output=True, text=True, errors="replace").stdout
+    return subprocess.run(argv + [str(d.path)], capture_output=True, text=True, errors="replace").stdout
+
+
+def _block(text: str, start: int, stop: int, width: int, n_lines: int) -> list[tuple[int | None, str]]:
+    """(address, mnemonic) per instruction line of the block objdump starts at START (None for a
+    "..." run of zeros), up to the block at STOP. Only this block of the output is parsed: a
+    whole section is millions of lines, the functions asked about a few of them."""
+    i = text.find(f"\n{start:0{width}x} <")
+    if i < 0:
+        return []
+    j = text.find(f"\n{stop:0{width}x} <", i + 1)
+    limit = i + 256 * (n_lines + 8)                    # a stop that starts no block: lines are short
+    j = limit if j < 0 else min(j, limit)
     out = []
-    for line in text.split("\n"):
-        m = _INSN.match(line)
-        if m:
-            if not m.group(2).startswith("R_"):
-                out.append((int(m.group(1), 16), m.group(2)))
-        elif line.strip() == "...":
+    for addr, mnemonic, dots in _RECORD.findall(text, i + 1, j):
+        if dots:
             out.append((None, "..."))
+        elif not mnemonic.startswith("R_"):
+            out.append((int(addr, 16), mnemonic))
     return out
 
 
-def _keys(records) -> list[int]:
-    """Addresses to bisect on: a "..." line takes the address before it."""
-    out, last = [], -1
-    for addr, _ in records:
-        last = last if addr is None else addr
-        out.append(last)
-    return out
-
-
-def _slice(records, keys: list[int], start: int, stop: int, f: Function) -> Placed | None:
+def _check(records, start: int, stop: int, f: Function) -> Placed | None:
     """The records of [start, stop), checked against the first pass's lines."""
-    i = bisect.bisect_left(keys, start)
-    if i == len(records) or records[i][0] != start:
+    if not records or records[0][0] != start:
         return None
     lines = f.lines
     addrs = []
-    for addr, mnemonic in records[i:i + len(lines)]:
+    for addr, _ in records[:len(lines)]:
         if addr is not None and addr >= stop:
             break
         addrs.append(addr)
     if len(addrs) != len(lines):
         return None
-    for (_, mnemonic), line in zip(records[i:i + len(lines)], lines):
+    for (_, mnemonic), line in zip(records, lines):
         if line.split(None, 1)[0] != mnemonic:
             return None    # not the lines the first pass saw: leave the pair as changed
     return Placed(lines, start, addrs)

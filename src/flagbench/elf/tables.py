@@ -77,9 +77,8 @@ def _letter_table(np):
 
 def read_chunks(inp: Input, full: bool = False, members: int = 128):
     """read_tables over runs of MEMBERS archive members at a time: the buffers of one run are
-    freed before the next and malloc hands the same pages out again. Fresh pages cost 2-5 us
-    each to fault in here, so reading a 255 MB archive in one go (200 MB of tables and strings)
-    spends more time in page faults than in reading."""
+    freed before the next and malloc hands the same pages out again: read in one go, a large
+    archive's tables would spend more time faulting fresh pages in than being read."""
     found = False
     for i in range(0, len(inp.members), members):
         part = Input(inp.path, inp.fd, inp.size, inp.kind, inp.members[i:i + members])

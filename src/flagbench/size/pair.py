@@ -4,7 +4,7 @@ reads NEW (most of the work is per file).
 The child sends its result back through a pipe with `marshal` (dicts of str -> int: the fastest
 serialiser in the standard library, no import cost). Errors keep their meaning: a UserError in
 the child is raised here as the same one-line UserError, and OLD's error wins over NEW's, as in
-a sequential run. Small inputs are read one after the other: a fork costs about a millisecond.
+a sequential run. Small inputs are read one after the other: there a fork costs more than it saves.
 """
 from __future__ import annotations
 

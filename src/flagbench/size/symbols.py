@@ -3,8 +3,8 @@ for flagbench's own formats, each name's footprint (size plus the padding after 
 sections, and the code bytes bloat-o-meter cannot see.
 
 Every input takes this one path, over the numpy columns of `elf.tables` read in runs of archive
-members. Python objects are the cost (about 200 ns per string hashed or sliced, 263k symbols
-per LLVM archive), so each name goes through as few Python-level passes as possible: the string
+members. Python objects are the cost (an LLVM archive has a quarter of a million sized
+symbols), so each name goes through as few Python-level passes as possible: the string
 tables are decoded once, `.NUMBER` is removed by one `re.sub` over all of them and one `split`
 makes every string; a symbol's name is the piece its offset falls on (`searchsorted`). The skip
 rules are found with `str.find` on the raw text; names are grouped by one `dict.setdefault` pass
