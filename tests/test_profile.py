@@ -129,6 +129,9 @@ def _stored_profiles_print_without_measuring_and_every_format(measured):
     assert "loop · profile, exact, qemu-plugin · riscv64/clang: many vs few" in text and "helper" in text
     md = flagbench("profile", str(root), "--db", str(db), "--format", "md", "--no-perf", cwd=root).stdout
     assert "| helper" in md
+    report = json.loads(flagbench("report", "--db", str(db), "--format", "json", cwd=root).stdout)
+    assert [p for p in report["profiles"] if p["exact"]] == [p for p in doc["profiles"] if p["exact"]]
+    assert "profile, exact, callgrind · x86_64/clang" in flagbench("report", "--db", str(db), "--format", "md", cwd=root).stdout
     csv_out = flagbench("profile", str(root), "--db", str(db), "--format", "csv", "--no-perf", cwd=root).stdout
     assert csv_out.splitlines()[0].startswith("bench,target,compiler,variant,source,exact,total,symbol,self")
 

@@ -145,6 +145,20 @@ class ProfileStore:
         self.db.close()
 
 
+def stored_profiles(store, experiment_hash: str) -> list[Profile]:
+    """The profiles `flagbench profile` kept for an experiment, read through an open Store's file
+    (none when it never ran: the table does not exist yet)."""
+    db = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = db.execute("SELECT profile FROM profiles WHERE experiment_hash = ? ORDER BY rowid",
+                          (experiment_hash,)).fetchall()
+    except sqlite3.DatabaseError:
+        return []
+    finally:
+        db.close()
+    return [_profile(json.loads(r[0])) for r in rows]
+
+
 def _profile(d: dict) -> Profile:
     return Profile(d["bench"], d["target"], d["compiler"], d["variant"], d["exact"], d["source"], d["total"],
                    {s["name"]: s["self"] for s in d["symbols"]})

@@ -71,19 +71,32 @@ def failure_blocks(failures: list[dict]) -> list[Block]:
                  title="failed cells", align="lll")]
 
 
-def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: list[dict] | None = None) -> str:
+def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: list[dict] | None = None,
+           profiles: list | None = None) -> str:
+    """`profiles` (profile.Profile, from `flagbench profile`) are added to md, html and json."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}")
     failures = failures or []
     legend = [Para([LEGEND])] if has_intervals(tables) else []
+    extra = _profile_blocks(profiles, tables) if profiles and fmt in ("md", "html") else []
     if fmt == "md":
         head = [Para([line])] if (line := run_line(run)) else []
-        return Markdown().render(head + blocks(tables) + failure_blocks(failures) + legend)
+        return Markdown().render(head + blocks(tables) + extra + failure_blocks(failures) + legend)
     if fmt == "html":
         title = f"flagbench run {run['id']}: {run['experiment']}" if run else "flagbench report"
         head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else []) + legend
-        return Html().render(head + blocks(tables, figures=True) + failure_blocks(failures), title)
+        return Html().render(head + blocks(tables, figures=True) + extra + failure_blocks(failures), title)
+    if fmt == "json" and profiles:
+        doc = json.loads(_json(tables, run, failures))
+        doc["profiles"] = [p.to_json() for p in profiles]
+        return json.dumps(doc, indent=2, default=str) + "\n"
     return {"text": _text, "json": _json, "csv": _csv}[fmt](tables, run, failures)
+
+
+def _profile_blocks(profiles: list, tables: list[Table]) -> list[Block]:
+    from flagbench.profile_run import blocks as profile_blocks
+    baseline = tables[0].variants[0] if tables else profiles[0].variant
+    return [Heading(3, "profiles (flagbench profile)", "profiles")] + profile_blocks(profiles, baseline)
 
 
 def run_line(run: dict | None) -> str | None:
@@ -191,9 +204,11 @@ def _blank(x):
 
 def report_run(store, run_id: int, fmt: str) -> str:
     """The whole report of one stored run, in one of FORMATS."""
+    from flagbench.profile_run import stored_profiles
     run = store.run(run_id)
     return render(run_tables(store, run_id), fmt, run=run,
-                  failures=[c for c in store.cells(run_id) if c["status"] == "failed"])
+                  failures=[c for c in store.cells(run_id) if c["status"] == "failed"],
+                  profiles=stored_profiles(store, run["experiment_hash"]))
 
 
 def run_tables(store, run_id: int) -> list[Table]:
