@@ -231,3 +231,32 @@ def test_output_file_that_cannot_be_written_is_one_line(db, tmp_path):
     (tmp_path / "a-file").write_text("")
     out = flagbench("report", "--db", str(path), "--format", "html", "-o", str(tmp_path / "a-file" / "r.html"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and "a-file" in out.stderr
+
+
+def test_case_summary_lines():
+    """One line per bench and target; one variant: its change; all alike: said once; many columns:
+    best and worst; sizes linked; a target with objects only: its size line."""
+    from flagbench.report.doc import Link
+    from flagbench.report.summary import case_summary
+    samples = [dict(bench="loop", metric=m, unit="", variant=v, target="x86_64", compiler="gcc", params={}, value=x)
+               for v, base in (("a", 10.0), ("b", 20.0), ("c", 30.0), ("d", 40.0))
+               for m, x in [("ns_per_iter", base + i / 10) for i in range(6)] + [("insns_per_iter", 7.0)]]
+    samples += [dict(bench="sweep", metric="MB/s", unit="MB/s", variant=v, target="x86_64", compiler="gcc",
+                     params={"size": str(size)}, value=speed * size + i)
+                for v, speed in (("bytes", 1.0), ("words", 4.0), ("rep", 9.0), ("libc", 16.0), ("two", 2.0))
+                for size in (32, 4096) for i in range(6)]
+    tables = build_tables(samples, ["a", "b", "c", "d", "bytes", "words", "rep", "libc", "two"])
+    grid = case_summary(tables, prefix="case", baseline="a",
+                        sizes={(v, "x86_64", "gcc"): ("+8 B", f"case-size-{v}") for v in "bcd"} |
+                              {("b", "hppa64", "gcc"): ("+4 B", "case-size-hppa64")})
+    rows = {(r[0][0], r[1][0]): r for r in grid.rows}
+    loop = rows[("loop", "x86_64/gcc")]
+    timed = [x.text for x in loop[2] if isinstance(x, Link)]
+    assert [t.split()[0] for t in timed] == ["b", "c", "d"] and all(t.endswith("% slower") for t in timed)
+    assert 90 < float(timed[0].split()[1]) < 110 and 290 < float(timed[2].split()[1]) < 310   # 2x, 4x
+    assert [x.text for x in loop[3]] == ["all 3: +0.00 % insns/iter"] and loop[4][0].text == "all 3: +8 B"
+    sweep = rows[("sweep", "x86_64/gcc")][2]
+    assert sweep[0] == "vs bytes: best " and re.fullmatch(r"libc geomean \+14\d\d\.\d % \(2 faster of 2\)", sweep[1].text)
+    assert re.fullmatch(r"two geomean \+9\d\.\d % \(2 faster of 2\)", sweep[3].text)   # about 2x: the worst
+    assert rows[("(size only)", "hppa64/gcc")][4][0].text == "+4 B"
+    assert all(x.anchor.startswith("case-") for r in grid.rows for cell in r for x in cell if isinstance(x, Link))

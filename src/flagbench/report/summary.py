@@ -26,8 +26,7 @@ def _timed_entry(t: Table, variant: str) -> tuple[str, float] | None:
         return None
     if len(comps) == 1:
         c = comps[0]
-        verdict = "~" if c.verdict == "~" else c.verdict
-        text = f"{pct(c.estimate)} % {verdict}" if verdict != "~" else f"~ {pct(c.estimate)} %"
+        text = f"~ {pct(c.estimate)} %" if c.verdict == "~" else f"{pct(c.estimate)} % {c.verdict}"
         bands = [r.band_verdicts[variant] for r in t.rows if variant in r.band_verdicts]
         if bands:
             text += f", {bands[0]}"
