@@ -95,3 +95,33 @@ def _html_beside_md_and_stdout_ends_with_the_summary(demo):
     assert "&lt;b&gt;not bold&lt;/b&gt;" in page
     printed = done.stdout   # each case as it finishes, then the one-screen summary of them all
     assert printed.rindex("## Summary") > printed.rindex("## same")
+
+
+def test_progress_lines_from_threads_are_written_whole(monkeypatch):
+    """Build progress comes from compiler threads: each line must reach stderr in one write, or two
+    threads interleave ("...crc.cflagbench run: cc ...")."""
+    import threading
+
+    from flagbench.cli.demo import sayer
+
+    class Recorder:
+        def __init__(self):
+            self.writes = []
+
+        def write(self, text):
+            self.writes.append(text)
+
+        def flush(self):
+            pass
+
+    recorder = Recorder()
+    monkeypatch.setattr(sys, "stderr", recorder)
+    say = sayer("flagbench demo: case: ")
+    threads = [threading.Thread(target=lambda n=n: [say(f"cc worker {n} file {i}.c") for i in range(200)])
+               for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(recorder.writes) == 8 * 200
+    assert all(re.fullmatch(r"flagbench demo: case: cc worker \d file \d+\.c\n", w) for w in recorder.writes)
