@@ -260,3 +260,15 @@ def test_case_summary_lines():
     assert re.fullmatch(r"two geomean \+9\d\.\d % \(2 faster of 2\)", sweep[3].text)   # about 2x: the worst
     assert rows[("(size only)", "hppa64/gcc")][4][0].text == "+4 B"
     assert all(x.anchor.startswith("case-") for r in grid.rows for cell in r for x in cell if isinstance(x, Link))
+
+
+def test_spread_note_names_the_worst_cells_and_their_values():
+    wide = [10, 20, 10, 20, 10, 20, 15, 15, 12]          # IQR/median 10/15 = 67 %
+    samples = [dict(bench="b", metric="ns_per_iter", unit="ns", variant=v, target="x86_64", compiler="gcc",
+                    params={"size": size}, value=x)
+               for size in ("32", "64") for v, values in (("old", wide if size == "32" else [10.0] * 9),
+                                                            ("new", [11.0 + i / 100 for i in range(9)]))
+               for x in values]
+    [t] = build_tables(samples, ["old", "new"])
+    [note] = [n for n in cells.notes(t) if "spread" in n]
+    assert note == "high spread (IQR/median above 10 %) in 1 cell: old@size=32 67 %"
