@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 NO_SYMBOL = "(no symbol)"
+_MAPPING = re.compile(r"^\$[a-z](\..*)?$")   # ARM/AArch64/RISC-V mapping symbols ($x, $d.12): not functions
 _SUFFIX = re.compile(r"((?:\.(?:constprop|isra|part|cold|lto_priv|localalias|clone|llvm)(?:\.\d+)*)+)$")
 
 
@@ -139,7 +140,7 @@ class SymbolMap:
     @classmethod
     def of_elf(cls, path) -> "SymbolMap":
         from flagbench.elf.image import Image
-        STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC, SHF_EXECINSTR = 0, 2, 10, 0x4
+        STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC, STT_PROC, SHF_EXECINSTR = 0, 2, 10, (13, 14, 15), 0x4
         functions, labels = [], []
         with Image(str(path)) as image:
             for s in image.symbols:
@@ -147,10 +148,11 @@ class SymbolMap:
                     continue
                 if not image.sections[s.shndx].flags & SHF_EXECINSTR:
                     continue
-                if s.type in (STT_FUNC, STT_GNU_IFUNC) and s.size:
+                if s.type in (STT_FUNC, STT_GNU_IFUNC, *STT_PROC) and s.size:   # hppa millicode: STT_PARISC_MILLI
                     functions.append((s.value, s.value + s.size, s.name))
-                elif s.type in (STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE) and not s.name.startswith(("$", ".L")):
-                    labels.append((s.value, s.name))
+                elif s.type in (STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE) and not _MAPPING.match(s.name) \
+                        and not s.name.startswith(".L"):
+                    labels.append((s.value, s.name))   # hppa's $$dyncall millicode is one of these
         return cls(functions, labels)
 
     def name(self, address: int) -> str:
