@@ -264,6 +264,9 @@ def guest_cells(exp: Any, benches: Sequence[Any], kernel_builds: Sequence[Any], 
         if t.why_not:
             notes.append(f"guest benches on {name}: not measured: {t.why_not}")
             continue
+        if not t.verified:
+            notes.append(f"guest benches on {name}: the qemu-system recipe ({' '.join(t.machine)}) was not "
+                         "verified on flagbench's own machines yet; a failed boot shows the console")
         tdir = Path(workdir) / name
         initrd = make_initramfs(t, rows, programs, tdir)
         booted, floor = _boot_all(t, builds, rows, initrd, tdir, settings, noise_floor, progress)
