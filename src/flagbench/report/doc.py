@@ -58,6 +58,7 @@ class Grid:
 class Code:
     lines: list[str]
     lang: str = ""
+    marks: list[str] | None = None   # per line, a side-by-side diff's mark (" ", "|", "<", ">"): html colours it
 
 
 @dataclass
@@ -176,6 +177,7 @@ svg.plot{background:#fff;border:1px solid #e4e4e4;border-radius:4px;max-width:10
 .legend{display:flex;flex-wrap:wrap;gap:4px 16px;margin:6px 0 0;font-size:13px}
 .key{display:inline-flex;align-items:center;gap:6px}.swatch{width:14px;height:4px;display:inline-block;border-radius:2px}
 .caption{color:#555;font-size:13px;margin:4px 0}
+pre.sbs span{display:inline-block;min-width:100%}.chg{background:#fff5cc}.del{background:#ffe3e3}.add{background:#e3f7e3}
 a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
 .wrap{overflow-x:auto}
 """
@@ -203,7 +205,12 @@ class Html:
         if isinstance(b, Grid):
             return self._grid(b)
         if isinstance(b, Code):
-            return f"<pre>{esc(chr(10).join(b.lines))}</pre>"
+            if not b.marks:
+                return f"<pre>{esc(chr(10).join(b.lines))}</pre>"
+            kind = {"|": "chg", "<": "del", ">": "add"}
+            return "<pre class=\"sbs\">" + "\n".join(
+                f'<span class="{kind[m]}">{esc(line)}</span>' if m in kind else esc(line)
+                for line, m in zip(b.lines, b.marks)) + "</pre>"
         if isinstance(b, Figure):
             caption = f'<div class="caption">{esc(b.caption)}</div>' if b.caption else ""
             return f'<div class="figure">{caption}{b.body}</div>'

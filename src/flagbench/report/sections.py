@@ -139,13 +139,15 @@ def asm_blocks(old_objects, new_objects, *, old_label: str, new_label: str, show
             continue
         rows = side_by_side(d)
         width = max([len(a) for _, a, _ in rows] + [8])
-        lines = [f"{a:<{width}} {mark} {b}".rstrip() if mark is not None else a
-                 for mark, a, b in with_context(rows)]
+        shown = with_context(rows)
+        lines = [f"{a:<{width}} {mark} {b}".rstrip() if mark is not None else a for mark, a, b in shown]
+        marks = [mark for mark, _, _ in shown]
         if len(lines) > SIDE_BY_SIDE_LINES:
             lines = lines[:SIDE_BY_SIDE_LINES] + [f"... {len(lines) - SIDE_BY_SIDE_LINES} more lines "
                                                   f"(flagbench asm OLD NEW {name})"]
+            marks = marks[:SIDE_BY_SIDE_LINES] + [None]
         out.append(Para([f"{name} ({d.status}, {d.changed_lines} lines differ), {old_label} | {new_label}:"]))
-        out.append(Code(lines))
+        out.append(Code(lines, marks=marks))
         out.append(_mix_grid(f"instruction mix, {name}", mixes.of("old", d), mixes.of("new", d), mix_rows))
     if same:
         out.append(Para([f"the same in both builds (not printed): {', '.join(same)}"]))
