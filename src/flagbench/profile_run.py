@@ -148,7 +148,7 @@ class ProfileStore:
 def stored_profiles(store, experiment_hash: str) -> list[Profile]:
     """The profiles `flagbench profile` kept for an experiment, read through an open Store's file
     (none when it never ran: the table does not exist yet)."""
-    db = sqlite3.connect(f"file:{store.path}?mode=ro", uri=True, timeout=30)
+    db = sqlite3.connect(f"{Path(store.path).resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     try:
         rows = db.execute("SELECT profile FROM profiles WHERE experiment_hash = ? ORDER BY rowid",
                           (experiment_hash,)).fetchall()
