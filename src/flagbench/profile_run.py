@@ -99,21 +99,18 @@ def exact_profile(exe: Path, target: str, iters: int, tmp: Path, timeout: float)
 
 def perf_profile(exe: Path, tmp: Path, timeout: float) -> tuple[dict[str, float], float] | str:
     """Samples per symbol of a ~0.5 s timed run under `perf record -e cpu-clock`, or why not."""
-    from flagbench.run.executors import perf_available
+    from flagbench.run.executors import FIXED_CWD, FIXED_ENV, parse_metrics, perf_available
     perf = shutil.which("perf")
     if perf is None or not perf_available():
         return "perf does not work here (apt-get install linux-perf; kernel.perf_event_paranoid): no time profile"
-    calib = _run([str(exe)], timeout)
-    fields = dict(line.split() for line in calib.stdout.splitlines() if len(line.split()) == 2)
-    iters, ns = int(fields.get("iters", 0)), int(fields.get("ns", 0))
-    n = max(1, int(iters * PERF_SECONDS * 1e9 / max(ns, 1)))
+    calibration, _ = parse_metrics(_run([str(exe)], timeout).stdout)   # one call of >= 20 ms: "iters N", "ns T"
+    n = max(1, int(calibration.get("iters", 1) * PERF_SECONDS * 1e9 / max(calibration.get("ns", 1), 1)))
     data = tmp / "perf.data"
     done = procs.run([perf, "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", str(data), "--",
-                      str(exe), "t", str(n)], timeout=timeout, cwd="/", env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+                      str(exe), "t", str(n)], timeout=timeout, cwd=FIXED_CWD, env=FIXED_ENV)
     if done.failure or not data.exists():
         return f"perf record failed ({done.failure or 'no data'}): no time profile"
-    script = procs.run([perf, "script", "-i", str(data), "-F", "ip,sym"], timeout=timeout,
-                       env={"PATH": "/usr/bin:/bin", "LC_ALL": "C"})
+    script = procs.run([perf, "script", "-i", str(data), "-F", "ip,sym"], timeout=timeout, env=FIXED_ENV)
     samples = parse_perf_script(script.stdout)
     if not samples:
         return "perf recorded no samples: no time profile"
