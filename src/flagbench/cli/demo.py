@@ -34,6 +34,8 @@ def register(sub):
     p.add_argument("--samples", type=int, default=None,
                    help="timed samples per cell (default: each bench's own, 10 unless its file says)")
     p.add_argument("--fresh", action="store_true", help="measure again instead of resuming earlier demo runs")
+    p.add_argument("--full", action="store_true",
+                   help="also the cross-architecture kernel cases (hppa, loongarch64: two full kernel builds each)")
     return p
 
 
