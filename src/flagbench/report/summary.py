@@ -115,4 +115,6 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
             alone = sum(1 for k in sizes if k[1:] == (target, compiler)) == 1
             rows.append([["(size only)"], [f"{target}/{compiler}"], ["-"], ["-"],
                          [Link(text if alone else f"{v} {text}", anchor)]])
-    return Grid(["bench", "target", f"time vs {baseline}", "exact count", "size"], rows, align="lllll")
+    against = f" vs {baseline}" if all(t.variants[0] == baseline for t in tables) else ""   # else each cell says
+    return Grid(["bench", "target", f"time{against}", f"exact count{against}", f"size{against}"], rows,
+                align="lllll")
