@@ -272,3 +272,40 @@ def test_spread_note_names_the_worst_cells_and_their_values():
     [t] = build_tables(samples, ["old", "new"])
     [note] = [n for n in cells.notes(t) if "spread" in n]
     assert note == "high spread (IQR/median above 10 %) in 1 cell: old@size=32 67 %"
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.text(min_size=1, max_size=30))
+def test_any_name_stays_one_md_cell_and_html_text(name):
+    """Issue 11, as a property: whatever a name holds, every md table row keeps its cell count, no
+    raw tag reaches the md, and the html shows the name as text (controls escaped)."""
+    samples = [dict(bench="b", metric="ns_per_iter", unit="ns", variant=v, target="x86_64", compiler="gcc",
+                    params={"size": name}, value=base + i)
+               for v, base in (("old", 10.0), ("new", 20.0)) for i in range(6)]
+    tables = build_tables(samples, ["old", "new"])
+    md = render(tables, "md")
+    rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert len(rows) == 3 and all(len(re.findall(r"(?<!\\)\|", r)) == 5 for r in rows), rows
+    assert "<" not in re.sub(r'<a id="[a-z0-9-]*"></a>', "", md)
+    from html.parser import HTMLParser
+
+    class Cells(HTMLParser):
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.cells, self.inside = [], False
+
+        def handle_starttag(self, tag, attrs):
+            self.inside = tag == "td"
+
+        def handle_data(self, data):
+            if self.inside:
+                self.cells.append(data)
+
+    parser = Cells()
+    parser.feed(render(tables, "html"))
+    shown = "".join(c if c >= " " or c in "\n\t" else f"\\x{ord(c):02x}" for c in name)
+    shown = shown.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    assert shown in parser.cells

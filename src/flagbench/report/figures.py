@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import math
+
 from flagbench.report import plots
 from flagbench.report.doc import Figure
 from flagbench.report.tables import Table
@@ -24,10 +26,12 @@ def _alignment(params: dict[str, str]) -> str:
 
 
 def _point(text: str) -> float | None:
+    """A sweep axis value: a finite number, else None (the row is left out of the plot)."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def table_figures(t: Table) -> list[Figure]:

@@ -64,7 +64,7 @@ class Table:
 
 def _natural(value: str):
     """Numbers sort as numbers: size 32 < 100 < 4096."""
-    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
+    return [(0, int(p), "") if p.isdecimal() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
 
 
 def build_tables(samples: list[dict], variant_order: list[str] | None = None, alpha: float = 0.05) -> list[Table]:
