@@ -186,6 +186,9 @@ def profile_experiment(exp, builds, benches, *, db: Path, workdir: Path, fresh: 
                     continue
                 sources = ["callgrind" if target == HOST else "qemu-plugin"] + (["perf"] if perf and target == HOST
                                                                                  else [])
+                if perf and target != HOST:
+                    notes.append(f"{target}: no time profile (its programs run under qemu, whose time is not "
+                                 f"theirs); the exact profile only")
                 wanted = {s: (exp.hash, bench.name, target, compiler, variant, s) for s in sources}
                 have = {s: None if fresh else store.get(k) for s, k in wanted.items()}
                 if all(have.values()):
