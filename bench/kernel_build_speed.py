@@ -117,10 +117,6 @@ def main() -> int:
               f"flagbench's own CPU {me1 - me0:.2f} s vs make's {kids1 - kids0:.1f} s "
               f"({100 * (me1 - me0) / max(kids1 - kids0, 1e-9):.2f} %)")
         shutil.rmtree(odir.parent, ignore_errors=True)
-    start = time.monotonic()
-    done = procs.run([sys.executable, "-m", "flagbench", "build", str(work / "fb0"), "--quiet"], timeout=600)
-    print(f"flagbench build on the unchanged cell (no make): {time.monotonic() - start:.2f} s wall, "
-          f"exit {done.returncode}")
     print(f"(work files in {work}; O= dirs under {tree.home / 'out'})")
     return 0
 
