@@ -279,7 +279,7 @@ def _compile_all(plans: list[_Plan], jobs: int, progress: bool) -> list[KernelBu
                BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("[dim]{task.fields[now]}"))
     out = []
-    with Progress(*columns, console=console, transient=False) as bars:
+    with Progress(*columns, console=console, transient=False, refresh_per_second=4) as bars:
         for p in plans:
             task = bars.add_task(escape(p.cell.key), total=None, now="")
             out.append(_compile(p, jobs, bars, task, escape))
@@ -333,7 +333,7 @@ def _run_make(p: _Plan, jobs: int, bars, task, escape) -> tuple[int, int, list[s
                     if time.monotonic() > deadline:
                         errors.append(f"make took more than {BUILD_TIMEOUT} s: stopped")
                         break
-                    time.sleep(0.1)
+                    time.sleep(0.25)   # a compile takes longer: 4 looks a second cost ~nothing
                     continue
                 *lines, pending = (pending + chunk).split(b"\n")
                 for raw in lines:
