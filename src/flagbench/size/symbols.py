@@ -208,11 +208,10 @@ def _grouped(t, rows, size) -> list[tuple[str, int]]:
     buf = t.shstrbuf
     if len(rows) == 0 or len(buf) == 0:
         return []
-    start, stop = t.sec_name[rows], t.sec_name_stop[rows]
-    at = start[:, None] + np.arange(PREFIX)
-    # Bytes past the table's end read as NUL; bytes past the name's own NUL need no masking:
-    # a pattern has no NUL, so it cannot match across one.
-    head = np.where(at < stop[:, None], buf[np.minimum(at, len(buf) - 1)], 0).astype(np.uint8)
+    # Bytes past a name's NUL (the next names) need no masking: a pattern has no NUL, so it
+    # cannot match across one.
+    padded = np.concatenate((buf, np.zeros(PREFIX, np.uint8)))
+    head = np.lib.stride_tricks.sliding_window_view(padded, PREFIX)[t.sec_name[rows]]
     group = np.full(len(rows), -1)
     second = head[:, 1]
     for i, (_, pattern, whole_word) in enumerate(_GROUP_BYTES):
