@@ -152,7 +152,8 @@ def _bom_names(t, rows):
 
 def _summed(names: list[str], sizes, letters, footprints, index: bool) -> dict:
     """Unique names with summed sizes (and footprints; the letter of the first), grouping by one
-    setdefault pass; with INDEX the name -> position lookup that pass built."""
+    setdefault pass; with INDEX the lookup that pass built: (name -> first row, first row ->
+    position among the unique names)."""
     n = len(names)
     first_of: dict[str, int] = {}
     first = np.fromiter(map(first_of.setdefault, names, range(n)), np.int64, n)
@@ -162,8 +163,10 @@ def _summed(names: list[str], sizes, letters, footprints, index: bool) -> dict:
     if letters is not None:
         out["letters"] = letters[unique].tobytes().decode("latin-1")
         out["footprints"] = _sum_by(first, unique, footprints)
-    if index:
-        out["index"] = first_of if len(unique) == n else dict(zip(out["names"], range(len(unique))))
+    if index:   # name -> position among the unique names, through the dict built above
+        position = np.full(n + 1, -1, np.int64)       # row -1 (a name not found) stays -1
+        position[unique] = np.arange(len(unique))
+        out["index"] = (first_of, position)
     return out
 
 

@@ -1,6 +1,8 @@
 """bloat-o-meter's calc() over two sides' summed names: one lookup pass, the rest in numpy."""
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 from flagbench.size.rules import BomTable
@@ -8,13 +10,14 @@ from flagbench.size.symbols import pick
 
 
 def bom_table(label: str, old: dict, new: dict) -> BomTable:
-    """OLD and NEW are one table of `symbols.read_side` each (NEW with its index). With letters
+    """OLD and NEW are one table of `symbols.read_side` each (NEW best with its index). With letters
     and footprints in both, the rows carry them too."""
     old_names, new_names = old["names"], new["names"]
     o = np.array(old["sizes"], np.int64) if old["sizes"] else np.zeros(0, np.int64)
     n = np.array(new["sizes"], np.int64) if new["sizes"] else np.zeros(0, np.int64)
-    index = new.get("index") or dict(zip(new_names, range(len(new_names))))
-    j = np.fromiter(map(index.get, old_names, [-1] * len(old_names)), np.int64, len(old_names))
+    first_of, position = new.get("index") or (dict(zip(new_names, range(len(new_names)))),
+                                              np.append(np.arange(len(new_names)), -1))
+    j = position[np.fromiter(map(first_of.get, old_names, repeat(-1)), np.int64, len(old_names))]
     matched = j >= 0
     n_of_old = np.where(matched, n[np.maximum(j, 0)] if len(n) else 0, 0)
     d = n_of_old - o
