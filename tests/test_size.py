@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from elf_util import run_verb
 from flagbench import elf, size
 from flagbench.toolchains import TARGETS
 
@@ -226,47 +227,54 @@ def one_line_error(result, *words):
         assert w in result.stderr, result.stderr
 
 
+def quick(*args):
+    """`flagbench size ARGS` called in this process (elf_util.run_verb), as a CompletedProcess:
+    the many bad-input cases below need no interpreter each."""
+    rc, out, err = run_verb(("size", *args))
+    return subprocess.CompletedProcess(args, rc, out, err)
+
+
 def test_bad_inputs(tmp_path):
     good = cc(tmp_path, "x86_64", "gcc", DATA / "kinds.c", tmp_path / "good.o")
     data = good.read_bytes()
-    one_line_error(flagbench(tmp_path / "nope.o", good), "nope.o", "no such file")
+    one_line_error(quick(tmp_path / "nope.o", good), "nope.o", "no such file")
     (tmp_path / "text.o").write_text("just text\n")
-    one_line_error(flagbench(tmp_path / "text.o", good), "text.o", "not an ELF")
+    one_line_error(quick(tmp_path / "text.o", good), "text.o", "not an ELF")
     (tmp_path / "empty.o").write_bytes(b"")
-    one_line_error(flagbench(tmp_path / "empty.o", good), "empty.o", "empty")
+    one_line_error(quick(tmp_path / "empty.o", good), "empty.o", "empty")
     for cut in (20, 60, len(data) // 2, len(data) - 8):
         (tmp_path / "cut.o").write_bytes(data[:cut])
-        one_line_error(flagbench("--format=bom", tmp_path / "cut.o", good), "cut.o", "truncated")
-        one_line_error(flagbench(tmp_path / "cut.o", good), "cut.o", "truncated")
+        one_line_error(quick("--format=bom", tmp_path / "cut.o", good), "cut.o", "truncated")
+        one_line_error(quick(tmp_path / "cut.o", good), "cut.o", "truncated")
     bad = bytearray(data)
     bad[5] = 7                                            # EI_DATA
     (tmp_path / "corrupt.o").write_bytes(bad)
-    one_line_error(flagbench(tmp_path / "corrupt.o", good), "corrupt.o", "corrupt")
+    one_line_error(quick(tmp_path / "corrupt.o", good), "corrupt.o", "corrupt")
     shoff = int.from_bytes(data[0x28:0x30], "little")
     bad = bytearray(data)
     bad[0x3A:0x3C] = (17).to_bytes(2, "little")           # e_shentsize
     (tmp_path / "corrupt2.o").write_bytes(bad)
-    one_line_error(flagbench(tmp_path / "corrupt2.o", good), "corrupt2.o", "corrupt")
+    one_line_error(quick(tmp_path / "corrupt2.o", good), "corrupt2.o", "corrupt")
     bad = bytearray(data)
     bad[shoff + 64 * 1:shoff + 64 * 1 + 4] = b"\xff\xff\xff\x7f"   # a section name offset
     (tmp_path / "corrupt3.o").write_bytes(bad)
     for fmt in ("bom", "text"):
-        r = flagbench(f"--format={fmt}", tmp_path / "corrupt3.o", good)
+        r = quick(f"--format={fmt}", tmp_path / "corrupt3.o", good)
         one_line_error(r, "corrupt3.o")
     stripped = tmp_path / "stripped.o"
     subprocess.run(["strip", "-o", str(stripped), str(good)], check=True)
-    one_line_error(flagbench(stripped, good), "stripped.o", "no symbol table")
-    one_line_error(flagbench("--format=bom", good, stripped), "stripped.o", "no symbol table")
+    one_line_error(quick(stripped, good), "stripped.o", "no symbol table")
+    one_line_error(quick("--format=bom", good, stripped), "stripped.o", "no symbol table")
     empty = tmp_path / "empty.a"
     empty.write_bytes(b"!<arch>\n")
-    one_line_error(flagbench(empty, good), "empty.a", "empty archive")
+    one_line_error(quick(empty, good), "empty.a", "empty archive")
     thin = tmp_path / "thin.a"
     subprocess.run(["ar", "rcsT", str(thin), str(good)], check=True)
-    one_line_error(flagbench(thin, good), "thin.a", "thin archive")
-    one_line_error(flagbench("--match", "(", good, good), "--match")
+    one_line_error(quick(thin, good), "thin.a", "thin archive")
+    one_line_error(quick("--match", "(", good, good), "--match")
     # Different architectures: allowed, with one warning line.
     arm = cc(tmp_path, "aarch64", "gcc", DATA / "kinds.c", tmp_path / "arm.o")
-    r = flagbench("--format=bom", good, arm)
+    r = quick("--format=bom", good, arm)
     assert r.returncode == 0
     assert r.stderr.count("\n") == 1 and "warning" in r.stderr and "aarch64" in r.stderr
 
@@ -280,9 +288,9 @@ def test_archive_member_parsing_edge_cases(tmp_path):
     assert listed(arch) == nm_sized(good)
     raw = arch.read_bytes()
     (tmp_path / "badhdr.a").write_bytes(raw[:66] + b"xx" + raw[68:])
-    one_line_error(flagbench(tmp_path / "badhdr.a", good), "badhdr.a", "corrupt archive")
+    one_line_error(quick(tmp_path / "badhdr.a", good), "badhdr.a", "corrupt archive")
     (tmp_path / "short.a").write_bytes(raw[: len(raw) - 100])
-    one_line_error(flagbench(tmp_path / "short.a", good), "short.a", "truncated")
+    one_line_error(quick(tmp_path / "short.a", good), "short.a", "truncated")
 
 
 SKIP_RULES_C = r"""
