@@ -55,9 +55,13 @@ def same_apart_from_layout(old: Disassembly, new: Disassembly, names: list[str])
     padding and in-function offsets are accounted for."""
     if not names:
         return set()
-    with ThreadPoolExecutor(max_workers=2) as pool:   # the objdump runs of one side in parallel
-        p_old = place(old, [old.functions[n] for n in names], pool)
-        p_new = place(new, [new.functions[n] for n in names], pool)
+    # Both sides at once, each with two objdump runs at a time: a side may be one run (a whole
+    # section), and the other side's run should not wait for it.
+    with ThreadPoolExecutor(max_workers=2) as sides, ThreadPoolExecutor(max_workers=2) as a, \
+            ThreadPoolExecutor(max_workers=2) as b:
+        f_old = sides.submit(place, old, [old.functions[n] for n in names], a)
+        f_new = sides.submit(place, new, [new.functions[n] for n in names], b)
+        p_old, p_new = f_old.result(), f_new.result()
     out = set()
     for name in names:
         a, b = p_old.get(name), p_new.get(name)
