@@ -15,6 +15,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
            "#7f7f7f", "#bcbd22")
 FONT = 'font-family="system-ui, sans-serif" font-size="12"'
 GOOD, BAD, NEUTRAL = "#2ca02c", "#d62728", "#555"
+LOG_Y_SPREAD = 30     # largest / smallest value of a line plot beyond which its y axis is logarithmic
 
 
 def _t(text) -> str:
@@ -107,9 +108,17 @@ def lines(panels: list[tuple[str, dict[str, list[tuple[float, float]]]]], *, xla
             continue
         f = _Frame(width, height)
         xs = sorted({x for x, _ in points})
-        ylo, yhi = 0.0, max(y for _, y in points) * 1.05 or 1.0
-        yt = _nice_ticks(ylo, yhi)
-        yhi = max(yhi, yt[-1])
+        positive = [y for _, y in points if y > 0]
+        logy = len(positive) == len(points) and max(positive) / min(positive) > LOG_Y_SPREAD
+        if logy:   # throughputs over orders of magnitude: a byte loop must not lie flat on zero
+            ylo, yhi = 10 ** math.floor(math.log10(min(positive))), 10 ** math.ceil(math.log10(max(positive)))
+            yt = [10.0 ** k for k in range(round(math.log10(ylo)), round(math.log10(yhi)) + 1)]
+            ylabel_here = f"{ylabel} (log scale)"
+        else:
+            ylo, yhi = 0.0, max(y for _, y in points) * 1.05 or 1.0
+            yt = _nice_ticks(ylo, yhi)
+            yhi = max(yhi, yt[-1])
+            ylabel_here = ylabel
         if logx and xs[0] > 0:
             xlo, xhi = xs[0] / 1.3, xs[-1] * 1.3
             xsc = f.scale(xlo, xhi, log=True)
@@ -120,11 +129,11 @@ def lines(panels: list[tuple[str, dict[str, list[tuple[float, float]]]]], *, xla
             xlo, xhi = xs[0] - pad, xs[-1] + pad
             xsc = f.scale(xlo, xhi)
             xt = xs if len(xs) <= 10 else _nice_ticks(xs[0], xs[-1])
-        ysc = f.scale(ylo, yhi)
+        ysc = f.scale(ylo, yhi, log=logy)
         X = lambda v: xsc(v, f.x0, f.x1)   # noqa: E731
         Y = lambda v: ysc(v, f.y0, f.y1)   # noqa: E731
         f.parts.append(_axes(f, [(X(v), _fmt_size(v) if size_ticks else _fmt_tick(v)) for v in xt],
-                             [(Y(v), _fmt_tick(v)) for v in yt], xlabel, ylabel))
+                             [(Y(v), _fmt_tick(v)) for v in yt], xlabel, ylabel_here))
         for name, pts in series.items():
             pts = sorted((x, y) for x, y in pts if y is not None and math.isfinite(y))
             if not pts:
