@@ -17,10 +17,10 @@ reason and the console's last lines. The A/A noise floor: the baseline kernel is
 booted a second time with one more (ignored) kernel command line word, which moves
 where timer interrupts land; the difference is what "exact" means across kernels.
 
-What the counts cannot show: TCG has no cycle model. Each iteration of a REP string
-instruction counts as one instruction (`rep movsq` of n qwords = n; `rep stosq` clearing
-a 4 KiB page = 512: clear_page_rep is ~517 per fault), and an instruction that faults
-and restarts counts twice. So a change from `rep movsq` to an unrolled loop shows as
+What the counts cannot show: TCG has no cycle model. A REP string instruction counts
+once per iteration plus once for the final count check: `rep movsq` of n qwords = n + 1
+(sync_regs' 21-qword pt_regs copy: 8 + 22 = 30 per fault; clear_page_rep's 512-qword
+`rep stosq`: 517), and an instruction that faults and restarts counts twice. So a change from `rep movsq` to an unrolled loop shows as
 *more* instructions, whatever its speed on hardware (fast-string startup cost is what
 the seed's +17 % is about): counts say what executed, not how long it took.
 
