@@ -165,3 +165,21 @@ def test_sigterm_to_flagbench_takes_its_qemu_along(kernel, tmp_path):
         child.wait()
     time.sleep(0.5)
     assert not _qemus_using(work)
+
+
+def test_boot_fragment_is_added_only_when_the_experiment_lacks_it(tmp_path):
+    from conftest import write_experiment
+    from flagbench import spec
+    kernel_toml = """
+        targets = ["x86_64"]
+        [kernel]
+        source = "debian:6.1"
+        config = "tinyconfig"
+        {fragments}
+        [variants]
+        default = {{}}
+        """
+    bare = write_experiment(tmp_path / "bare", kernel_toml.format(fragments=""), {})
+    assert boots.boot_fragments(spec.load(bare)) == [boots.boot_fragment("x86_64")]
+    case = Path(__file__).resolve().parent.parent / "cases" / "kernel-memcpy-strategy"
+    assert boots.boot_fragments(spec.load(case)) == []   # it lists the fragment itself

@@ -111,6 +111,23 @@ def boot_fragment(target_name: str) -> Path | None:
     return path if path.is_file() else None
 
 
+def boot_fragments(exp) -> list[Path]:
+    """The boot fragments a kernel experiment's guest benches need and it does not already ask
+    for (a case may list the fragment itself, so build/size/asm and run share one build):
+    pass them as build_kernels(extra_fragments=...)."""
+    asked = {(o.name, o.value) for o in exp.kernel.common.options}
+    out = []
+    for name in sorted({c.target for c in exp.cells()}):
+        path = boot_fragment(name)
+        if path is None:
+            continue
+        wanted = {tuple(line.strip().split("=", 1)) for line in path.read_text().splitlines()
+                  if line.startswith("CONFIG_") and "=" in line}
+        if not wanted <= asked:
+            out.append(path)
+    return out
+
+
 def target(name: str) -> Target:
     if name not in TARGETS:
         raise UserError(f"no qemu-system recipe for target {name!r} (known: {', '.join(TARGETS)})")
