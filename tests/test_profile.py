@@ -61,7 +61,7 @@ def measured(tmp_path_factory):
         name = "loop"
         kind = "micro"
         function = "loop"
-        metrics = ["insns"]
+        metrics = ["insns", "profile"]
         """))
     db = root / "fb.db"
     done = flagbench("run", str(root), "--db", str(db), "--format", "json", cwd=root)

@@ -50,7 +50,7 @@ class Context:
             return []
         out = []
         for m in self.bench.metrics:
-            if m == "perf":
+            if m in ("perf", "profile"):   # perf rides on timed runs; profiles are profile_run.py's
                 continue
             if m == "time" and (target != HOST_TARGET or platform.machine() != HOST_TARGET):
                 self.note(f"{target}: time is measured natively on {HOST_TARGET} only; insns instead")
