@@ -25,6 +25,8 @@ class Summary:
     text_new: int
     padding_old: int                # bytes between functions (what bloat-o-meter cannot see)
     padding_new: int
+    covered_old: int                # bytes of code inside sized symbols (the functions themselves)
+    covered_new: int
     bom_old: int                    # bloat-o-meter's Total: Before / After
     bom_new: int
     functions: dict[str, int]       # asm: changed / added / removed / same
@@ -85,7 +87,7 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True) -> 
     bom_old, bom_new = _bom_totals(tree_bom(old.vmlinux, new.vmlinux, old.src))
     return Summary(
         old.cell.key, new.cell.key, c.old.code, c.new.code, c.old.padding, c.new.padding,
-        bom_old, bom_new, counts, kconfig_file.delta(old.config, new.config),
+        c.old.covered, c.new.covered, bom_old, bom_new, counts, kconfig_file.delta(old.config, new.config),
         kobjects.compare_trees(old.dir, new.dir) if with_objects else [], compiler, new.tree, string_ops)
 
 
@@ -117,7 +119,9 @@ def render(s: Summary, *, objects_top: int = 10, config_top: int = 20) -> str:
           + (f", {f['removed']} removed" if f.get("removed") else "")) if f else "functions not compared"
     lines = [f"{s.old_label} -> {s.new_label}",
              f"vmlinux text {_signed(s.text_delta)} bytes ({pct:+.2f} %), padding "
-             f"{_signed(s.padding_new - s.padding_old)}, {fn}, bloat-o-meter total: {s.bom_line}"]
+             f"{_signed(s.padding_new - s.padding_old)}, {fn}, bloat-o-meter total: {s.bom_line}",
+             f"  (code sections {s.text_old} -> {s.text_new} B; inside functions {_signed(s.covered_new - s.covered_old)} B,"
+             f" between them {_signed(s.padding_new - s.padding_old)} B: a section can absorb growth in its alignment slack)"]
     if s.config_delta:
         shown = ", ".join(f"{k} {a}->{b}" for k, a, b in s.config_delta[:config_top])
         more = f" (+{len(s.config_delta) - config_top} more)" if len(s.config_delta) > config_top else ""
