@@ -20,8 +20,10 @@ from __future__ import annotations
 import bisect
 import re
 import subprocess
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from flagbench.asm.disasm import PADDING, Disassembly, Function
 from flagbench.elf import Image
@@ -131,8 +133,12 @@ def _targets(start: int, real, gaps) -> list[str]:
 # -- addresses: objdump again, over the ranges of the functions asked for ----------------
 def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -> dict[str, Placed]:
     with Image(str(d.path)) as elf:
-        ranges = _ranges(elf, d.target == "arm", functions)
-        width = 16 if elf.is64 else 8     # digits of the address in objdump's block headers
+        return _place(d, elf, functions, pool)
+
+
+def _place(d: Disassembly, elf: Image, functions: list[Function], pool) -> dict[str, Placed]:
+    ranges = _ranges(elf, d.target == "arm", functions)
+    x86 = d.target == "x86_64" and not elf.relocatable    # one objdump over the runs' bytes
     by_section: dict[str, list[tuple[int, int]]] = {}
     for section, start, stop in ranges.values():
         by_section.setdefault(section, []).append((start, stop))
@@ -145,22 +151,83 @@ def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -
                 merged[-1][1] = max(merged[-1][1], stop)
             else:
                 merged.append([start, stop])
-        if len(merged) > MAX_RUNS:
+        if len(merged) > MAX_RUNS and not x86:
             merged = [[None, None]]
         runs += [(section, start, stop) for start, stop in merged]
-    texts: dict[str, list[str]] = {}
-    for (section, _, _), out in zip(runs, pool.map(lambda r: _objdump(d, *r), runs)):
-        texts.setdefault(section, []).append(out)
-    joined = {section: "\n".join(parts) for section, parts in texts.items()}
+    if x86:
+        records = _x86_records(d, elf, runs)
+        keys = {section: _keys(recs) for section, recs in records.items()}
+        found = {}
+        for f in functions:
+            if f.name in ranges:
+                section, start, _ = ranges[f.name]
+                found[f.name] = _slice(records.get(section, []), keys.get(section, []), start, len(f.lines))
+    else:
+        texts: dict[str, list[str]] = {}
+        for (section, _, _), out in zip(runs, pool.map(lambda r: _objdump(d, *r), runs)):
+            texts.setdefault(section, []).append(out)
+        joined = {section: "\n".join(parts) for section, parts in texts.items()}
+        found = {f.name: _block(joined.get(ranges[f.name][0], ""), ranges[f.name][1], len(f.lines))
+                 for f in functions if f.name in ranges}
     out = {}
     for f in functions:
-        if f.name not in ranges:
+        if f.name not in found:
             continue
-        section, start, stop = ranges[f.name]
-        placed = _check(_block(joined.get(section, ""), start, stop, width, len(f.lines)), start, stop, f)
+        _, start, stop = ranges[f.name]
+        placed = _check(found[f.name], start, stop, f)
         if placed is not None:
             out[f.name] = placed
     return out
+
+
+def _x86_records(d: Disassembly, elf: Image, runs) -> dict[str, list[tuple[int | None, str]]]:
+    """(address, mnemonic) per instruction of every run, from ONE objdump over the runs' bytes
+    laid end to end as a raw binary. objdump reads a whole section at each start, which on a
+    vmlinux costs more than the few functions a run shows; x86 needs nothing but the bytes to
+    decode (no mapping symbols), and int3 filler between runs keeps it in step at each start."""
+    filler = b"\xcc" * 16
+    blob, table = bytearray(), []          # (blob offset, section, address) per run
+    index = {s.name: s for s in elf.sections}
+    for section, start, stop in runs:
+        sec = index[section]
+        if start is None:
+            start, stop = sec.addr, sec.addr + sec.size
+        table.append((len(blob), section, start))
+        blob += elf.input.read(sec.offset + start - sec.addr, stop - start) + filler
+    with tempfile.TemporaryDirectory(prefix="flagbench-asm-") as tmp:
+        raw = Path(tmp) / "runs.bin"
+        raw.write_bytes(blob)
+        argv = [get_target(d.target).objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "-w",
+                "--no-show-raw-insn", str(raw)]
+        text = subprocess.run(argv, capture_output=True, text=True, errors="replace").stdout
+    starts = [t[0] for t in table]
+    out: dict[str, list[tuple[int | None, str]]] = {}
+    current = None      # the records of the section the line before was in (runs are in order)
+    for addr, mnemonic, dots in _RECORD.findall(text):
+        if dots:
+            if current is not None:
+                current.append((None, "..."))
+            continue
+        offset = int(addr, 16)
+        blob_start, section, start = table[bisect.bisect_right(starts, offset) - 1]
+        current = out.setdefault(section, [])
+        current.append((start + offset - blob_start, mnemonic))
+    return out
+
+
+def _keys(records) -> list[int]:
+    """Addresses to bisect on: a "..." line takes the address before it."""
+    out, last = [], -1
+    for addr, _ in records:
+        last = last if addr is None else addr
+        out.append(last)
+    return out
+
+
+def _slice(records, keys: list[int], start: int, n_lines: int) -> list[tuple[int | None, str]]:
+    """The records from the one at START on (as many as the function has lines, and a few)."""
+    i = bisect.bisect_left(keys, start)
+    return records[i:i + n_lines + 8]
 
 
 def _ranges(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
@@ -206,18 +273,19 @@ def _objdump(d: Disassembly, section: str, start: int | None, stop: int | None) 
     return subprocess.run(argv + [str(d.path)], capture_output=True, text=True, errors="replace").stdout
 
 
-def _block(text: str, start: int, stop: int, width: int, n_lines: int) -> list[tuple[int | None, str]]:
-    """(address, mnemonic) per instruction line of the block objdump starts at START (None for a
-    "..." run of zeros), up to the block at STOP. Only this block of the output is parsed: a
-    whole section is millions of lines, the functions asked about a few of them."""
-    i = text.find(f"\n{start:0{width}x} <")
+def _block(text: str, start: int, n_lines: int) -> list[tuple[int | None, str]]:
+    """(address, mnemonic) per instruction line of objdump's output from the one at START (None
+    for a "..." run of zeros), as many as N_LINES and a few: only these lines are parsed, not
+    the millions of a whole section."""
+    key = f"{start:x}:"
+    i = text.find(key)
+    while i > 0 and text[i - 1] not in " \n":            # the tail of a longer address
+        i = text.find(key, i + 1)
     if i < 0:
         return []
-    j = text.find(f"\n{stop:0{width}x} <", i + 1)
-    limit = i + 256 * (n_lines + 8)                    # a stop that starts no block: lines are short
-    j = limit if j < 0 else min(j, limit)
-    out = []
-    for addr, mnemonic, dots in _RECORD.findall(text, i + 1, j):
+    i = text.rfind("\n", 0, i) + 1
+    out = []   # block headers in between (local labels) match no record; _check stops at STOP
+    for addr, mnemonic, dots in _RECORD.findall(text, i, i + 256 * (n_lines + 8)):   # lines are short
         if dots:
             out.append((None, "..."))
         elif not mnemonic.startswith("R_"):
