@@ -101,7 +101,7 @@ def pages(tmp_path_factory):
         """))
     db = root / "fb.db"
     done = flagbench("run", str(case), "--db", str(db), cwd=root)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr[-2000:]
     with Store(db) as store:   # a name that is markup, stored as any sample is
         run_id = store.runs()[-1]["id"]
         for i in range(6):
@@ -110,11 +110,11 @@ def pages(tmp_path_factory):
                                  executor="native")
     report = root / "report.html"
     done = flagbench("report", "--db", str(db), "--format", "html", "-o", str(report), cwd=root)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr[-2000:]
     demo = root / "out" / "demo.md"
     done = flagbench("demo", "tiny", "--cases-dir", str(root / "cases"), "--db", str(db), "--out", str(demo),
                      cwd=root)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, done.stderr[-2000:]
     return report, demo.with_suffix(".html")
 
 
