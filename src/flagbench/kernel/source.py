@@ -110,7 +110,7 @@ def _debian_tree(source: str, say=None) -> Tree:
     home = trees_dir() / source.replace(":", "-")
     marker = _read_marker(home)
     if marker is None or marker.get("identity") != identity:
-        with locked(home.with_suffix(".lock")):
+        with locked(home.with_name(home.name + ".lock")):
             marker = _read_marker(home)
             if marker is None or marker.get("identity") != identity:
                 marker = _unpack(tarball, package, home, identity, say)
@@ -168,7 +168,7 @@ def patched_tree(base: Tree, patches: tuple[Path, ...], say=None) -> Tree:
     home = base.home.with_name(f"{base.home.name}+{key}")
     label = f"{base.label} + {', '.join(p.name for p in patches)}"
     identity = h.hexdigest() if base.identity else None
-    with locked(home.with_suffix(".lock")):
+    with locked(home.with_name(home.name + ".lock")):
         if identity is None or (_read_marker(home) or {}).get("identity") != identity:
             if say:
                 say(f"applying {', '.join(p.name for p in patches)} to a copy of {base.label}")
