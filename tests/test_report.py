@@ -277,7 +277,7 @@ def test_spread_note_names_the_worst_cells_and_their_values():
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, database=None)
 @given(name=st.text(min_size=1, max_size=30))
 def test_any_name_stays_one_md_cell_and_html_text(name):
     """Issue 11, as a property: whatever a name holds, every md table row keeps its cell count, no

@@ -100,7 +100,7 @@ _values = st.lists(st.floats(min_value=0.01, max_value=1e6, allow_nan=False, all
                    min_size=6, max_size=25)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)   # no .hypothesis/ in the checkout
 @given(old=_values, new=_values)
 def test_every_printed_estimate_lies_inside_its_printed_interval(old, new):
     """The change printed beside an interval is the estimate that interval belongs to (Hodges-Lehmann
