@@ -274,6 +274,11 @@ def test_spread_note_names_the_worst_cells_and_their_values():
     assert note == "high spread (IQR/median above 10 %) in 1 cell: old@size=32 67 %"
 
 
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+# hypothesis keeps caches in .hypothesis/ of the working directory: not in the checkout
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "flagbench-hypothesis"))
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 

@@ -92,6 +92,11 @@ def test_docstring_examples():
 
 # -- issue 11: a number outside its own interval -------------------------------------------------
 
+import os  # noqa: E402
+import tempfile  # noqa: E402
+
+# hypothesis keeps caches in .hypothesis/ of the working directory: not in the checkout
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "flagbench-hypothesis"))
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 from flagbench.report.cells import fmt_comparison  # noqa: E402
