@@ -63,13 +63,20 @@ def run(path: Path, opts: Options):
         check_symbols(exp, chosen, builds)
         with procs.owned_dir("flagbench-run") as workdir:
             cells = host_cells(exp, chosen, builds, workdir, notes)
-            cells += _guest_cells(exp, chosen, builds, workdir, notes)
+            cells += _guest_cells(exp, chosen, workdir, notes, opts.quiet)
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=exp.hash,
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)
+            profiled = [b for b in chosen if "profile" in b.metrics and not getattr(b, "guest", False)]
+            if profiled:   # where the instructions went: stored beside the run, shown by its report
+                from flagbench.profile_run import profile_experiment
+                _, profile_notes = profile_experiment(exp, builds, profiled, db=opts.db, workdir=workdir / "profiles",
+                                                      fresh=opts.fresh, say=say)
+                for note in profile_notes:
+                    say(note)
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
         return outcome, report_run(store, outcome.run_id, opts.fmt)
@@ -119,16 +126,22 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
     return cells
 
 
-def _guest_cells(exp, benches, kernel_builds, workdir: Path, notes: list[str]) -> list:
-    """The seam for kernel experiments: benches with `guest = true` run inside the booted
-    kernel of each variant. kernel/guest.py (issue 9) provides
-    `guest_cells(exp, benches, kernel_builds, *, workdir, notes) -> list[BenchCell]`;
-    until it is wired in here they are skipped with a note."""
+def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> list:
+    """Benches with `guest = true` run inside each variant's own kernel: the kernels are
+    built with the boot options every variant gets alike (kernel/boot-TARGET.config, where
+    the experiment does not list it already),
+    booted once each under qemu-system, and what the guest measured comes back as
+    ordinary engine cells (kernel/guest.py)."""
     guest = [b for b in benches if getattr(b, "guest", False)]
-    for bench in guest:
-        notes.append(f"bench {bench.name}: guest = true runs inside a booted kernel; "
-                     f"not available in this build, skipped")
-    return []
+    if not guest:
+        return []
+    if exp.kernel is None:
+        raise UserError(f"{exp.path}:{guest[0].line}: bench {guest[0].name}: guest = true needs a "
+                        f"[kernel] table (the kernel it boots)")
+    from flagbench.kernel import boot, guest as guests, kbuild
+
+    builds = kbuild.build_kernels(exp, progress=not quiet, extra_fragments=boot.boot_fragments(exp))
+    return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes, progress=not quiet)
 
 
 def _sayer(quiet: bool) -> Callable[[str], None]:
