@@ -135,7 +135,7 @@ def main() -> int:
             c = compare(t["A"], t["A again"], alpha=args.alpha, metric="wall_ns")
             false_positives += c.verdict != "~"
             spreads.append(c.ratio)
-            print(f"trial {i + 1:3d}: ratio {c.ratio:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] "
+            print(f"trial {i + 1:3d}: ratio {c.estimate:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] "
                   f"p={c.p_value:.3f} {c.verdict}")
         lo, hi = wilson(false_positives, args.trials)
         print(f"false positives: {false_positives}/{args.trials} = {false_positives / args.trials:.1%} "
