@@ -51,7 +51,7 @@ TARGETS = {
     "x86_64": Target("x86_64", "qemu-system-x86_64", ("-M", "pc", "-cpu", "qemu64"), "ttyS0", "vmlinux",
                      0xFFFF800000000000, "0f1f8001004246", "0f1f8002004246", verified=True),
     "aarch64": Target("aarch64", "qemu-system-aarch64", ("-M", "virt", "-cpu", "cortex-a57"), "ttyAMA0",
-                      "image", 0x8000000000000000, "5f2e03d5", "7f2e03d5", "aarch64-linux-gnu-"),
+                      "image", 0x8000000000000000, "5f2e03d5", "7f2e03d5", "aarch64-linux-gnu-", verified=True),
     "arm": Target("arm", "qemu-system-arm", ("-M", "virt"), "ttyAMA0", "image", 0xC0000000,
                   "aff37280", "aff37380", "arm-linux-gnueabihf-"),      # Thumb-2 guest programs
     "riscv64": Target("riscv64", "qemu-system-riscv64", ("-M", "virt", "-bios", "default"), "ttyS0",
