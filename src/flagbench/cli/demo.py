@@ -35,7 +35,7 @@ def register(sub):
                    help="timed samples per cell (default: each bench's own, 10 unless its file says)")
     p.add_argument("--fresh", action="store_true", help="measure again instead of resuming earlier demo runs")
     p.add_argument("--full", action="store_true",
-                   help="also the cross-architecture kernel cases (hppa, loongarch64: two full kernel builds each)")
+                   help="also the kernel cases that only compare builds (alignment, hppa, loongarch64: two cold kernel builds each)")
     return p
 
 
