@@ -83,6 +83,8 @@ def test_exact_counts():
     assert c.verdict == "exact" and c.ratio == pytest.approx(1.17) and c.change == pytest.approx(0.17)
     assert compare_exact(0, 0).ratio == 1.0
     assert stats.is_exact_metric("insns") and not stats.is_exact_metric("MB/s")
+    # what a booted guest counts (kernel/guest.py) is exact too: a change, never a timing verdict
+    assert stats.is_exact_metric("kernel_insns_per_iter") and stats.is_exact_metric("user_insns_per_iter")
 
 
 def test_docstring_examples():

@@ -33,7 +33,7 @@ import numpy as np
 MIN_SAMPLES_CI = 6        # below this: no interval, no p-value, verdict "~"
 MIN_SAMPLES_QUIET = 9     # below this: a "too few samples" warning (as compare.py)
 HIGH_SPREAD = 0.10        # IQR/median above this: a "high spread" warning
-EXACT_METRIC_PREFIXES = ("insns", "instructions", "loads", "stores")
+EXACT_METRIC_PREFIXES = ("insns", "instructions", "loads", "stores", "kernel_insns", "user_insns")
 
 
 @dataclass(frozen=True)
