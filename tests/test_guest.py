@@ -22,7 +22,7 @@ from flagbench.kernel.initramfs import newc
 pytestmark = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86")
 
 X86 = boots.TARGETS["x86_64"]
-PAGE_FAULT = Path(__file__).resolve().parent.parent / "cases" / "kernel-memcpy-strategy" / "page_fault.c"
+PAGE_FAULT = Path(__file__).resolve().parent.parent / "cases" / "memcpy-strategy" / "page_fault.c"
 CRASH_C = "int main(void) { *(volatile int *)0 = 1; return 0; }\n"
 QUICK = boots.BootSettings(timeout=240)
 

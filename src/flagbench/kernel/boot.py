@@ -13,20 +13,17 @@ never reaches "FB done" is a failed boot carrying the console's last lines.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from flagbench import procs
 from flagbench.errors import UserError
-from flagbench.toolchains import tool_version
+from flagbench.run import qemu_plugin
 
-PLUGIN_SOURCE = Path(__file__).resolve().parent.parent / "plugin" / "syscount.c"
 RTC_BASE = "2024-01-01T00:00:00"
 TAIL_LINES = 15
 
@@ -142,25 +139,8 @@ def qemu_version(binary: str) -> str:
 
 
 def plugin_path() -> Path:
-    """The built syscount plugin, compiled once per source and host compiler (cached)."""
-    if shutil.which("gcc") is None:
-        raise UserError("the qemu-system counting plugin needs a host C compiler: apt-get install gcc")
-    source = PLUGIN_SOURCE.read_bytes()
-    key = hashlib.sha256(source + tool_version("gcc").encode()).hexdigest()[:16]
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flagbench"
-    out = base / f"syscount-{key}.so"
-    if out.exists():
-        return out
-    base.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".syscount-", suffix=".so", dir=base)
-    os.close(fd)
-    proc = procs.run(["gcc", "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-o", tmp,
-                      str(PLUGIN_SOURCE)], timeout=300)
-    if proc.failure:
-        os.unlink(tmp)
-        raise UserError(f"building the qemu-system plugin failed: {proc.stderr.strip()}")
-    os.replace(tmp, out)
-    return out
+    """The built syscount plugin (cached per source and host compiler)."""
+    return qemu_plugin.plugin_path("syscount")
 
 
 def qemu_argv(t: Target, kernel: Path, initrd: Path, console_log: Path, settings: BootSettings,

@@ -12,9 +12,8 @@
  *                 inline add per translation block on that block's own counter,
  *                 so the counts add up to "insns" exactly, as that counter does.
  *
- * No Debian package ships qemu-plugin.h, so the subset of the
- * QEMU_PLUGIN_VERSION 1 API (qemu 4.2 .. 8.1, Debian 12 ships 7.2) used here is
- * declared below. The enum values must match qemu's exactly.
+ * No Debian package ships qemu-plugin.h: the QEMU_PLUGIN_VERSION 1 subset
+ * flagbench uses is declared in qemu_plugin_api.h.
  *
  * Instructions are counted with one inline add per translation block (the
  * block's length), which is exact for blocks that run to their end; a block
@@ -35,45 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
-
-/* ---- the QEMU_PLUGIN_VERSION 1 API subset (see include/qemu/qemu-plugin.h) ---- */
-typedef uint64_t qemu_plugin_id_t;
-typedef uint32_t qemu_plugin_meminfo_t;
-struct qemu_plugin_tb;
-struct qemu_plugin_insn;
-
-typedef struct qemu_info_t {
-    const char *target_name;
-    struct { int min; int cur; } version;
-    bool system_emulation;
-    union { struct { int smp_vcpus; int max_vcpus; } system; };
-} qemu_info_t;
-
-enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
-enum qemu_plugin_mem_rw { QEMU_PLUGIN_MEM_R = 1, QEMU_PLUGIN_MEM_W, QEMU_PLUGIN_MEM_RW };
-enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
-
-typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
-typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
-                                          uint64_t vaddr, void *userdata);
-
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
-void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *tb, enum qemu_plugin_op op,
-                                              void *ptr, uint64_t imm);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
-struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
-void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
-                                      enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
-                                      void *userdata);
-uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
-unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
-bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
-void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
-
-EXPORT int qemu_plugin_version = 1;
-/* ---- end of the API subset ---- */
+#include "qemu_plugin_api.h"
 
 #define N_WIDTHS 6 /* 1, 2, 4, 8, 16 bytes, and "other" (wider vector accesses) */
 static const char *const width_names[N_WIDTHS] = {"1", "2", "4", "8", "16", "other"};

@@ -28,8 +28,8 @@
  * faults and restarts is counted each time it starts. With -icount (and
  * therefore one TCG thread for all vCPUs) the non-atomic adds are exact.
  *
- * No Debian package ships qemu-plugin.h: the QEMU_PLUGIN_VERSION 1 subset used
- * here is declared by hand (as plugin/insncount.c does).
+ * No Debian package ships qemu-plugin.h: the QEMU_PLUGIN_VERSION 1 subset
+ * flagbench uses is declared in qemu_plugin_api.h.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -38,39 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
-
-/* ---- the QEMU_PLUGIN_VERSION 1 API subset (see include/qemu/qemu-plugin.h) ---- */
-typedef uint64_t qemu_plugin_id_t;
-struct qemu_plugin_tb;
-struct qemu_plugin_insn;
-
-typedef struct qemu_info_t {
-    const char *target_name;
-    struct { int min; int cur; } version;
-    bool system_emulation;
-    union { struct { int smp_vcpus; int max_vcpus; } system; };
-} qemu_info_t;
-
-enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_CB_R_REGS, QEMU_PLUGIN_CB_RW_REGS };
-enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
-
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
-typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
-
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
-struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
-const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
-size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
-uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
-void qemu_plugin_register_vcpu_insn_exec_inline(struct qemu_plugin_insn *insn, enum qemu_plugin_op op,
-                                                void *ptr, uint64_t imm);
-void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_udata_cb_t cb,
-                                            enum qemu_plugin_cb_flags flags, void *userdata);
-
-EXPORT int qemu_plugin_version = 1;
-/* ---- end of the API subset ---- */
+#include "qemu_plugin_api.h"
 
 #define MAX_MARKER 16
 
