@@ -128,8 +128,6 @@ def install_hint(tool: str) -> str:
     return base
 
 
-CROSS_BINUTILS = ("binutils-multiarch",)
-
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("x86_64", "x86_64-linux-gnu", "gcc", True, "objdump", None, True,
            ("gcc", "binutils", "valgrind")),
