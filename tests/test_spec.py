@@ -263,7 +263,8 @@ BAD_BENCH = {
                     'functions = ["f"]\nsizes = [0]\n', "8", "sizes = 0: must be at least 1"),
     "command empty": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "c"\nkind = "command"\n'
                       'command = []\n', "7", "command must be a non-empty list"),
-    "guest not bool": (MICRO + 'guest = "yes"\n', "8", "guest must be true or false"),
+    "guest not bool": (WIS + 'guest = "yes"\n', "8", "guest must be true or false"),
+    "guest on micro": (MICRO + 'guest = true\n', "8", "unknown key 'guest' for kind micro"),
     "guest on memcpy": ('sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "m"\nkind = "memcpy"\n'
                         'functions = ["f"]\nguest = true\n', "8", "unknown key 'guest' for kind memcpy"),
     "layouts too many": (MICRO + 'layouts = 257\n', "8", "layouts = 257: must be at least 0 and at most 256"),
@@ -291,8 +292,8 @@ def test_every_kind_has_its_defaults_in_one_place(tmp_path):
               'samples = 3\n\n[[bench]]\nname = "c"\nkind = "command"\ncommand = ["true", "-x", "", "-x"]\n'
               'timeout = 2.5\n')
     micro, wis, command = spec.load(d).benches
-    assert (type(micro), micro.samples, micro.warmup, micro.count_iters, micro.guest) == \
-        (benchspec.MicroBench, 10, 1, 1000, False)
+    assert (type(micro), micro.samples, micro.warmup, micro.count_iters) == \
+        (benchspec.MicroBench, 10, 1, 1000)
     assert (type(wis), wis.samples, wis.warmup, wis.tasks, wis.modes, wis.guest) == \
         (benchspec.WisBench, 3, 0, (1,), ("processes", "threads"), True)
     assert wis.testcase == (d / "a.c").resolve()
@@ -300,3 +301,4 @@ def test_every_kind_has_its_defaults_in_one_place(tmp_path):
     with pytest.raises(Exception):
         micro.samples = 5                                    # frozen
     assert benchspec.with_samples(micro, 4).samples == 4 and micro.samples == 10
+
