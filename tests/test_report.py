@@ -314,3 +314,20 @@ def test_any_name_stays_one_md_cell_and_html_text(name):
     shown = "".join(c if c >= " " or c in "\n\t" else f"\\x{ord(c):02x}" for c in name)
     shown = shown.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
     assert shown in parser.cells
+
+
+def test_case_summary_of_a_booted_guest():
+    """A guest bench's line gives the kernel's instructions per iteration; its per-symbol kernel
+    profile stays in the tables, not the summary."""
+    from flagbench.report.summary import case_summary
+    samples = [dict(bench="page_fault", metric=m, unit="insns", variant=v, target="x86_64", compiler="gcc",
+                    params={"mode": "processes", "tasks": "1"}, value=x)
+               for v, k in (("default", 2140.0), ("unrolled", 2188.0))
+               for m, x in (("kernel_insns_per_iter", k), ("user_insns_per_iter", 6.0))]
+    samples += [dict(bench="page_fault kernel profile", metric="insns_per_iter:sync_regs", unit="insns",
+                     variant=v, target="x86_64", compiler="gcc", params={"mode": "processes", "tasks": "1"},
+                     value=x) for v, x in (("default", 30.0), ("unrolled", 68.0))]
+    tables = build_tables(samples, ["default", "unrolled"])
+    grid = case_summary(tables, prefix="k", baseline="default")
+    assert [r[0][0] for r in grid.rows] == ["page_fault"]
+    assert [x.text for x in grid.rows[0][3]] == [f"{(2188 / 2140 - 1) * 100:+.2f} % kernel insns/iter"]

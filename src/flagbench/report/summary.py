@@ -16,7 +16,9 @@ from flagbench.report.tables import Table
 from flagbench.stats import higher_is_better
 
 AUXILIARY = ("page_faults", "task_clock_ms")   # perf's side metrics: in the tables, not the summary
-EXACT_COUNTS = ("insns_per_iter", "insns_per_byte")
+# the exact count a summary line gives, first found first; a booted guest's is the kernel's
+EXACT_COUNTS = {"insns_per_iter": "insns/iter", "insns_per_byte": "insns/byte",
+                "kernel_insns_per_iter": "kernel insns/iter"}
 MAX_NAMED = 3
 
 
@@ -45,7 +47,7 @@ def _exact_entry(t: Table, variant: str) -> tuple[str, float] | None:
                  if r.params.get("count") == count and variant in r.comparisons]
         if not comps:
             continue
-        what = "insns/iter" if count == "insns_per_iter" else "insns/byte"
+        what = EXACT_COUNTS[count]
         if len(comps) == 1:
             c = comps[0]
             return f"{(c.ratio - 1) * 100:+.2f} % {what}", c.ratio
@@ -53,6 +55,11 @@ def _exact_entry(t: Table, variant: str) -> tuple[str, float] | None:
         if g is not None:
             return f"geomean {pct(g)} % {what}", g
     return None
+
+
+def _is_profile(t: Table) -> bool:
+    """A table of per-symbol counts ("insns_per_iter:SYMBOL" rows, a guest's kernel profile)."""
+    return t.exact and bool(t.rows) and all(":" in str(r.params.get("count", "")) for r in t.rows)
 
 
 def _entries(t: Table | None, prefix: str, pick, higher_better: bool) -> list[Inline]:
@@ -91,6 +98,8 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
     rows: list[list] = []
     covered = set()
     for (bench, target, compiler), ts in groups.items():
+        if all(_is_profile(t) for t in ts):   # per-symbol rows: detail for the tables below
+            continue
         timed = next((t for t in ts if not t.exact and t.metric not in AUXILIARY), None)
         exact = next((t for t in ts if t.exact), None)
         up = higher_is_better(timed.metric) if timed else False
