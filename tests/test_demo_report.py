@@ -7,11 +7,11 @@ function that did not change counted, not printed; and the html beside the md.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import textwrap
 
 import pytest
+from conftest import flagbench_isolated as flagbench
 
 LOOP_C = r"""
 #include <stdint.h>
@@ -23,12 +23,6 @@ uint64_t spin(uint64_t n)
     return acc;
 }
 """
-
-
-def flagbench(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "FLAGBENCH_CACHE": str(cwd / "cache"),
-                               "XDG_CACHE_HOME": str(cwd / "xdg")}, timeout=600)
 
 
 @pytest.fixture(scope="module")

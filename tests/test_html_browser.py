@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import flagbench_isolated as flagbench
 
 from flagbench.store import Store
 
@@ -58,10 +58,6 @@ uint64_t spin(uint64_t n)
 """
 
 
-def flagbench(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "FLAGBENCH_CACHE": str(cwd / "cache"),
-                               "XDG_CACHE_HOME": str(cwd / "xdg")}, timeout=900)
 
 
 @pytest.fixture(scope="module")

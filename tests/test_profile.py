@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import doctest
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
+from conftest import flagbench_isolated as flagbench
 
 from flagbench import profile
 from flagbench.profile import Profile, base_name, diff
@@ -37,10 +36,6 @@ uint64_t loop(uint64_t n)
 """
 
 
-def flagbench(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "flagbench", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "FLAGBENCH_CACHE": str(cwd / "cache"),
-                               "XDG_CACHE_HOME": str(cwd / "xdg")}, timeout=900)
 
 
 @pytest.fixture(scope="module")
