@@ -35,29 +35,53 @@ def run(args) -> int:
         if not args.quiet:
             print(f"flagbench build: {text}", file=sys.stderr)
 
+    kernels = []
     if exp.kernel is not None:   # kernel cells (kernel/kbuild.py): vmlinux, image, .config, ...
         from flagbench.kernel import kbuild
         kernels = kbuild.build_kernels(exp, jobs=args.jobs, progress=not args.quiet)
-        c_builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []
-        return kbuild.print_builds(exp, kernels, c_builds, notes, args.format)
-    builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes)
-    pipeline.check_symbols(exp, exp.benches, builds)   # objects without the benches' functions are wrong
+    builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []
+    if exp.kernel is None:
+        pipeline.check_symbols(exp, exp.benches, builds)   # objects without the benches' functions are wrong
     if args.format == "json":
-        print(json.dumps({
-            "experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
-            "cells": [{"cell": b.cell.key, "variant": b.cell.variant.name, "target": b.cell.target,
-                       "compiler": b.cell.compiler, "dir": str(b.dir), "objects": [str(o) for o in b.objects],
-                       "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached} for b in builds],
-        }, indent=2))
-        return 0
-    width = max(len(b.cell.key) for b in builds) if builds else 0
-    for b in builds:
-        state = "cached" if b.cached else "built"
-        print(f"{b.cell.key:<{width}}  {state:<6}  {b.dir}")
-        print(f"{'':<{width}}  objects {' '.join(o.name for o in b.objects)}")
-        print(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
-        for tool, version in b.tools.items():
+        from flagbench.kernel.kbuild import as_json
+        cells = [as_json(k) for k in kernels] + [_c_cell(b, kind=bool(kernels)) for b in builds]
+        print(json.dumps({"experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
+                          "cells": cells}, indent=2))
+    else:
+        _print_kernels(kernels)
+        width = max(len(b.cell.key) for b in builds) if builds else 0
+        for b in builds:
+            state = "cached" if b.cached else "built"
+            print(f"{b.cell.key:<{width}}  {state:<6}  {b.dir}" + ("  (C sources)" if kernels else ""))
+            print(f"{'':<{width}}  objects {' '.join(o.name for o in b.objects)}")
+            print(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
+            for tool, version in b.tools.items():
+                print(f"{'':<{width}}  {tool}: {version}")
+        for note in notes:
+            print(f"note: {note}")
+    return 0 if all(k.ok for k in kernels) else 1
+
+
+def _c_cell(b, kind: bool) -> dict:
+    """A C cell in `--format json`; beside kernel cells it says it is one (kind "c")."""
+    return {"cell": b.cell.key, **({"kind": "c"} if kind else {}), "variant": b.cell.variant.name,
+            "target": b.cell.target, "compiler": b.cell.compiler, "dir": str(b.dir),
+            "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached}
+
+
+def _print_kernels(kernels) -> None:
+    """Kernel cells and their artifacts, one block each (a failed one shows its error lines)."""
+    width = max((len(k.cell.key) for k in kernels), default=0)
+    for k in kernels:
+        state = "FAILED" if not k.ok else "cached" if k.cached else f"built in {k.seconds:.0f} s ({k.compiled} compiled)"
+        print(f"{k.cell.key:<{width}}  {state}  {k.dir}")
+        if k.ok:
+            print(f"{'':<{width}}  vmlinux {k.vmlinux}" + (f"  image {k.image}" if k.image else ""))
+            if k.modules:
+                print(f"{'':<{width}}  modules {len(k.modules)}")
+        else:
+            for line in (k.error or "").splitlines():
+                print(f"{'':<{width}}  {line}")
+        print(f"{'':<{width}}  tree {k.tree}")
+        for tool, version in k.tools.items():
             print(f"{'':<{width}}  {tool}: {version}")
-    for note in notes:
-        print(f"note: {note}")
-    return 0

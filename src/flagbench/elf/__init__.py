@@ -7,4 +7,4 @@ symbols, contents read on demand (`flagbench asm`, the layout relinks). Constant
 """
 from flagbench.elf.files import Input, Member, open_input  # noqa: F401
 from flagbench.elf.image import Image, symbol_address  # noqa: F401
-from flagbench.elf.tables import sized_symbols, sized_symbols as sized_symbols_small  # noqa: F401  (old name: run/benches.py)
+from flagbench.elf.tables import sized_symbols  # noqa: F401

@@ -34,7 +34,8 @@ def case_section(exp, args, say):
         text = f"{exp.name}: kernel case for {', '.join(exp.targets)}, built with `flagbench demo --full` " \
                f"or `flagbench size {exp.path} --summary`"
         return head + [Para([text])], [Para([Link(exp.name, exp.name), f": {exp.description} (--full)"])], 0
-    extra = _boot_fragments(exp) if any(getattr(b, "guest", False) for b in exp.benches) else []
+    from flagbench.kernel import boot   # the kernels the guest benches boot are the compared ones
+    extra = boot.boot_fragments(exp) if any(getattr(b, "guest", False) for b in exp.benches) else []
     builds = kbuild.build_kernels(exp, jobs=None, progress=True, extra_fragments=extra)
     failed = [b for b in builds if not b.ok]
     details, sizes = [], {}
@@ -83,7 +84,3 @@ def case_section(exp, args, say):
     section = head + [case, Bullets([f"built: {built}", f"tree: {builds[0].tree}" if builds else "no cells"])]
     return section + details, [Para([Link(exp.name, exp.name), f": {exp.description}"]), case], status
 
-
-def _boot_fragments(exp) -> list:
-    from flagbench.kernel import boot   # issue 9: what a target's kernel needs to boot here
-    return [f for f in (boot.boot_fragment(t) for t in exp.targets) if f is not None]

@@ -330,21 +330,25 @@ def _cells(t, builds, rows, booted, floor, common, settings, profile_top) -> lis
     return cells
 
 
-def _failure_of(vb: VariantBoot, tag: str) -> str | None:
+def _measured(vb: VariantBoot, tag: str) -> tuple[RowResult | None, str | None]:
+    """The row the guest measured, or why there is none (boot failure, bench failure, no loop)."""
     if vb.failure:
-        return vb.failure
+        return None, vb.failure
     r = vb.rows.get(tag)
-    return r.failure if r is None or r.failure else None
+    if r is None:
+        return None, f"the guest printed no result for {tag}"
+    if r.failure:
+        return None, r.failure
+    if not r.iterations:
+        return None, "the guest counted 0 iterations in the measured region"
+    return r, None
 
 
 def _counts_job(vb: VariantBoot, tag: str):
     def job(emit: Emit) -> str | None:
-        reason = _failure_of(vb, tag)
-        if reason:
+        r, reason = _measured(vb, tag)
+        if r is None:
             return reason
-        r = vb.rows[tag]
-        if not r.iterations:
-            return "the guest counted 0 iterations in the measured region"
         emit("kernel_insns_per_iter", r.per_iter(r.kernel), "insns")
         emit("user_insns_per_iter", r.per_iter(r.user), "insns")
         return None
@@ -355,12 +359,9 @@ def _profile_job(vb: VariantBoot, tag: str, symbols: list[str]):
     """One exact metric per symbol, "insns_per_iter:SYMBOL": the report makes each its own
     row of the profile bench's exact-counts table (params.count)."""
     def job(emit: Emit) -> str | None:
-        reason = _failure_of(vb, tag)
-        if reason:
+        r, reason = _measured(vb, tag)
+        if r is None:
             return reason
-        r = vb.rows[tag]
-        if not r.iterations:
-            return "the guest counted 0 iterations in the measured region"
         for sym in symbols:
             emit(f"insns_per_iter:{sym}", r.per_iter(r.profile.get(sym, 0)), "insns")
         return None

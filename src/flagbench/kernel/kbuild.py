@@ -31,7 +31,7 @@ from flagbench.errors import UserError
 from flagbench.kernel import config as kconfig_file
 from flagbench.kernel import source
 from flagbench.kernel.spec import Changes, Option, fragment_file, is_config_line, parse_lines
-from flagbench.spec import Cell, Experiment
+from flagbench.spec import Cell, Experiment, compiler_label
 from flagbench.toolchains import CLANG, TARGETS, is_clang
 
 STAMP_VERSION = 1
@@ -146,7 +146,7 @@ def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str
     variables = {"ARCH": ARCH[cell.target]}
     llvm = user.get("LLVM")
     if llvm is None and is_clang(cell.compiler):
-        name = CLANG if cell.compiler == "clang" else _label(cell.compiler)
+        name = CLANG if cell.compiler == "clang" else compiler_label(cell.compiler)
         llvm = name[len("clang"):] or "1"
         variables["LLVM"] = llvm
     if cell.target == "loongarch64" and tree.version_tuple < MIN_LOONGARCH_CLANG:
@@ -180,7 +180,7 @@ def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str
 def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]) -> Path:
     """<tree home>/out/<experiment>/<cell>: two levels below out for every tree (see source.py)."""
     exp_part = f"{exp.name}-{_sha(str(exp.path.resolve()))[:8]}"
-    name = f"{cell.variant.name}--{cell.target}--{_label(cell.compiler)}"
+    name = f"{cell.variant.name}--{cell.target}--{compiler_label(cell.compiler)}"
     if extra:
         name += "+" + _sha("\n".join(o.line for o in extra))[:8]
     return tree.home / "out" / re.sub(r"[^A-Za-z0-9._+=-]", "_", exp_part) / re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
@@ -398,37 +398,3 @@ def as_json(b: KernelBuild) -> dict:
             "config": str(b.config), "modules": [str(m) for m in b.modules], "seconds": round(b.seconds, 1),
             "compiled": b.compiled, "tools": b.tools, "tree": b.tree, "make": list(b.make),
             "options": [o.line for o in b.options]}
-
-
-def print_builds(exp: Experiment, kernels: list[KernelBuild], c_builds: list, notes: list[str], fmt: str) -> int:
-    """`flagbench build` on a kernel experiment: the cells and their artifacts; exit 1 when one failed."""
-    if fmt == "json":
-        c_cells = [{"cell": b.cell.key, "kind": "c", "dir": str(b.dir), "objects": [str(o) for o in b.objects],
-                    "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached} for b in c_builds]
-        print(json.dumps({"experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
-                          "cells": [as_json(b) for b in kernels] + c_cells}, indent=2))
-    else:
-        width = max(len(b.cell.key) for b in kernels) if kernels else 0
-        for b in kernels:
-            state = "FAILED" if not b.ok else "cached" if b.cached else f"built in {b.seconds:.0f} s ({b.compiled} compiled)"
-            print(f"{b.cell.key:<{width}}  {state}  {b.dir}")
-            if b.ok:
-                print(f"{'':<{width}}  vmlinux {b.vmlinux}" + (f"  image {b.image}" if b.image else ""))
-                if b.modules:
-                    print(f"{'':<{width}}  modules {len(b.modules)}")
-            else:
-                for line in (b.error or "").splitlines():
-                    print(f"{'':<{width}}  {line}")
-            print(f"{'':<{width}}  tree {b.tree}")
-            for tool, version in b.tools.items():
-                print(f"{'':<{width}}  {tool}: {version}")
-        for b in c_builds:
-            print(f"{b.cell.key}  {'cached' if b.cached else 'built'}  {b.dir} (C sources)")
-        for note in notes:
-            print(f"note: {note}")
-    return 0 if all(b.ok for b in kernels) else 1
-
-
-def _label(compiler: str) -> str:
-    """A compiler given by path, by its file name (as cell keys name it)."""
-    return compiler.rsplit("/", 1)[-1]

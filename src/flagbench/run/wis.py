@@ -42,7 +42,7 @@ def build_programs(testcase: Path, modes: Sequence[str], cflags: Sequence[str], 
 
 def _check_testcase(testcase: Path, obj: Path) -> None:
     from flagbench import elf
-    names = {name for name, _, _ in elf.sized_symbols_small(elf.open_input(str(obj)))}
+    names = {name for name, _, _ in elf.sized_symbols(obj)}
     missing = [n for n in NEEDED if n not in names]
     if missing:
         raise UserError(f"{testcase}: not a will-it-scale testcase: it defines no {' and no '.join(missing)} "

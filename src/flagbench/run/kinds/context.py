@@ -139,7 +139,7 @@ def defined_symbols(build) -> frozenset[str]:
     key = tuple(build.objects)
     if key not in _SYMBOLS:
         _SYMBOLS[key] = frozenset(name for obj in build.objects
-                                  for name, letter, _ in elf.sized_symbols_small(elf.open_input(str(obj)))
+                                  for name, letter, _ in elf.sized_symbols(obj)
                                   if letter in "TtWi")
     return _SYMBOLS[key]
 
