@@ -3,7 +3,7 @@
 
 Each trial times the SAME native program (a gcc-built busy loop) as variant "A" and as
 "A again", N samples each, in a randomised interleaved order with warm-up runs dropped,
-and asks `flagbench.stats.compare` for a verdict. Anything but `~` is a false positive;
+and asks `flagbench.stats.change` for a verdict. Anything but `~` is a false positive;
 at alpha = 0.05 the rate should be <= 5 %.
 
     .venv/bin/python bench/aa_false_positive.py --trials 40 --samples 10
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from flagbench.stats import compare  # noqa: E402
+from flagbench import stats  # noqa: E402
 
 BUSY_LOOP_C = r"""
 #include <stdlib.h>
@@ -132,7 +132,7 @@ def main() -> int:
         false_positives, spreads, started = 0, [], time.monotonic()
         for i in range(args.trials):
             t = trial(timer, {"A": argv, "A again": argv}, args.samples, rng)
-            c = compare(t["A"], t["A again"], alpha=args.alpha, metric="wall_ns")
+            c = stats.change(t["A"], t["A again"], alpha=args.alpha, metric="wall_ns")
             false_positives += c.verdict != "~"
             spreads.append(c.ratio)
             print(f"trial {i + 1:3d}: ratio {c.estimate:.4f} [{c.ci_low:.4f}, {c.ci_high:.4f}] "

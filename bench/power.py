@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aa_false_positive import Timer, build_busy_loop, calibrate, trial, wilson  # noqa: E402
 
-from flagbench.stats import compare  # noqa: E402
+from flagbench import stats  # noqa: E402
 
 
 def main() -> int:
@@ -55,7 +55,7 @@ def main() -> int:
                 started = time.monotonic()
                 t = trial(timer, argvs, samples, rng)
                 longest = max(longest, time.monotonic() - started)
-                c = compare(t["A"], t["B"], metric="wall_ns")
+                c = stats.change(t["A"], t["B"], metric="wall_ns")
                 detected += c.verdict == "slower"
             power = detected / args.trials
             lo, hi = wilson(detected, args.trials)

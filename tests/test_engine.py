@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from flagbench import stats
 from flagbench.errors import UserError
 from flagbench.run.harness import link_with_build
 from flagbench.run.engine import EXIT_FAILED, EXIT_OK, BenchCell, run_cells
-from flagbench.stats import compare
 from flagbench.store import Store
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -174,7 +174,7 @@ def test_aa_same_binary_twice_is_not_different(tmp_path):
     assert len(values("A", "ns_per_iter")) == len(values("A2", "ns_per_iter")) == 10
     # alpha 0.001: the nominal 5 % false-positive rate is measured by bench/aa_false_positive.py;
     # here a systematic bias between the two positions would show.
-    assert compare(values("A", "ns_per_iter"), values("A2", "ns_per_iter"), alpha=0.001).verdict == "~"
+    assert stats.change(values("A", "ns_per_iter"), values("A2", "ns_per_iter"), alpha=0.001).verdict == "~"
     assert values("A", "insns_per_iter") == values("A2", "insns_per_iter") == [5.0]
 
 

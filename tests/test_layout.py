@@ -225,9 +225,9 @@ def test_band_and_verdicts_from_stored_samples(banded_store):
     h = 12 / (36 * 37) * (45**2 + 126**2 + 207**2 + 288**2) / 9 - 3 * 37
     assert h == pytest.approx(32.8378, abs=1e-4)
     assert band.p_value == pytest.approx(chi2.sf(h, 3))   # df = groups - 1
-    assert row.comparisons["B"].ci_low > 1.03 and row.comparisons["E"].ci_low < 1.03 < row.comparisons["E"].ci_high
+    assert row.changes["B"].ci_low > 1.03 and row.changes["E"].ci_low < 1.03 < row.changes["E"].ci_high
     assert row.band_verdicts == {"B": BEYOND, "C": WITHIN, "D": BEYOND, "E": WITHIN}
-    assert row.comparisons["E"].verdict == "slower"   # significant, yet within layout noise
+    assert row.changes["E"].verdict == "slower"   # significant, yet within layout noise
     exact, = [t for t in tables if t.exact]
     assert exact.layouts == {"A": ["A@L1", "A@L2", "A@L3"]} and not exact.rows[0].band_verdicts
 

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from flagbench import stats
-from flagbench.stats import compare, compare_exact, higher_is_better, ratio_interval
+from flagbench.stats import higher_is_better, ratio_interval
 
 
 def lognormal(rng, n, median, sigma=0.03):
@@ -17,25 +17,25 @@ def lognormal(rng, n, median, sigma=0.03):
 def test_known_slowdown_is_slower_and_interval_covers_true_ratio():
     rng = np.random.default_rng(1)
     old, new = lognormal(rng, 15, 100.0), lognormal(rng, 15, 120.0)
-    c = compare(old, new, metric="ns_per_iter")
+    c = stats.change(old, new, metric="ns_per_iter")
     assert c.verdict == "slower"
     assert c.ci_low < 1.2 < c.ci_high and c.ci_low > 1.0
     assert c.p_value < 0.001 and c.n_old == c.n_new == 15
     assert c.warnings == ()
-    assert compare(new, old).verdict == "faster"
+    assert stats.change(new, old).verdict == "faster"
 
 
 def test_throughput_direction_is_reversed():
     rng = np.random.default_rng(2)
     old, new = lognormal(rng, 12, 500.0), lognormal(rng, 12, 600.0)   # MB/s went up
-    assert compare(old, new, higher_is_better=True).verdict == "faster"
-    assert compare(old, new, higher_is_better=higher_is_better("MB/s")).verdict == "faster"
-    assert compare(old, new).verdict == "slower"   # as a time it would be worse
+    assert stats.change(old, new, higher_is_better=True).verdict == "faster"
+    assert stats.change(old, new, higher_is_better=higher_is_better("MB/s")).verdict == "faster"
+    assert stats.change(old, new).verdict == "slower"   # as a time it would be worse
 
 
 def test_identical_distributions_are_mostly_same():
     rng = np.random.default_rng(3)
-    verdicts = [compare(lognormal(rng, 10, 50.0, 0.05), lognormal(rng, 10, 50.0, 0.05)).verdict
+    verdicts = [stats.change(lognormal(rng, 10, 50.0, 0.05), lognormal(rng, 10, 50.0, 0.05)).verdict
                 for _ in range(200)]
     false_positives = sum(v != "~" for v in verdicts)
     assert false_positives <= 200 * 0.05 + 6     # alpha = 0.05, with binomial slack
@@ -53,35 +53,35 @@ def test_interval_agrees_with_the_u_test():
 
 
 def test_few_samples_give_no_interval_and_a_warning():
-    c = compare([10, 11, 12, 10, 11], [20, 21, 22, 20, 21])
+    c = stats.change([10, 11, 12, 10, 11], [20, 21, 22, 20, 21])
     assert c.ci_low is None and c.ci_high is None and c.p_value is None
     assert c.verdict == "~"
     assert any("too few samples" in w for w in c.warnings)
     assert c.ratio == pytest.approx(21 / 11)
-    mid = compare([10, 11, 12, 10, 11, 10], [20, 21, 22, 20, 21, 20])
+    mid = stats.change([10, 11, 12, 10, 11, 10], [20, 21, 22, 20, 21, 20])
     assert mid.ci_low is not None and mid.verdict == "slower"
     assert any("too few samples (n=6" in w for w in mid.warnings)
 
 
 def test_high_spread_is_warned():
-    c = compare([10, 20, 10, 20, 10, 20, 15, 15, 12], [10, 10.1, 10, 10.1, 10, 10.1, 10, 10, 10])
+    c = stats.change([10, 20, 10, 20, 10, 20, 15, 15, 12], [10, 10.1, 10, 10.1, 10, 10.1, 10, 10, 10])
     assert any("high spread in old" in w for w in c.warnings)
     assert not any("in new" in w for w in c.warnings)
 
 
 def test_constant_samples_and_non_positive_values():
-    assert compare([5.0] * 9, [5.0] * 9).verdict == "~"
-    c = compare([0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6])
+    assert stats.change([5.0] * 9, [5.0] * 9).verdict == "~"
+    c = stats.change([0, 1, 2, 3, 4, 5], [1, 2, 3, 4, 5, 6])
     assert c.ci_low is None and c.verdict == "~"
     assert any("<= 0" in w for w in c.warnings)
     with pytest.raises(ValueError):
-        compare([], [1.0])
+        stats.change([], [1.0])
 
 
 def test_exact_counts():
-    c = compare_exact(1_000_000, 1_170_000, metric="insns")
-    assert c.verdict == "exact" and c.ratio == pytest.approx(1.17) and c.change == pytest.approx(0.17)
-    assert compare_exact(0, 0).ratio == 1.0
+    c = stats.exact_change(1_000_000, 1_170_000, metric="insns")
+    assert c.verdict == "exact" and c.ratio == pytest.approx(1.17) and c.relative == pytest.approx(0.17)
+    assert stats.exact_change(0, 0).ratio == 1.0
     assert stats.is_exact_metric("insns") and not stats.is_exact_metric("MB/s")
     # what a booted guest counts (kernel/guest.py) is exact too: a change, never a timing verdict
     assert stats.is_exact_metric("kernel_insns_per_iter") and stats.is_exact_metric("user_insns_per_iter")
@@ -101,7 +101,7 @@ import tempfile  # noqa: E402
 os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(tempfile.gettempdir(), "flagbench-hypothesis"))
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from flagbench.report.cells import fmt_comparison  # noqa: E402
+from flagbench.report.cells import fmt_change  # noqa: E402
 
 _values = st.lists(st.floats(min_value=0.01, max_value=1e6, allow_nan=False, allow_infinity=False),
                    min_size=6, max_size=25)
@@ -112,16 +112,16 @@ _values = st.lists(st.floats(min_value=0.01, max_value=1e6, allow_nan=False, all
 def test_every_printed_estimate_lies_inside_its_printed_interval(old, new):
     """The change printed beside an interval is the estimate that interval belongs to (Hodges-Lehmann
     for the Moses interval): inside it before rounding and after."""
-    c = compare(old, new)
+    c = stats.change(old, new)
     assert c.ci_low is not None and c.ci_low <= c.estimate <= c.ci_high
-    text = fmt_comparison(c)
+    text = fmt_change(c)
     est, low, high = (float(x) for x in re.match(r"~? ?([+-][\d.]+) % \[([+-][\d.]+), ([+-][\d.]+)\]", text).groups())
     assert low <= est <= high, text
 
 
 def test_the_estimate_is_the_median_pairwise_ratio_not_the_ratio_of_medians():
     old, new = [10, 10, 10, 20, 20, 20, 20], [5, 5, 5, 5, 10, 10, 10]
-    c = compare(old, new)
+    c = stats.change(old, new)
     pairwise = sorted(b / a for a in old for b in new)
     assert c.estimate == pytest.approx(pairwise[len(pairwise) // 2])
     assert c.ratio == pytest.approx(5 / 20)     # the medians' ratio is still there, for the tables
@@ -133,9 +133,9 @@ def test_bimodal_samples_whose_ratio_of_medians_lies_outside_the_interval():
     old = [14.676, 9.972, 9.969, 14.758, 10.039, 14.755, 14.594, 10.015, 10.009, 10.091, 14.591, 14.731, 14.45,
            14.656, 10.031]
     new = [8.751, 4.976, 8.82, 5.04, 4.989, 4.978, 8.761, 8.783, 5.037, 5.006, 4.98, 4.991, 8.749, 8.796, 8.768]
-    c = compare(old, new)
+    c = stats.change(old, new)
     assert not c.ci_low <= c.ratio <= c.ci_high                       # the old print's number
     assert c.ci_low <= c.estimate <= c.ci_high
     est, low, high = (float(x) for x in re.match(r"~? ?([+-][\d.]+) % \[([+-][\d.]+), ([+-][\d.]+)\]",
-                                                 fmt_comparison(c)).groups())
+                                                 fmt_change(c)).groups())
     assert low <= est <= high

@@ -12,13 +12,16 @@ same U test we report, so the interval excludes 1 exactly when the test rejects
 (ties aside). Fewer than 6 samples on a side cannot give a 95 % interval that can
 exclude anything useful, so then we report no interval, no p-value, and `~`.
 
->>> c = compare([10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.1, 10.0],
-...             [12.1, 11.9, 12.0, 12.2, 12.0, 11.8, 12.3, 12.1, 12.0])
+The result is a `Change` (`change` for noisy samples, `exact_change` for deterministic counts);
+the size and asm stages have their own `SizeComparison` and `AsmComparison`.
+
+>>> c = change([10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.1, 10.0],
+...            [12.1, 11.9, 12.0, 12.2, 12.0, 11.8, 12.3, 12.1, 12.0])
 >>> c.verdict, round(c.ratio, 2), c.ci_low > 1, c.p_value < 0.05
 ('slower', 1.2, True, True)
->>> compare([1, 2, 3], [1, 2, 3]).verdict, compare([1, 2, 3], [1, 2, 3]).ci_low
+>>> change([1, 2, 3], [1, 2, 3]).verdict, change([1, 2, 3], [1, 2, 3]).ci_low
 ('~', None)
->>> compare_exact(1000, 1250).ratio
+>>> exact_change(1000, 1250).ratio
 1.25
 """
 from __future__ import annotations
@@ -37,7 +40,11 @@ EXACT_METRIC_PREFIXES = ("insns", "instructions", "loads", "stores", "kernel_ins
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Change:
+    """The statistical verdict on the change from sample `old` to sample `new` of one metric.
+
+    Its field names are the report's JSON keys (report/__init__.py): renaming one breaks readers."""
+
     metric: str
     n_old: int
     n_new: int
@@ -58,7 +65,7 @@ class Comparison:
     hl_ratio: float | None = None
 
     @property
-    def change(self) -> float:
+    def relative(self) -> float:
         """Relative change new/old - 1, e.g. 0.05 for +5 %."""
         return self.ratio - 1.0
 
@@ -168,12 +175,12 @@ def ratio_estimate_interval(old: Sequence[float], new: Sequence[float],
             float(math.exp(diffs[m * n - k])))
 
 
-def compare(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = False,
-            alpha: float = 0.05, metric: str = "") -> Comparison:
-    """Compare two samples of a noisy metric (times by default: lower is better)."""
+def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = False,
+           alpha: float = 0.05, metric: str = "") -> Change:
+    """The change between two samples of a noisy metric (times by default: lower is better)."""
     a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if a.size == 0 or b.size == 0:
-        raise ValueError("compare needs at least one sample on each side")
+        raise ValueError("change needs at least one sample on each side")
     med_a, med_b = float(np.median(a)), float(np.median(b))
     warnings: list[str] = []
     n_min = min(a.size, b.size)
@@ -202,23 +209,23 @@ def compare(old: Sequence[float], new: Sequence[float], *, higher_is_better: boo
     if ci is not None and p_value is not None and p_value < alpha and not (ci[0] <= 1.0 <= ci[1]):
         new_is_bigger = ci[0] > 1.0
         verdict = "faster" if new_is_bigger == higher_is_better else "slower"
-    return Comparison(metric=metric, n_old=int(a.size), n_new=int(b.size), median_old=med_a,
-                      median_new=med_b, ratio=_ratio(med_b, med_a),
-                      ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],
-                      p_value=p_value, verdict=verdict, warnings=tuple(warnings),
-                      higher_is_better=higher_is_better, alpha=alpha, hl_ratio=hl)
+    return Change(metric=metric, n_old=int(a.size), n_new=int(b.size), median_old=med_a,
+                  median_new=med_b, ratio=_ratio(med_b, med_a),
+                  ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],
+                  p_value=p_value, verdict=verdict, warnings=tuple(warnings),
+                  higher_is_better=higher_is_better, alpha=alpha, hl_ratio=hl)
 
 
-def compare_exact(old: float, new: float, *, metric: str = "") -> Comparison:
+def exact_change(old: float, new: float, *, metric: str = "") -> Change:
     """Deterministic counts (instructions, loads, stores): the numbers and their ratio, verdict "exact".
 
-    >>> c = compare_exact(400, 300, metric="insns")
+    >>> c = exact_change(400, 300, metric="insns")
     >>> c.verdict, c.ratio, c.ci_low, c.p_value
     ('exact', 0.75, None, None)
     """
-    return Comparison(metric=metric, n_old=1, n_new=1, median_old=float(old), median_new=float(new),
-                      ratio=_ratio(float(new), float(old)), ci_low=None, ci_high=None, p_value=None,
-                      verdict="exact", warnings=())
+    return Change(metric=metric, n_old=1, n_new=1, median_old=float(old), median_new=float(new),
+                  ratio=_ratio(float(new), float(old)), ci_low=None, ci_high=None, p_value=None,
+                  verdict="exact", warnings=())
 
 
 # -- layout noise ---------------------------------------------------------------------------

@@ -26,11 +26,11 @@ import io
 import json
 from dataclasses import asdict, replace
 
-from flagbench.report.cells import (LEGEND, fmt_comparison, fmt_value, has_intervals, notes,  # noqa: F401
+from flagbench.report.cells import (LEGEND, fmt_change, fmt_value, has_intervals, notes,  # noqa: F401
                                     table_anchor, table_cells)
 from flagbench.report.doc import Block, Grid, Heading, Html, Markdown, Para
 from flagbench.report.tables import EXACT_TABLE, Row, Table, build_tables  # noqa: F401
-from flagbench.stats import Comparison
+from flagbench.stats import Change
 from flagbench.textsafe import csv_cell, term_text
 
 FORMATS = ("text", "md", "json", "csv", "html")
@@ -138,7 +138,7 @@ def _text(tables, run, failures) -> str:
     return buffer.getvalue()
 
 
-def _comparison_dict(c: Comparison) -> dict:
+def _change_dict(c: Change) -> dict:
     d = asdict(c)
     d["warnings"] = list(c.warnings)
     d["ratio"] = None if c.ratio == float("inf") else c.ratio
@@ -159,7 +159,7 @@ def _json(tables, run, failures) -> str:
                       "layouts": {c: {"n": len(r.values.get(c, [])), "median": r.median(c),
                                       "ratio": r.layout_ratios.get(c), "samples": r.values.get(c, [])}
                                   for cs in t.layouts.values() for c in cs},
-                      "comparisons": {v: _comparison_dict(c) for v, c in r.comparisons.items()},
+                      "comparisons": {v: _change_dict(c) for v, c in r.changes.items()},   # a key users parse
                       "bands": {v: asdict(b) for v, b in r.bands.items()},
                       "band_verdicts": r.band_verdicts}
                      for r in t.rows]})
@@ -180,7 +180,7 @@ def _csv(tables, run, failures) -> str:
         for r in t.rows:
             params = ",".join(f"{k}={v}" for k, v in r.params.items())
             for v in t.variants:
-                c, band = r.comparisons.get(v), r.bands.get(v)
+                c, band = r.changes.get(v), r.bands.get(v)
                 row([t.bench, t.target, t.compiler, params, t.metric, t.unit, v,
                      len(r.values.get(v, [])), r.median(v), t.variants[0],
                      *(("", "", "", "", "baseline" if v == t.variants[0] else "", "") if c is None else

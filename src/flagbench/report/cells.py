@@ -1,4 +1,4 @@
-"""A Table as rows of plain strings: numbers formatted, comparisons spelled out, notes folded.
+"""A Table as rows of plain strings: numbers formatted, changes spelled out, notes folded.
 
 Three shapes: few variants side by side (values, then each "vs baseline" with its interval);
 many variants as a PIVOT (one row per sweep point, one column per variant, each cell the median
@@ -12,8 +12,9 @@ import math
 import re
 from collections import defaultdict
 
+from flagbench import stats  # noqa: F401 (the doctests' stats.change)
 from flagbench.report.tables import Table
-from flagbench.stats import Comparison, LayoutBand, compare, compare_exact
+from flagbench.stats import Change, LayoutBand
 
 WIDE = 3   # more variants than this: the pivot, one compact cell per variant
 
@@ -37,13 +38,13 @@ def pct(ratio: float) -> str:
     return f"{(ratio - 1) * 100:+.1f}"
 
 
-def fmt_comparison(c: Comparison | None) -> str:
+def fmt_change(c: Change | None) -> str:
     """The change and its interval; the change printed is the interval's own estimate (Hodges-Lehmann),
     so it always lies inside the brackets.
 
-    >>> fmt_comparison(compare_exact(100, 117)), fmt_comparison(compare_exact(0, 8))
+    >>> fmt_change(stats.exact_change(100, 117)), fmt_change(stats.exact_change(0, 8))
     ('+17.00 % exact', '+8 exact')
-    >>> fmt_comparison(compare([1, 2, 3], [1, 2, 3]))
+    >>> fmt_change(stats.change([1, 2, 3], [1, 2, 3]))
     '~ +0.0 % (n=3+3, no CI)'
     """
     if c is None:
@@ -56,16 +57,16 @@ def fmt_comparison(c: Comparison | None) -> str:
     return f"~ {body}" if c.verdict == "~" else f"{body} {c.verdict}"
 
 
-def fmt_exact(c: Comparison) -> str:
+def fmt_exact(c: Change) -> str:
     if c.median_old == 0:        # no ratio from zero: the difference itself
         return f"{c.median_new:+g} exact"
     return f"{(c.ratio - 1) * 100:+.2f} % exact"
 
 
-def fmt_short(c: Comparison | None) -> str:
+def fmt_short(c: Change | None) -> str:
     """A pivot cell's change: "+12.3 % faster", "~ -0.4 %", "+114.29 %" (exact).
 
-    >>> fmt_short(compare_exact(100, 117)), fmt_short(None)
+    >>> fmt_short(stats.exact_change(100, 117)), fmt_short(None)
     ('+17.00 %', '')
     """
     if c is None:
@@ -95,7 +96,7 @@ def table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
                 band = r.bands.get(v)
                 body.append([r.params.get(k, "") for k in t.param_keys] + [
                     v, fmt_value(r.median(v), t.exact),
-                    "baseline" if v == base else fmt_comparison(r.comparisons.get(v)),
+                    "baseline" if v == base else fmt_change(r.changes.get(v)),
                     fmt_band(band) if band else "", r.band_verdicts.get(v, "-" if v != base else "")])
         return header, body
     if how == "pivot":
@@ -104,7 +105,7 @@ def table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
         for r in t.rows:
             line = [r.params.get(k, "") for k in t.param_keys] + [fmt_value(r.median(base), t.exact)]
             for v in t.variants[1:]:
-                change = fmt_short(r.comparisons.get(v))
+                change = fmt_short(r.changes.get(v))
                 value = fmt_value(r.median(v), t.exact)
                 line.append(f"{value} ({change})" if change and value != "-" else value)
             body.append(line)
@@ -114,7 +115,7 @@ def table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
     for r in t.rows:
         line = [r.params.get(k, "") for k in t.param_keys]
         line += [fmt_value(r.median(v), t.exact) for v in t.variants]
-        line += [fmt_comparison(r.comparisons.get(v)) for v in t.variants[1:]]
+        line += [fmt_change(r.changes.get(v)) for v in t.variants[1:]]
         body.append(line)
     return header, body
 
@@ -138,7 +139,7 @@ def notes(t: Table) -> list[str]:
     spreads: list[tuple[int, str]] = []
     for r in t.rows:
         label = ",".join(f"{k}={val}" for k, val in r.params.items()) or "all"
-        for v, c in r.comparisons.items():
+        for v, c in r.changes.items():
             for w in c.warnings:
                 m = _SPREAD.match(w)
                 if m:
@@ -146,7 +147,7 @@ def notes(t: Table) -> list[str]:
                     spreads.append((int(m.group(2)), f"{side}@{label}"))
                 else:
                     where[w].append(f"{v}@{label}")
-    every = sum(len(r.comparisons) for r in t.rows)
+    every = sum(len(r.changes) for r in t.rows)
     out = [f"{w}: {'every row' if len(cells) == every else ', '.join(cells[:4]) + (' …' if len(cells) > 4 else '')}"
            for w, cells in where.items()]
     if spreads:
@@ -168,12 +169,12 @@ LEGEND = ("change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % Mose
 
 
 def has_intervals(tables: list[Table]) -> bool:
-    return any(c.ci_low is not None for t in tables for r in t.rows for c in r.comparisons.values())
+    return any(c.ci_low is not None for t in tables for r in t.rows for c in r.changes.values())
 
 
-def geomean_ratio(comparisons: list[Comparison]) -> float | None:
+def geomean_ratio(changes: list[Change]) -> float | None:
     """The geometric mean of the printed ratios (benchstat's summary of a sweep)."""
-    ratios = [c.estimate for c in comparisons if c.estimate and c.estimate > 0 and math.isfinite(c.estimate)]
+    ratios = [c.estimate for c in changes if c.estimate and c.estimate > 0 and math.isfinite(c.estimate)]
     if not ratios:
         return None
     return math.exp(sum(math.log(r) for r in ratios) / len(ratios))

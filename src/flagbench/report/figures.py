@@ -15,7 +15,7 @@ from flagbench.report import plots
 from flagbench.report.doc import Figure
 from flagbench.report.tables import Table
 
-FOREST_ROWS = 40      # more comparisons than this: the sweep's line plot says it better
+FOREST_ROWS = 40      # more changes than this: the sweep's line plot says it better
 
 
 def _alignment(params: dict[str, str]) -> str:
@@ -93,14 +93,14 @@ def _label(variant: str, params: dict[str, str]) -> str:
 
 
 def bench_forest(tables: list[Table]) -> list[Figure]:
-    """One forest per bench and target: every timed comparison of its tables (the metric named when
+    """One forest per bench and target: every timed change of its tables (the metric named when
     there are several), unless a sweep has too many points for one."""
     timed = [t for t in tables if not t.exact and not t.layouts]
     if not timed:
         return []
     many = len(timed) > 1
     rows = [(_label(v, r.params) + (f" · {t.metric}" if many else ""), c.estimate, c.ci_low, c.ci_high, c.verdict)
-            for t in timed for r in t.rows for v, c in r.comparisons.items()]
+            for t in timed for r in t.rows for v, c in r.changes.items()]
     if not rows or len(rows) > FOREST_ROWS:
         return []
     t = timed[0]
@@ -123,7 +123,7 @@ def _layouts(t: Table) -> list[Figure]:
                     groups.append((column, [x / centre for x in values]))
         band = r.bands.get(base)
         intervals = [(f"{v} vs {base} (95 % CI)", c.estimate, c.ci_low, c.ci_high, c.verdict)
-                     for v, c in r.comparisons.items()]
+                     for v, c in r.changes.items()]
         body = plots.strips(groups, band=(band.low, band.high) if band else None, intervals=intervals,
                             title=f"{t.bench} · {t.metric} · {t.target}/{t.compiler}: layouts and "
                                   f"{base}'s band")

@@ -23,35 +23,35 @@ MAX_NAMED = 3
 
 
 def _timed_entry(t: Table, variant: str) -> tuple[str, float] | None:
-    comps = [r.comparisons[variant] for r in t.rows if variant in r.comparisons]
-    if not comps:
+    changes = [r.changes[variant] for r in t.rows if variant in r.changes]
+    if not changes:
         return None
-    if len(comps) == 1:
-        c = comps[0]
+    if len(changes) == 1:
+        c = changes[0]
         text = f"~ {pct(c.estimate)} %" if c.verdict == "~" else f"{pct(c.estimate)} % {c.verdict}"
         bands = [r.band_verdicts[variant] for r in t.rows if variant in r.band_verdicts]
         if bands:
             text += f", {bands[0]}"
         return text, c.estimate
-    g = geomean_ratio(comps)
+    g = geomean_ratio(changes)
     if g is None:
         return None
-    n = Counter(c.verdict for c in comps)
+    n = Counter(c.verdict for c in changes)
     tally = ", ".join(f"{n[v]} {v}" for v in ("faster", "slower", "~") if n[v])
-    return f"geomean {pct(g)} % ({tally} of {len(comps)})", g
+    return f"geomean {pct(g)} % ({tally} of {len(changes)})", g
 
 
 def _exact_entry(t: Table, variant: str) -> tuple[str, float] | None:
     for count in EXACT_COUNTS:
-        comps = [r.comparisons[variant] for r in t.rows
-                 if r.params.get("count") == count and variant in r.comparisons]
-        if not comps:
+        changes = [r.changes[variant] for r in t.rows
+                   if r.params.get("count") == count and variant in r.changes]
+        if not changes:
             continue
         what = EXACT_COUNTS[count]
-        if len(comps) == 1:
-            c = comps[0]
+        if len(changes) == 1:
+            c = changes[0]
             return f"{(c.ratio - 1) * 100:+.2f} % {what}", c.ratio
-        g = geomean_ratio(comps)
+        g = geomean_ratio(changes)
         if g is not None:
             return f"geomean {pct(g)} % {what}", g
     return None

@@ -8,7 +8,7 @@ the variants' samples, and each variant compared with the first one (the baselin
 ...                 compiler="gcc", params={}, value=x)
 ...            for v, base in (("O2", 29.6), ("O0", 59.4)) for x in [base * (1 + i / 1000) for i in range(9)]]
 >>> [t] = build_tables(samples, ["O2", "O0"])
->>> t.title, t.variants, t.rows[0].comparisons["O0"].verdict
+>>> t.title, t.variants, t.rows[0].changes["O0"].verdict
 ('loop · ns_per_iter (ns) · x86_64/gcc', ['O2', 'O0'], 'slower')
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from flagbench.stats import (Comparison, LayoutBand, band_verdict, compare, compare_exact, higher_is_better,
-                             is_exact_metric, layout_band)
+from flagbench import stats
+from flagbench.stats import Change, LayoutBand, band_verdict, higher_is_better, is_exact_metric, layout_band
 
 FORMATS = ("text", "md", "json", "csv")
 # Sweep axes go last so rows group by alignment (memcpy) or by mode (will-it-scale).
@@ -30,7 +30,7 @@ _INNER_AXES = ("size", "len", "length", "tasks", "threads")
 class Row:
     params: dict[str, str]
     values: dict[str, list[float]]                      # variant -> samples
-    comparisons: dict[str, Comparison] = field(default_factory=dict)   # variant -> vs baseline
+    changes: dict[str, Change] = field(default_factory=dict)           # variant -> vs baseline
     bands: dict[str, LayoutBand] = field(default_factory=dict)          # variant -> its layout band
     band_verdicts: dict[str, str] = field(default_factory=dict)         # variant -> vs the baseline's band
     layout_ratios: dict[str, float] = field(default_factory=dict)       # relink column -> median / its variant's
@@ -99,7 +99,7 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
             base = variants[0]
             for v in variants[1:]:
                 if base in values and v in values:
-                    row.comparisons[v] = _compare(values[base], values[v], row.params.get("count", metric), exact, alpha)
+                    row.changes[v] = _change(values[base], values[v], row.params.get("count", metric), exact, alpha)
             _add_bands(row, variants[0], layouts)
             if not exact or any(row.median(v) for v in variants):   # counters that stayed 0 say nothing
                 rows.append(row)
@@ -128,23 +128,24 @@ def _split_layouts(columns: list[str]) -> tuple[list[str], dict[str, list[str]]]
 
 
 def _add_bands(row: Row, base: str, layouts: dict[str, list[str]]) -> None:
-    """Each relinked variant's band, and every comparison judged against the baseline's band."""
+    """Each relinked variant's band, and every change judged against the baseline's band."""
     for variant, columns in layouts.items():
         present = [c for c in columns if row.values.get(c)]
         band = layout_band(row.values.get(variant, []), [row.values[c] for c in present])
         if band is not None:
             row.bands[variant] = band
             row.layout_ratios.update(zip(present, band.ratios))
-    for variant, c in row.comparisons.items():
+    for variant, c in row.changes.items():
         verdict = band_verdict(c.ci_low, c.ci_high, row.bands.get(base))
         if verdict and c.verdict != "exact":
             row.band_verdicts[variant] = verdict
 
 
-def _compare(old: list[float], new: list[float], metric: str, exact: bool, alpha: float) -> Comparison:
+def _change(old: list[float], new: list[float], metric: str, exact: bool, alpha: float) -> Change:
+    """One variant's change against the baseline: exact counts by their minimum, samples by stats."""
     if exact:
-        c = compare_exact(min(old), min(new), metric=metric)
+        c = stats.exact_change(min(old), min(new), metric=metric)
         if len(set(old)) > 1 or len(set(new)) > 1:   # a count that moves is not exact: say so
-            c = Comparison(**{**asdict(c), "warnings": ("count differs from run to run",)})
+            c = Change(**{**asdict(c), "warnings": ("count differs from run to run",)})
         return c
-    return compare(old, new, higher_is_better=higher_is_better(metric), alpha=alpha, metric=metric)
+    return stats.change(old, new, higher_is_better=higher_is_better(metric), alpha=alpha, metric=metric)
