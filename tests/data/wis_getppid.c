@@ -5,9 +5,9 @@ char *testcase_description = "getppid system call (flagbench test)";
 
 void testcase(unsigned long long *iterations, unsigned long nr)
 {
-    (void)nr;
-    for (;;) {
-        getppid();
-        (*iterations)++;
-    }
+	(void)nr;
+	for (;;) {
+		getppid();
+		(*iterations)++;
+	}
 }

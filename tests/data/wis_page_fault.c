@@ -14,32 +14,32 @@ static unsigned long prepared_for;
 
 void testcase_prepare(unsigned long nr_tasks)
 {
-    prepared_for = nr_tasks;
-    region_bytes = 2UL << 20; /* 2 MiB per task keeps two tasks within a small machine */
+	prepared_for = nr_tasks;
+	region_bytes = 2UL << 20; /* 2 MiB per task keeps two tasks within a small machine */
 }
 
 void testcase(unsigned long long *iterations, unsigned long nr)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    if (prepared_for == 0 || nr >= prepared_for) {
-        fprintf(stderr, "testcase_prepare was not called before task %lu\n", nr);
-        exit(3);
-    }
-    for (;;) {
-        char *p = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            perror("mmap");
-            exit(1);
-        }
-        for (unsigned long off = 0; off < region_bytes; off += (unsigned long)page) {
-            p[off] = 1;
-            (*iterations)++;
-        }
-        munmap(p, region_bytes);
-    }
+	long page = sysconf(_SC_PAGESIZE);
+	if (prepared_for == 0 || nr >= prepared_for) {
+		fprintf(stderr, "testcase_prepare was not called before task %lu\n", nr);
+		exit(3);
+	}
+	for (;;) {
+		char *p = mmap(NULL, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			perror("mmap");
+			exit(1);
+		}
+		for (unsigned long off = 0; off < region_bytes; off += (unsigned long)page) {
+			p[off] = 1;
+			(*iterations)++;
+		}
+		munmap(p, region_bytes);
+	}
 }
 
 void testcase_cleanup(void)
 {
-    prepared_for = 0;
+	prepared_for = 0;
 }

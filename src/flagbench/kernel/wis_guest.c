@@ -41,29 +41,29 @@ static unsigned long n_started;
 
 static unsigned long long *counter(unsigned long i)
 {
-    return (unsigned long long *)(counters + i * COUNTER_STRIDE);
+	return (unsigned long long *)(counters + i * COUNTER_STRIDE);
 }
 
 static unsigned long long total(unsigned long n)
 {
-    unsigned long long sum = 0;
-    for (unsigned long i = 0; i < n; i++)
-        sum += __atomic_load_n(counter(i), __ATOMIC_RELAXED);
-    return sum;
+	unsigned long long sum = 0;
+	for (unsigned long i = 0; i < n; i++)
+		sum += __atomic_load_n(counter(i), __ATOMIC_RELAXED);
+	return sum;
 }
 
 static long long now_ns(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
 static void sleep_ms(long ms)
 {
-    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&t, &t) < 0 && errno == EINTR)
-        ;
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
 }
 
 struct task { void *(*fn)(void *); void *arg; };
@@ -71,85 +71,85 @@ struct task { void *(*fn)(void *); void *arg; };
 #ifdef THREADS
 void new_task(void *(*fn)(void *), void *arg)
 {
-    pthread_t t;
-    if (pthread_create(&t, NULL, fn, arg) != 0) {
-        fprintf(stderr, "wis_guest: pthread_create failed\n");
-        exit(1);
-    }
-    n_started++;
+	pthread_t t;
+	if (pthread_create(&t, NULL, fn, arg) != 0) {
+		fprintf(stderr, "wis_guest: pthread_create failed\n");
+		exit(1);
+	}
+	n_started++;
 }
 #else
 void new_task(void *(*fn)(void *), void *arg)
 {
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("wis_guest: fork");
-        exit(1);
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        fn(arg);
-        _exit(0);
-    }
-    pids[n_started++] = pid;
+	pid_t pid = fork();
+	if (pid < 0) {
+		perror("wis_guest: fork");
+		exit(1);
+	}
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		fn(arg);
+		_exit(0);
+	}
+	pids[n_started++] = pid;
 }
 #endif
 
 static void *run_testcase(void *arg)
 {
-    unsigned long i = (unsigned long)arg;
-    testcase(counter(i), i);
-    return NULL;
+	unsigned long i = (unsigned long)arg;
+	testcase(counter(i), i);
+	return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: wis_guest TASKS WARMUP_MS DURATION_MS\n");
-        return 2;
-    }
-    unsigned long tasks = strtoul(argv[1], NULL, 10);
-    long warmup_ms = strtol(argv[2], NULL, 10), duration_ms = strtol(argv[3], NULL, 10);
-    if (tasks < 1 || tasks > MAX_TASKS || warmup_ms < 0 || duration_ms < 1) {
-        fprintf(stderr, "wis_guest: bad arguments\n");
-        return 2;
-    }
-    counters = mmap(NULL, MAX_TASKS * COUNTER_STRIDE, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (counters == MAP_FAILED) {
-        perror("wis_guest: mmap");
-        return 1;
-    }
-    if (testcase_prepare)
-        testcase_prepare(tasks);
-    for (unsigned long i = 0; i < tasks; i++)
-        new_task(run_testcase, (void *)i);
-    sleep_ms(warmup_ms);
-    unsigned long long before = total(tasks);
-    long long t0 = now_ns();
-    FB_MARK_START();
-    sleep_ms(duration_ms);
-    FB_MARK_STOP();
-    long long t1 = now_ns();
-    unsigned long long after = total(tasks);
-    /* Printed at once: the parser pairs these lines with the plugin's regions in order. */
-    printf("FB region iterations=%llu ns=%lld\n", after - before, t1 - t0);
-    fflush(stdout);
-    int failed = 0;
-    for (unsigned long i = 0; i < n_started; i++) {
-        int status;
-        if (pids[i] && waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-            fprintf(stderr, "wis_guest: task %lu ended early (status %#x)\n", i, status);
-            failed = 1;
-        }
-        if (pids[i])
-            kill(pids[i], SIGKILL);
-    }
-    while (wait(NULL) > 0)
-        ;
-    if (failed)
-        return 1;
-    if (testcase_cleanup)
-        testcase_cleanup();
-    return 0;
+	if (argc != 4) {
+		fprintf(stderr, "usage: wis_guest TASKS WARMUP_MS DURATION_MS\n");
+		return 2;
+	}
+	unsigned long tasks = strtoul(argv[1], NULL, 10);
+	long warmup_ms = strtol(argv[2], NULL, 10), duration_ms = strtol(argv[3], NULL, 10);
+	if (tasks < 1 || tasks > MAX_TASKS || warmup_ms < 0 || duration_ms < 1) {
+		fprintf(stderr, "wis_guest: bad arguments\n");
+		return 2;
+	}
+	counters = mmap(NULL, MAX_TASKS * COUNTER_STRIDE, PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (counters == MAP_FAILED) {
+		perror("wis_guest: mmap");
+		return 1;
+	}
+	if (testcase_prepare)
+		testcase_prepare(tasks);
+	for (unsigned long i = 0; i < tasks; i++)
+		new_task(run_testcase, (void *)i);
+	sleep_ms(warmup_ms);
+	unsigned long long before = total(tasks);
+	long long t0 = now_ns();
+	FB_MARK_START();
+	sleep_ms(duration_ms);
+	FB_MARK_STOP();
+	long long t1 = now_ns();
+	unsigned long long after = total(tasks);
+	/* Printed at once: the parser pairs these lines with the plugin's regions in order. */
+	printf("FB region iterations=%llu ns=%lld\n", after - before, t1 - t0);
+	fflush(stdout);
+	int failed = 0;
+	for (unsigned long i = 0; i < n_started; i++) {
+		int status;
+		if (pids[i] && waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+			fprintf(stderr, "wis_guest: task %lu ended early (status %#x)\n", i, status);
+			failed = 1;
+		}
+		if (pids[i])
+			kill(pids[i], SIGKILL);
+	}
+	while (wait(NULL) > 0)
+		;
+	if (failed)
+		return 1;
+	if (testcase_cleanup)
+		testcase_cleanup();
+	return 0;
 }

@@ -48,10 +48,10 @@ static pid_t owner_pid;                     /* forked guest children must not ov
 /* profile=PATH: one record per translated block, its executions counted inline. A block
  * translated again (after a flush) gets a record of its own; profile.py sums by address. */
 struct tb_record {
-    uint64_t count;                         /* bumped by inline TCG code */
-    struct tb_record *next;
-    size_t n;
-    uint64_t pcs[];
+	uint64_t count;                         /* bumped by inline TCG code */
+	struct tb_record *next;
+	size_t n;
+	uint64_t pcs[];
 };
 static char profile_file[4096];
 static struct tb_record *records;
@@ -60,98 +60,98 @@ static bool profile_failed;
 
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
 {
-    (void)vcpu; (void)vaddr; (void)udata;
-    unsigned int shift = qemu_plugin_mem_size_shift(info);
-    unsigned int slot = shift < N_WIDTHS - 1 ? shift : N_WIDTHS - 1;
-    if (qemu_plugin_mem_is_store(info))
-        atomic_fetch_add_explicit(&stores[slot], 1, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(&loads[slot], 1, memory_order_relaxed);
+	(void)vcpu; (void)vaddr; (void)udata;
+	unsigned int shift = qemu_plugin_mem_size_shift(info);
+	unsigned int slot = shift < N_WIDTHS - 1 ? shift : N_WIDTHS - 1;
+	if (qemu_plugin_mem_is_store(info))
+		atomic_fetch_add_explicit(&stores[slot], 1, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&loads[slot], 1, memory_order_relaxed);
 }
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
-    (void)id;
-    size_t n = qemu_plugin_tb_n_insns(tb);
-    qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &insns, n);
-    if (profile_file[0]) {
-        struct tb_record *r = calloc(1, sizeof *r + n * sizeof r->pcs[0]);
-        if (!r) {
-            profile_failed = true;
-        } else {
-            r->n = n;
-            for (size_t i = 0; i < n; i++)
-                r->pcs[i] = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
-            pthread_mutex_lock(&records_lock);
-            r->next = records;
-            records = r;
-            pthread_mutex_unlock(&records_lock);
-            qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &r->count, 1);
-        }
-    }
-    if (!count_mem)
-        return;
-    for (size_t i = 0; i < n; i++)
-        qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i), on_mem,
-                                         QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, NULL);
+	(void)id;
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &insns, n);
+	if (profile_file[0]) {
+		struct tb_record *r = calloc(1, sizeof *r + n * sizeof r->pcs[0]);
+		if (!r) {
+			profile_failed = true;
+		} else {
+			r->n = n;
+			for (size_t i = 0; i < n; i++)
+				r->pcs[i] = qemu_plugin_insn_vaddr(qemu_plugin_tb_get_insn(tb, i));
+			pthread_mutex_lock(&records_lock);
+			r->next = records;
+			records = r;
+			pthread_mutex_unlock(&records_lock);
+			qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &r->count, 1);
+		}
+	}
+	if (!count_mem)
+		return;
+	for (size_t i = 0; i < n; i++)
+		qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i), on_mem,
+						 QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, NULL);
 }
 
 static void write_profile(void)
 {
-    FILE *f = fopen(profile_file, "w");
-    if (!f)
-        return;
-    if (profile_failed)
-        fprintf(f, "# incomplete: out of memory\n");
-    for (struct tb_record *r = records; r; r = r->next)
-        if (r->count)
-            for (size_t i = 0; i < r->n; i++)
-                fprintf(f, "%llx %llu\n", (unsigned long long)r->pcs[i], (unsigned long long)r->count);
-    fclose(f);
+	FILE *f = fopen(profile_file, "w");
+	if (!f)
+		return;
+	if (profile_failed)
+		fprintf(f, "# incomplete: out of memory\n");
+	for (struct tb_record *r = records; r; r = r->next)
+		if (r->count)
+			for (size_t i = 0; i < r->n; i++)
+				fprintf(f, "%llx %llu\n", (unsigned long long)r->pcs[i], (unsigned long long)r->count);
+	fclose(f);
 }
 
 static void write_counts(qemu_plugin_id_t id, void *udata)
 {
-    (void)id; (void)udata;
-    if (getpid() != owner_pid)
-        return;
-    if (profile_file[0])
-        write_profile();
-    if (!outfile[0])
-        return;
-    FILE *f = fopen(outfile, "w");
-    if (!f)
-        return;
-    fprintf(f, "insns %llu\n", (unsigned long long)insns);
-    if (count_mem) {
-        for (int i = 0; i < N_WIDTHS; i++)
-            fprintf(f, "loads_%s %llu\n", width_names[i], (unsigned long long)loads[i]);
-        for (int i = 0; i < N_WIDTHS; i++)
-            fprintf(f, "stores_%s %llu\n", width_names[i], (unsigned long long)stores[i]);
-    }
-    fclose(f);
+	(void)id; (void)udata;
+	if (getpid() != owner_pid)
+		return;
+	if (profile_file[0])
+		write_profile();
+	if (!outfile[0])
+		return;
+	FILE *f = fopen(outfile, "w");
+	if (!f)
+		return;
+	fprintf(f, "insns %llu\n", (unsigned long long)insns);
+	if (count_mem) {
+		for (int i = 0; i < N_WIDTHS; i++)
+			fprintf(f, "loads_%s %llu\n", width_names[i], (unsigned long long)loads[i]);
+		for (int i = 0; i < N_WIDTHS; i++)
+			fprintf(f, "stores_%s %llu\n", width_names[i], (unsigned long long)stores[i]);
+	}
+	fclose(f);
 }
 
 EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
 {
-    if (info->system_emulation)
-        return -1; /* user-mode only: counts of a whole machine mean nothing here */
-    for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "outfile=", 8) == 0) {
-            snprintf(outfile, sizeof outfile, "%s", argv[i] + 8);
-        } else if (strncmp(argv[i], "profile=", 8) == 0) {
-            snprintf(profile_file, sizeof profile_file, "%s", argv[i] + 8);
-        } else if (strcmp(argv[i], "mem=off") == 0) {
-            count_mem = false;
-        } else if (strcmp(argv[i], "mem=on") == 0) {
-            count_mem = true;
-        } else {
-            fprintf(stderr, "insncount: unknown argument %s\n", argv[i]);
-            return -1;
-        }
-    }
-    owner_pid = getpid();
-    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
-    qemu_plugin_register_atexit_cb(id, write_counts, NULL);
-    return 0;
+	if (info->system_emulation)
+		return -1; /* user-mode only: counts of a whole machine mean nothing here */
+	for (int i = 0; i < argc; i++) {
+		if (strncmp(argv[i], "outfile=", 8) == 0) {
+			snprintf(outfile, sizeof outfile, "%s", argv[i] + 8);
+		} else if (strncmp(argv[i], "profile=", 8) == 0) {
+			snprintf(profile_file, sizeof profile_file, "%s", argv[i] + 8);
+		} else if (strcmp(argv[i], "mem=off") == 0) {
+			count_mem = false;
+		} else if (strcmp(argv[i], "mem=on") == 0) {
+			count_mem = true;
+		} else {
+			fprintf(stderr, "insncount: unknown argument %s\n", argv[i]);
+			return -1;
+		}
+	}
+	owner_pid = getpid();
+	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+	qemu_plugin_register_atexit_cb(id, write_counts, NULL);
+	return 0;
 }

@@ -17,10 +17,10 @@ int (*keep)(int) = helper;
 extern void report(const char *, int) __attribute__((cold));
 int get(int i)
 {
-    if (i < 0) {                       /* calls a cold function: gcc splits get.cold off */
-        for (int k = 0; k < 10; k++)
-            report("negative index", k * i);
-        return -1;
-    }
-    return big[i] + ro_g[i & 3] + small_g + small_b + helper(i);
+	if (i < 0) {                       /* calls a cold function: gcc splits get.cold off */
+		for (int k = 0; k < 10; k++)
+			report("negative index", k * i);
+		return -1;
+	}
+	return big[i] + ro_g[i & 3] + small_g + small_b + helper(i);
 }
