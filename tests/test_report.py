@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from flagbench import report, store
-from flagbench.report import cells, doc, plots, sections
+from flagbench.report import cells, doc, plots, sections, tables
 from flagbench.report import build_tables, render
 from flagbench.store import Store
 
@@ -146,7 +146,7 @@ def test_variant_order_falls_back_to_sorted_and_missing_baseline_gives_dash():
     assert last == ["2", "-", "1.00", "-"]
 
 
-@pytest.mark.parametrize("module", [report, store, cells, doc, plots, sections])
+@pytest.mark.parametrize("module", [report, store, cells, doc, plots, sections, tables])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
