@@ -17,7 +17,8 @@ deps:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# setup.py builds the one C extension (src/flagbench/elf/_symtab.c): a change to it re-installs.
+$(VENV)/.installed: pyproject.toml setup.py src/flagbench/elf/_symtab.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

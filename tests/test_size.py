@@ -332,6 +332,7 @@ def test_bom_skip_rules_and_forked_reader_match_bloat_o_meter(tmp_path, mode):
     the old file in a forked child (what large inputs get)."""
     from flagbench.size import measure, pair
     from flagbench.size.rules import BOM_TABLES, bom_text
+    from flagbench.size.symbols import read_side
     from flagbench.size.table import bom_table
     old, new = _bom_pair_archives(tmp_path)
     names = {n for n, _, _ in nm_sized(old)}
@@ -347,24 +348,25 @@ def test_bom_skip_rules_and_forked_reader_match_bloat_o_meter(tmp_path, mode):
     assert top.count("\n") <= len(BOM_TABLES[mode]) * (3 + 2)
     tables = BOM_TABLES[mode]
     for parallel in (False, True):
-        a, b = pair.both(measure._read, *measure.open_pair(str(old), str(new)), tables, None, False,
-                         parallel=parallel, new_func=measure._read_indexed)
+        a, b = pair.both(read_side, *measure.open_pair(str(old), str(new)), tables, None, False,
+                         parallel=parallel)
         made = [bom_table(label, o, n) for (label, _), o, n in zip(tables, a["tables"], b["tables"])]
         assert "".join(bom_text(t) for t in made) == want
         assert "".join(bom_text(t, 2) for t in made) == top
 
 
-def test_chunked_reader_agrees_with_one_pass(tmp_path):
+def test_full_member_reader_agrees_with_the_sized_one_and_nm(tmp_path):
+    """Read member by member with every listed symbol (what the padding needs) or only the sized
+    ones: the sized symbols are the same, and nm's."""
     from flagbench.elf import tables
     old, _ = _bom_pair_archives(tmp_path)
     whole = listed(old)
-    one_by_one = collections.Counter()
+    full = collections.Counter()
     with elf.open_input(str(old)) as inp:
-        for t in tables.read_chunks(inp, members=1):
-            rows = [i for i, s in enumerate(t.sym_size.tolist()) if s]
-            one_by_one.update(zip(t.names(rows), map(chr, t.sym_letter[rows].tolist()),
-                                  t.sym_size[rows].tolist()))
-    assert one_by_one == whole
+        for t in tables.read_members(inp, full=True):
+            assert len(t.names) == len(t.letters) == len(t.sizes) == len(t.values) == len(t.sections) == len(t.gaps)
+            full.update((n, c, s) for n, c, s in zip(t.names, t.letters, t.sizes) if s)
+    assert full == whole
     assert ("a:b", "D", 4) in whole                       # nm_sized drops ':' lines, as bom does
     assert collections.Counter(e for e in whole.elements() if ":" not in e[0]) == nm_sized(old)
 
@@ -372,16 +374,17 @@ def test_chunked_reader_agrees_with_one_pass(tmp_path):
 def test_forked_reader_reports_the_old_files_error(tmp_path):
     from flagbench.errors import UserError
     from flagbench.size import measure, pair
+    from flagbench.size.symbols import read_side
     good = cc(tmp_path, "x86_64", "gcc", DATA / "kinds.c", tmp_path / "good.o")
     stripped = tmp_path / "stripped.o"
     subprocess.run(["strip", "-o", str(stripped), str(good)], check=True)
     tables = size.BOM_TABLES[None]
     with pytest.raises(UserError, match="stripped.o: no symbol table"):
-        pair.both(measure._read, *measure.open_pair(str(stripped), str(good)), tables, None, False,
+        pair.both(read_side, *measure.open_pair(str(stripped), str(good)), tables, None, False,
                   parallel=True)
-    a, b = pair.both(measure._read, *measure.open_pair(str(good), str(good)), tables, None, False,
+    a, b = pair.both(read_side, *measure.open_pair(str(good), str(good)), tables, None, False,
                      parallel=True)
-    assert a == b and dict(zip(a["tables"][0]["names"], a["tables"][0]["sizes"]))["get"] > 0
+    assert a == b and a["tables"][0]["sizes"]["get"] > 0
 
 
 def test_names_are_escaped_for_markdown_csv_and_the_terminal(tmp_path):

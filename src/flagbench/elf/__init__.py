@@ -1,10 +1,18 @@
 """ELF files and `ar` archives, read for every stage that looks inside a build.
 
 files: opening an input (regular files only; archives; header checks); sections: section headers,
-their names and nm letters; symbols: nm's type letter; tables: all members' sections and symbols
-as numpy columns (`flagbench size`, the build checks); image: one ELF file's named sections and
-symbols, contents read on demand (`flagbench asm`, the layout relinks). Constants: `constants`.
+their names and nm letters; symbols: nm's type letter; tables: each member's nm-listed symbols as
+columns (`flagbench size`, the run stage's symbol checks; its loops are C, `_symtab.c`); image:
+one ELF file's named sections and symbols, contents read on demand (`flagbench asm`, the layout
+relinks). Constants: `constants`. `Image` and `symbol_address` are imported on first use:
+`flagbench size` has no need of them.
 """
 from flagbench.elf.files import Input, Member, open_input  # noqa: F401
-from flagbench.elf.image import Image, symbol_address  # noqa: F401
 from flagbench.elf.tables import sized_symbols  # noqa: F401
+
+
+def __getattr__(name: str):
+    if name in ("Image", "symbol_address"):
+        from flagbench.elf import image
+        return getattr(image, name)
+    raise AttributeError(f"module 'flagbench.elf' has no attribute {name!r}")

@@ -9,7 +9,6 @@ code in symbols bloat-o-meter's rules skip.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
 from flagbench import elf
 from flagbench.size.pair import both
@@ -18,27 +17,29 @@ from flagbench.size.symbols import read_side
 from flagbench.size.table import bom_table
 
 
-@dataclass
 class Side:
     """What compare() measures in one input (beyond its symbols, which are in the table)."""
-    sections: dict[str, int]          # output-section-like name -> bytes
-    groups: dict[str, int]            # text / rodata / data / bss
-    code: int = 0                     # bytes of executable sections
-    covered: int = 0                  # ... inside sized symbols (all of them)
-    skipped: int = 0                  # ... of those, in symbols bloat-o-meter's rules skip
-    padding: int = 0                  # ... in gaps after sized symbols
-    cold: int = 0                     # bytes of .cold symbols
-    unlikely: int = 0                 # bytes of .text.unlikely sections
+    __slots__ = ("sections", "groups", "code", "covered", "skipped", "padding", "cold", "unlikely")
+
+    def __init__(self, raw: dict):
+        self.sections: dict[str, int] = raw["sections"]   # output-section-like name -> bytes
+        self.groups: dict[str, int] = raw["groups"]       # text / rodata / data / bss
+        self.code: int = raw["code"]                      # bytes of executable sections
+        self.covered: int = raw["covered"]                # ... inside sized symbols (all of them)
+        self.skipped: int = raw["skipped"]                # ... of those, in symbols bloat-o-meter's rules skip
+        self.padding: int = raw["padding"]                # ... in gaps after sized symbols
+        self.cold: int = raw["cold"]                      # bytes of .cold symbols
+        self.unlikely: int = raw["unlikely"]              # bytes of .text.unlikely sections
 
 
-@dataclass
 class SizeComparison:
-    old_path: str
-    new_path: str
-    old: Side
-    new: Side
-    table: BomTable                   # the symbols, with letters and footprints
-    notes: list[str] = field(default_factory=list)
+    """OLD vs NEW: each side's sections and totals, and the symbol table (with letters and
+    footprints). Plain classes here: importing dataclasses would cost a fifth of the time
+    `flagbench size` takes on a vmlinux pair."""
+    __slots__ = ("old_path", "new_path", "old", "new", "table")
+
+    def __init__(self, old_path: str, new_path: str, old: Side, new: Side, table: BomTable):
+        self.old_path, self.new_path, self.old, self.new, self.table = old_path, new_path, old, new, table
 
 
 def open_pair(old_path: str, new_path: str, warn=None) -> tuple[elf.Input, elf.Input]:
@@ -61,19 +62,11 @@ def _stderr(msg: str) -> None:
     print(f"flagbench size: {msg}", file=sys.stderr)
 
 
-def _read(inp, tables, match, extras):
-    return read_side(inp, tables, match, extras)
-
-
-def _read_indexed(inp, tables, match, extras):
-    return read_side(inp, tables, match, extras, index=True)
-
-
 def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=None,
         types: str | None = None) -> str:
     """The whole bloat-o-meter output for OLD vs NEW (mode None, "c", "d" or "t")."""
     tables = BOM_TABLES[mode] if types is None else (("Function", types),)
-    old, new = both(_read, *open_pair(old_path, new_path), tables, match, False, new_func=_read_indexed)
+    old, new = both(read_side, *open_pair(old_path, new_path), tables, match, False)
     made = [bom_table(label, o, n) for (label, _), o, n in zip(tables, old["tables"], new["tables"])]
     return "".join(bom_text(t, top) for t in made)
 
@@ -81,11 +74,6 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
 def compare(old_path: str, new_path: str, types: str | None = None, match=None) -> SizeComparison:
     """Sections, padding, footprints and the symbol table of OLD vs NEW."""
     tables = (("Function", types or DEFAULT_TYPES),)
-    old, new = both(_read, *open_pair(old_path, new_path), tables, match, True, new_func=_read_indexed)
+    old, new = both(read_side, *open_pair(old_path, new_path), tables, match, True)
     table = bom_table("Function", old["tables"][0], new["tables"][0])
-    return SizeComparison(old_path, new_path, _side(old), _side(new), table)
-
-
-def _side(raw: dict) -> Side:
-    return Side(raw["sections"], raw["groups"], raw["code"], raw["covered"], raw["skipped"], raw["padding"],
-                raw["cold"], raw["unlikely"])
+    return SizeComparison(old_path, new_path, Side(old), Side(new), table)

@@ -19,14 +19,13 @@ PARALLEL_BYTES = 1 << 20
 _PIPE_SIZE = 1 << 20
 
 
-def both(func, old, new, *args, parallel: bool | None = None, new_func=None):
-    """(func(old, *args), new_func(new, *args)); OLD in a forked child when PARALLEL (None: when
-    either input is large). FUNC's result must be marshal-able; NEW_FUNC defaults to FUNC."""
-    new_func = new_func or func
+def both(func, old, new, *args, parallel: bool | None = None):
+    """(func(old, *args), func(new, *args)); OLD in a forked child when PARALLEL (None: when
+    either input is large). FUNC's result must be marshal-able."""
     if parallel is None:
         parallel = max(old.size, new.size) >= PARALLEL_BYTES
     if not parallel or not hasattr(os, "fork"):
-        return func(old, *args), new_func(new, *args)
+        return func(old, *args), func(new, *args)
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
@@ -60,7 +59,7 @@ def both(func, old, new, *args, parallel: bool | None = None, new_func=None):
     try:
         mine, error = None, None
         try:
-            mine = new_func(new, *args)
+            mine = func(new, *args)
         except UserError as e:
             error = e
         with os.fdopen(r, "rb") as pipe:
