@@ -115,12 +115,17 @@ def _text(c: SizeComparison, top) -> str:
     lines = ["add/remove: %s/%s grow/shrink: %s/%s up/down: %s/%s (%s)" % (
         t.add, t.remove, t.grow, t.shrink, t.up, -t.down, t.up - t.down),
         "%-40s %7s %7s %+7s %10s" % ("Symbol", "old", "new", "delta", "footprint")]
-    for r in _sym_records(c, top):
-        fp = ""
-        if r["type"] in CODE_LETTERS and (r["footprint_old"] or r["footprint_new"]):
-            fp = "%+d" % ((r["footprint_new"] or 0) - (r["footprint_old"] or 0))
-        lines.append("%-40s %7s %7s %+7d %10s" % (term_text(r["name"]), _dash(r["old"]), _dash(r["new"]),
-                                                   r["delta"], fp))
+    # Columns first, then one format per row: an LLVM archive pair prints a quarter million rows.
+    columns = (t.names, t.olds, t.news, t.deltas, t.letters, t.footprint_old, t.footprint_new)
+    if top is not None:
+        rows = t.top(top)
+        columns = [[col[i] for i in rows] for col in columns]
+    names, olds, news, deltas, kinds, f_old, f_new = columns
+    if not "".join(names).isprintable():   # some name holds control characters: escape each
+        names = list(map(term_text, names))
+    footprint = ["%+d" % ((n or 0) - (o or 0)) if k in CODE_LETTERS and (o or n) else ""
+                 for k, o, n in zip(kinds, f_old, f_new)]
+    lines += map("%-40s %7s %7s %+7d %10s".__mod__, zip(names, olds, news, deltas, footprint))
     otot, ntot = t.total_old, t.total_new
     lines.append("Total: Before=%d, After=%d, chg %+.2f%%" % (
         otot, ntot, (ntot - otot) * 100.0 / otot if otot else 0))

@@ -8,8 +8,8 @@ over all of a member's names at once, then one loop that sums them into dicts.
 """
 from __future__ import annotations
 
-from itertools import compress
-from operator import and_
+from itertools import compress, repeat
+from operator import add, and_, is_not, ne
 
 from flagbench.elf import tables as elf_tables
 from flagbench.size.rules import CODE_LETTERS, NUMBER, SKIP_NAMES, SKIP_PREFIXES
@@ -54,57 +54,74 @@ def _find_all(text: str, sub: str) -> list[int]:
 
 
 def read_side(inp, tables, match=None, extras: bool = False) -> dict:
-    """Per (label, letters) table, bloat-o-meter's names of INP with their summed sizes
-    ({name: size}, and with EXTRAS {name: first nm letter} and {name: summed footprint}); with
-    EXTRAS also the sections and code totals. Plain data (dicts, ints: `marshal` carries it from
-    the forked reader); closes INP."""
-    table_of = {c: k for k, (_, letters) in enumerate(tables) for c in letters}
-    out = [{"sizes": {}, "letters": {}, "footprints": {}} if extras else {"sizes": {}} for _ in tables]
+    """Per (label, letters) table, bloat-o-meter's names of INP, each once, with their summed
+    sizes ({"names": [...], "sizes": [...]}, and with EXTRAS "letters": each name's first nm
+    letter as one str, "footprints": summed footprints); with EXTRAS also the sections and code
+    totals. Plain lists and ints: `marshal` carries them from the forked reader. Closes INP."""
+    columns = [{"names": [], "sizes": [], "letters": [], "footprints": []} for _ in tables]
     side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "code": 0, "covered": 0, "padding": 0,
             "unlikely": 0, "skipped": 0, "cold": 0}
     try:
         for t in elf_tables.read_members(inp, full=extras, sized_only=not extras):
             if extras:
                 _sections(t, side)
-            _sum(t, table_of, out, match, extras, side)
+            for (_, letters), c in zip(tables, columns):
+                _collect(t, set(letters), c, match, extras, side)
     finally:
         inp.close()
-    side["tables"] = out
+    side["tables"] = [_summed(c, extras) for c in columns]
     side["unlikely"] = side["sections"].get(".text.unlikely", 0)
     if extras:   # .cold parts of split functions, under the names bloat-o-meter shows
-        side["cold"] = sum(s for n, s in out[0]["sizes"].items() if ".cold" in n)
+        first = side["tables"][0]
+        side["cold"] = sum(s for n, s in zip(first["names"], first["sizes"]) if ".cold" in n)
     return side
 
 
-def _sum(t, table_of: dict, out: list, match, extras: bool, side: dict) -> None:
-    """Add member T's sized symbols of the tables' letters to OUT, by bloat-o-meter's name."""
-    wanted = list(map(table_of.__contains__, t.letters))
-    if extras:     # unsized symbols came along for the gaps
+def _collect(t, letters: set, c: dict, match, extras: bool, side: dict) -> None:
+    """Add member T's sized symbols of LETTERS to the columns C under bloat-o-meter's names."""
+    wanted = list(map(letters.__contains__, t.letters))
+    if extras:     # unsized symbols came along for the padding
         wanted = list(map(and_, wanted, map(bool, t.sizes)))
-    rows = list(compress(range(len(wanted)), wanted))
     names = bom_names(list(compress(t.names, wanted)))
     sizes = list(compress(t.sizes, wanted))
+    kinds = list(compress(t.letters, wanted)) if extras else None
     if extras:     # code bloat-o-meter's rules leave out of every table
-        side["skipped"] += sum(s for n, s, k in zip(names, sizes, rows)
-                               if n is None and t.letters[k] in CODE_LETTERS)
+        side["skipped"] += sum(sizes[i] for i, n in enumerate(names) if n is None and kinds[i] in CODE_LETTERS)
     if match is not None:
         names = [n if n is not None and match.search(n) else None for n in names]
-    if len(out) == 1 and not extras:   # bloat-o-meter's default run: one table, sizes only
-        d = out[0]["sizes"]
-        get = d.get
-        for n, size in zip(names, sizes):
-            if n is not None:
-                d[n] = get(n, 0) + size
-        return
-    letters, gaps = t.letters, t.gaps
-    for n, size, k in zip(names, sizes, rows):
-        if n is None:
-            continue
-        o = out[table_of[letters[k]]]
-        o["sizes"][n] = o["sizes"].get(n, 0) + size
+    keep = list(map(is_not, names, repeat(None)))
+    every = all(keep)
+    c["names"] += names if every else compress(names, keep)
+    c["sizes"] += sizes if every else compress(sizes, keep)
+    if extras:
+        c["letters"] += kinds if every else compress(kinds, keep)
+        c["footprints"] += map(add, compress(sizes, keep), compress(compress(t.gaps, wanted), keep))
+
+
+def _summed(c: dict, extras: bool) -> dict:
+    """The columns C with each name once: sizes (and footprints) summed, the first letter."""
+    names = c["names"]
+    first: dict[str, int] = {}
+    rows = list(map(first.setdefault, names, range(len(names))))   # each name's first row
+    if len(first) == len(names):   # no name twice
+        out = {"names": names, "sizes": c["sizes"]}
         if extras:
-            o["letters"].setdefault(n, letters[k])
-            o["footprints"][n] = o["footprints"].get(n, 0) + size + gaps[k]
+            out.update(letters="".join(c["letters"]), footprints=c["footprints"])
+        return out
+    unique = list(first.values())
+    out = {"names": list(first), "sizes": _sum_by(rows, unique, c["sizes"])}
+    if extras:
+        out.update(letters="".join(map(c["letters"].__getitem__, unique)),
+                   footprints=_sum_by(rows, unique, c["footprints"]))
+    return out
+
+
+def _sum_by(rows: list[int], unique: list[int], values: list[int]) -> list[int]:
+    """Per first row in UNIQUE, the sum of VALUES over the rows that name it."""
+    sums = values[:]
+    for i in compress(range(len(rows)), map(ne, rows, range(len(rows)))):
+        sums[rows[i]] += values[i]
+    return list(map(sums.__getitem__, unique))
 
 
 def _sections(t, side: dict) -> None:
