@@ -34,6 +34,13 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(mode, "env")) { printf("env_count %d\n", (int)(getenv("HOME") != 0)); return 0; }
+    if (!strcmp(mode, "environ")) {
+        extern char **environ;
+        int n = 0;
+        while (environ[n]) n++;
+        printf("env_vars %d\n", n);
+        return 0;
+    }
     volatile unsigned long sum = 0;
     for (unsigned long i = 0; i < 100000; i++) sum += i;
     printf("# a comment line\niterations 100000\nns_per_iter 1.5\n");
@@ -123,7 +130,34 @@ def test_perf_events_when_available(program):
     m = ex.measure([str(program)])
     assert m.failure is None and m.metrics["page_faults"] > 0 and "task_clock_ns" in m.metrics
     assert m.metrics["iterations"] == 100000
-    assert ex.measure([str(program), "bus"]).failure == "SIGBUS"  # perf itself exits 0 here
+
+
+def test_perf_reports_every_death_and_exit_status(program):
+    """perf stat forking the program lost its wait status in ~5 % of runs (its SIGCHLD handler
+    races its wait4): a crash or `exit 3` came back as success. Every run must tell."""
+    if not perf_available():
+        pytest.skip("perf stat does not work here")
+    ex = NativeExecutor(perf=True)
+    for _ in range(20):
+        assert ex.measure([str(program), "bus"]).failure == "SIGBUS"
+        assert ex.measure([str(program), "exit3"]).failure == "exit status 3"
+    segv = ex.measure([str(program), "segv"])
+    assert segv.failure == "SIGSEGV" and segv.metrics["page_faults"] > 0   # counted up to the crash
+    assert ex.measure([str(program), "hang"], timeout=0.5).failure == "timeout after 0.5 s"
+
+
+def test_perf_runs_program_as_native_does(program, tmp_path):
+    if not perf_available():
+        pytest.skip("perf stat does not work here")
+    ex = NativeExecutor(perf=True)
+    assert NativeExecutor().measure([str(program), "environ"]).metrics["env_vars"] == 2  # PATH, LC_ALL
+    assert ex.measure([str(program), "environ"]).metrics["env_vars"] == 2  # nothing added on the way
+    assert ex.measure([str(program), "cpus"]).metrics["cpus"] == 1
+    text = tmp_path / "notes.txt"
+    text.write_text("echo not a program\n")
+    text.chmod(0o755)
+    with pytest.raises(UserError, match="cannot run"):
+        ex.measure([str(text)])
 
 
 def test_executor_for():

@@ -15,9 +15,12 @@ import os
 import platform
 import random
 import re
+import select
 import shutil
 import signal
+import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, Sequence, TypeVar
@@ -125,19 +128,115 @@ def _default_cpu() -> int | None:
     return cpus[-1] if cpus else None
 
 
+# Why flagbench does not let perf fork the program: perf stat (6.1, builtin-stat.c) has a
+# SIGCHLD handler that sets child_pid = -1, and when the child dies before perf reaches
+# `if (child_pid != -1) wait4(...)` (a short program, a loaded or single CPU: ~5 % of runs
+# here) perf never waits for it: no "PROG: Bus error" line and exit 0, even for `exit 3`.
+# So flagbench is the program's parent, as without perf, and has its wait status: a shell
+# blocks on a FIFO, perf attaches to it (-p, events off until its "enable" is acked), then
+# the shell execs the program.
+PERF_EVENTS = "task-clock,page-faults"
+_GATE = 'read -r _ <"$0" && unset PWD && exec "$@"'   # dash would export PWD to the program
+_PERF_START_S = 30.0   # perf's attach, apart from the program's own timeout
+_PERF_STOP_S = 5.0
+
+
 @functools.cache
 def perf_available() -> bool:
-    """Whether `perf stat -e task-clock,page-faults` works here (software events only)."""
+    """Whether `perf stat -e task-clock,page-faults` works here as NativeExecutor runs it."""
     if shutil.which("perf") is None:
         return False
-    with tempfile.TemporaryDirectory() as tmp:
+    try:
+        done, _, perf_failure = perf_stat(["/bin/true"], timeout=30, cpu=None)
+    except UserError:
+        return False
+    return done is not None and done.returncode == 0 and perf_failure is None
+
+
+def perf_stat(argv: list[str], *, timeout: float,
+              cpu: int | None) -> tuple[procs.Done | None, dict[str, float], str | None]:
+    """Run argv (absolute program path) with perf stat counting it: how the program ended
+    (its own wait status; None if perf never started, so neither did it), perf's counts,
+    and what went wrong with perf (None when it counted)."""
+    _check_exec(argv[0])
+    perf = shutil.which("perf") or "perf"
+    with tempfile.TemporaryDirectory(prefix="flagbench-perf-") as tmp:
+        fifos = {name: Path(tmp) / name for name in ("go", "ctl", "ack")}
+        for path in fifos.values():
+            os.mkfifo(path)
         out = Path(tmp) / "perf.csv"
+        # O_RDWR: never blocks, and what is written stays until the reader opens its end.
+        fds = {name: os.open(path, os.O_RDWR | os.O_NONBLOCK) for name, path in fifos.items()}
         try:
-            done = procs.run(["perf", "stat", "-x,", "-e", "task-clock,page-faults",
-                              "-o", str(out), "--", "/bin/true"], timeout=30, env=FIXED_ENV)
-        except OSError:
-            return False
-        return done.returncode == 0 and bool(_parse_perf_csv(out))
+            with _start(["/bin/sh", "-c", _GATE, str(fifos["go"]), *argv], cpu) as gate, \
+                 _start([perf, "stat", "-x,", "-e", PERF_EVENTS, "-o", str(out), "-D", "-1", "--control",
+                         f"fifo:{fifos['ctl']},{fifos['ack']}", "-p", str(gate.pid)], cpu) as stat:
+                if not _perf_enabled(stat, fds["ctl"], fds["ack"]):
+                    gate.stop()
+                    stat.stop()
+                    return None, {}, "perf stat did not start" + _last_line(stat.output()[1])
+                os.write(fds["go"], b"\n")
+                started = time.perf_counter_ns()
+                code = gate.wait(timeout=max(timeout, 0.0))
+                wall = time.perf_counter_ns() - started
+                _perf_finish(stat, fds["ctl"])
+                stdout, stderr = gate.output()
+                perf_err = stat.output()[1]
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        counts = _parse_perf_csv(out)
+    perf_failure = None
+    if not {"task_clock_ns", "page_faults"} <= counts.keys():
+        perf_failure = "perf stat wrote no counts" + _last_line(perf_err)
+    return procs.Done(tuple(argv), code, stdout, stderr, wall, timeout), counts, perf_failure
+
+
+def _check_exec(path: str) -> None:
+    """What exec would refuse (the shell would run a non-ELF as a script instead)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise UserError(f"{path}: cannot run: {e.strerror or e}") from None
+    if not os.access(path, os.X_OK):
+        raise UserError(f"{path}: cannot run: Permission denied")
+    if head != b"\x7fELF" and not head.startswith(b"#!"):
+        raise UserError(f"{path}: cannot run: Exec format error")
+
+
+def _start(argv: list[str], cpu: int | None) -> procs.Proc:
+    try:
+        return procs.start(argv, cwd=FIXED_CWD, env=FIXED_ENV, cpu=cpu)
+    except OSError as e:
+        raise UserError(f"{argv[0]}: cannot run: {e.strerror or e}") from None
+
+
+def _perf_enabled(stat: procs.Proc, ctl: int, ack: int) -> bool:
+    """Ask perf to enable its events; True once it acked (its counters are on the program)."""
+    os.write(ctl, b"enable\n")
+    deadline = time.monotonic() + _PERF_START_S
+    while time.monotonic() < deadline and stat.popen.poll() is None:
+        ready, _, _ = select.select([ack], [], [], 0.05)
+        if ready and b"ack" in os.read(ack, 64):
+            return True
+    return False
+
+
+def _perf_finish(stat: procs.Proc, ctl: int) -> None:
+    """Let perf see its target gone (a control message wakes it) and write its counts;
+    SIGINT (it prints then too) if it does not; killed past that."""
+    os.write(ctl, b"ping\n")
+    try:
+        stat.popen.wait(timeout=_PERF_STOP_S / 2)
+    except subprocess.TimeoutExpired:
+        stat.popen.send_signal(signal.SIGINT)
+    stat.wait(timeout=_PERF_STOP_S / 2)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if not line.startswith("Events ")]
+    return f": {lines[-1].strip()}" if lines else ""
 
 
 def _parse_perf_csv(path: Path) -> dict[str, float]:
@@ -157,15 +256,6 @@ def _parse_perf_csv(path: Path) -> dict[str, float]:
         elif fields[2] == "page-faults":
             metrics["page_faults"] = value
     return metrics
-
-
-def _perf_signal(stderr: str) -> str | None:
-    """perf stat exits 0 when its child dies of a signal and prints "PROG: Bus error"."""
-    for signum in signal.Signals:
-        text = signal.strsignal(signum)
-        if text and re.search(rf": {re.escape(text)}$", stderr, re.M):
-            return signum.name
-    return None
 
 
 class NativeExecutor:
@@ -188,13 +278,13 @@ class NativeExecutor:
         if not self.perf:
             done = _run(argv, timeout, self.cpu)
             return _finish(done, argv, timeout, {"wall_ns": float(done.wall_ns)}, self.parse_stdout)
-        with tempfile.TemporaryDirectory(prefix="flagbench-perf-") as tmp:
-            out = Path(tmp) / "perf.csv"
-            wrapped = [shutil.which("perf") or "perf", "stat", "-x,", "-e", "task-clock,page-faults",
-                       "-o", str(out), "--", *argv]
-            done = _run(wrapped, timeout, self.cpu)
-            metrics = {"wall_ns": float(done.wall_ns), **_parse_perf_csv(out)}
-        return _finish(done, wrapped, timeout, metrics, self.parse_stdout, _perf_signal(done.stderr))
+        done, counts, perf_failure = perf_stat(argv, timeout=timeout, cpu=self.cpu)
+        record = [shutil.which("perf") or "perf", "stat", "-e", PERF_EVENTS, "--", *argv]
+        if done is None:
+            return Measurement({}, "", perf_failure, "", tuple(record))
+        metrics = {"wall_ns": float(done.wall_ns), **counts}
+        failure = perf_failure if done.returncode == 0 else None   # the program's own failure first
+        return _finish(done, record, timeout, metrics, self.parse_stdout, failure)
 
 
 class CallgrindExecutor:
