@@ -301,6 +301,11 @@ int vermagic_not = 3;                       /* kept: only the exact name is skip
 int colon_var __asm__("a:b") = 4;           /* skipped: ':' in the nm line (clang quotes it) */
 int __se_sys_open_like(int a) { return a + 1; }   /* skipped */
 int __mod_not_a_prefix_elsewhere_x = 5;     /* skipped (prefix) */
+int dots1 __asm__("d.1.22") = 6;            /* every '.' + digits goes: d */
+int dots2 __asm__("d..3") = 7;              /* '.' not before a digit stays: d. */
+int dots3 __asm__("d.4x.") = 8;             /* dx. */
+int dots4 __asm__("d.x.5.y") = 9;           /* d.x.y */
+int dots5 __asm__("d.") = 10;               /* d. (summed with d..3) */
 """
 STATICS_C = r"""
 int keep_me(int x) { static int counter; return counter += x; }   /* gcc: counter.0 -> counter */
@@ -330,6 +335,7 @@ def _bom_pair_archives(tmp_path):
 def test_bom_skip_rules_and_forked_reader_match_bloat_o_meter(tmp_path, mode):
     """Skip rules and .NUMBER sums as bloat-o-meter applies them, read in one process or with
     the old file in a forked child (what large inputs get)."""
+    from flagbench.elf._symtab import Summary
     from flagbench.size import measure, pair
     from flagbench.size.rules import BOM_TABLES, bom_text
     from flagbench.size.symbols import read_side
@@ -348,9 +354,9 @@ def test_bom_skip_rules_and_forked_reader_match_bloat_o_meter(tmp_path, mode):
     assert top.count("\n") <= len(BOM_TABLES[mode]) * (3 + 2)
     tables = BOM_TABLES[mode]
     for parallel in (False, True):
-        a, b = pair.both(read_side, *measure.open_pair(str(old), str(new)), tables, None, False,
-                         parallel=parallel)
-        made = [bom_table(label, o, n) for (label, _), o, n in zip(tables, a["tables"], b["tables"])]
+        a, b = pair.both(read_side, *measure.open_pair(str(old), str(new)), tables, False, parallel=parallel)
+        made = [bom_table(label, Summary.loads(o), Summary.loads(n))
+                for (label, _), o, n in zip(tables, a["tables"], b["tables"])]
         assert "".join(bom_text(t) for t in made) == want
         assert "".join(bom_text(t, 2) for t in made) == top
 
@@ -372,6 +378,7 @@ def test_full_member_reader_agrees_with_the_sized_one_and_nm(tmp_path):
 
 
 def test_forked_reader_reports_the_old_files_error(tmp_path):
+    from flagbench.elf._symtab import Summary
     from flagbench.errors import UserError
     from flagbench.size import measure, pair
     from flagbench.size.symbols import read_side
@@ -380,11 +387,10 @@ def test_forked_reader_reports_the_old_files_error(tmp_path):
     subprocess.run(["strip", "-o", str(stripped), str(good)], check=True)
     tables = size.BOM_TABLES[None]
     with pytest.raises(UserError, match="stripped.o: no symbol table"):
-        pair.both(read_side, *measure.open_pair(str(stripped), str(good)), tables, None, False,
-                  parallel=True)
-    a, b = pair.both(read_side, *measure.open_pair(str(good), str(good)), tables, None, False,
-                     parallel=True)
-    assert a == b and dict(zip(a["tables"][0]["names"], a["tables"][0]["sizes"]))["get"] > 0
+        pair.both(read_side, *measure.open_pair(str(stripped), str(good)), tables, False, parallel=True)
+    a, b = pair.both(read_side, *measure.open_pair(str(good), str(good)), tables, False, parallel=True)
+    names, sizes = Summary.loads(a["tables"][0]).result()[:2]
+    assert a == b and dict(zip(names, sizes))["get"] > 0
 
 
 def test_names_are_escaped_for_markdown_csv_and_the_terminal(tmp_path):

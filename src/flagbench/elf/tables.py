@@ -27,19 +27,25 @@ assert _CODE[COMMON] == 11 and len(LETTER_CODES) <= 16
 
 
 def _symbol_letters() -> bytes:
-    """nm's letter (0: not listed) by st_info << 4 | section code. symbol_letter once per st_info
-    with a probe section letter: the section's own letter only passes through it (upper-cased
-    for a global), so the other codes follow without asking again (a third of the import time)."""
-    table = bytearray(4096)
+    """nm's letter (0: not listed) by st_info << 4 | section code. symbol_letter is asked once
+    per st_info with a probe section letter and once for common: the section's own letter only
+    passes through it (upper-cased for a global), so each st_info's row of 16 codes is one of a
+    handful, made once (this runs at every start of flagbench)."""
+    rows: dict[tuple, bytes] = {}
+    table = []
     for info in range(256):
-        bind, stype = info >> 4, info & 0xF
-        probe, common = symbol_letter("x", bind, stype), symbol_letter(COMMON, bind, stype)
-        for code, section in enumerate(LETTER_CODES):
-            if section == NO_SECTION:
-                continue
-            letter = common if section == COMMON else {"x": section, "X": section.upper()}.get(probe, probe)
-            table[info << 4 | code] = ord(letter) if letter else 0
-    return bytes(table)
+        key = (symbol_letter("x", info >> 4, info & 0xF), symbol_letter(COMMON, info >> 4, info & 0xF))
+        row = rows.get(key)
+        if row is None:
+            probe, common = key
+            row = bytearray(16)
+            for code, section in enumerate(LETTER_CODES):
+                letter = (None if section == NO_SECTION else common if section == COMMON else
+                          {"x": section, "X": section.upper()}.get(probe, probe))
+                row[code] = ord(letter) if letter else 0
+            row = rows[key] = bytes(row)
+        table.append(row)
+    return b"".join(table)
 
 
 _SYMBOL_LETTERS = _symbol_letters()
@@ -92,9 +98,12 @@ def _table(inp: Input, m: Member, off, size, index: int, what: str) -> bytes:
     return inp.read(m.offset + o, n)
 
 
-def read_member(inp: Input, m: Member, full: bool = True, sized_only: bool = False) -> MemberTables | None:
+def read_member(inp: Input, m: Member, full: bool = True, sized_only: bool = False,
+                summaries: tuple | None = None) -> MemberTables | None:
     """M's listed symbols (only the sized ones with SIZED_ONLY); None when M has no symbol table.
-    Damaged tables are a UserError naming the member."""
+    With SUMMARIES (`_symtab.Summary` tables) the sized symbols go there instead, and only the
+    member's code totals (and section sizes) are left here. Damaged tables are a UserError
+    naming the member."""
     shdrs = inp.read(m.offset + m.shoff, m.shnum * (64 if m.is64 else 40))
     stype, offset, size, link = _columns(shdrs, m)
     try:
@@ -119,21 +128,21 @@ def read_member(inp: Input, m: Member, full: bool = True, sized_only: bool = Fal
         (names, letters, sizes, values, secs, gaps, covered, padding) = _symtab.symbols(
             shdrs, syms, strbuf, shstr, m.is64, m.big, (0, symtab, strtab, m.shstrndx),
             (SHN_COMMON, *COMMON_INDICES.get(m.machine, ())), _SYMBOL_LETTERS, _BASE_CODES, _name_code,
-            xindex, sized_only, full, m.etype == ET_REL, m.machine == EM_ARM)
+            xindex, sized_only, full, m.etype == ET_REL, m.machine == EM_ARM, summaries)
     except ValueError as e:
         raise UserError(f"{m.name}: corrupt ELF ({e})") from None
     t = MemberTables()
-    t.member, t.names, t.letters, t.sizes = m, names, letters.decode("latin-1"), sizes
+    t.member, t.names, t.letters, t.sizes = m, names, letters and letters.decode("latin-1"), sizes
     t.values, t.sections, t.gaps, t.covered, t.padding = values, secs, gaps, covered, padding
     t._shdrs, t._shstr = shdrs, shstr
     return t
 
 
-def read_members(inp: Input, full: bool = True, sized_only: bool = False):
+def read_members(inp: Input, full: bool = True, sized_only: bool = False, summaries: tuple | None = None):
     """read_member over every member that has a symbol table; UserError when none has one."""
     found = False
     for m in inp.members:
-        t = read_member(inp, m, full, sized_only)
+        t = read_member(inp, m, full, sized_only, summaries)
         if t is not None:
             found = True
             yield t

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from flagbench import elf
+from flagbench.elf._symtab import Summary
 from flagbench.size.pair import both
 from flagbench.size.rules import BOM_TABLES, DEFAULT_TYPES, BomTable, bom_text
 from flagbench.size.symbols import read_side
@@ -66,14 +67,17 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
         types: str | None = None) -> str:
     """The whole bloat-o-meter output for OLD vs NEW (mode None, "c", "d" or "t")."""
     tables = BOM_TABLES[mode] if types is None else (("Function", types),)
-    old, new = both(read_side, *open_pair(old_path, new_path), tables, match, False)
-    made = [bom_table(label, o, n) for (label, _), o, n in zip(tables, old["tables"], new["tables"])]
+    old, new = both(read_side, *open_pair(old_path, new_path), tables, False)
+    made = [bom_table(label, Summary.loads(o), Summary.loads(n), match)
+            for (label, _), o, n in zip(tables, old["tables"], new["tables"])]
     return "".join(bom_text(t, top) for t in made)
 
 
 def compare(old_path: str, new_path: str, types: str | None = None, match=None) -> SizeComparison:
     """Sections, padding, footprints and the symbol table of OLD vs NEW."""
     tables = (("Function", types or DEFAULT_TYPES),)
-    old, new = both(read_side, *open_pair(old_path, new_path), tables, match, True)
-    table = bom_table("Function", old["tables"][0], new["tables"][0])
-    return SizeComparison(old_path, new_path, Side(old), Side(new), table)
+    old, new = both(read_side, *open_pair(old_path, new_path), tables, True)
+    a, b = Summary.loads(old["tables"][0]), Summary.loads(new["tables"][0])
+    search = match.search if match else None
+    old["cold"], new["cold"] = a.size_of(b".cold", search), b.size_of(b".cold", search)   # .cold parts of split functions
+    return SizeComparison(old_path, new_path, Side(old), Side(new), bom_table("Function", a, b, match, extras=True))
