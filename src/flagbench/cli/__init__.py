@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from flagbench import __version__
@@ -26,8 +27,28 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
 }
 
 
+class TerminalWidthFormatter(argparse.HelpFormatter):
+    """argparse's help formatter, sized from COLUMNS or the terminal without importing shutil
+    (argparse makes one per add_argument, and shutil's import is a tenth of the start-up of
+    `flagbench size`)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width=None):
+        if width is None:
+            try:
+                width = int(os.environ.get("COLUMNS", "")) - 2
+            except ValueError:
+                try:
+                    width = os.get_terminal_size(sys.__stdout__.fileno()).columns - 2
+                except (OSError, AttributeError, ValueError):
+                    width = 78
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr and exit 2, like every other bad input."""
+
+    def __init__(self, *args, formatter_class=TerminalWidthFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
     def error(self, message: str):  # noqa: D102 - argparse API
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -44,7 +65,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         if verb == chosen:
             module = importlib.import_module(f"flagbench.cli.{verb}")
             module.register(sub).set_defaults(handler=module.run)
-        else:
+        elif chosen not in VERBS:   # the others only for `flagbench --help` and a wrong verb's error
             sub.add_parser(verb, help=line)
     return parser
 
