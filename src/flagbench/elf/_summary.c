@@ -1,0 +1,489 @@
+/*
+ * Summary: one bloat-o-meter table being filled, symbol by symbol, in C (part of the
+ * flagbench.elf._symtab extension; _symtab.c feeds it). A symbol of one of the table's letters
+ * is skipped by bloat-o-meter's rules (a ':' anywhere, a skipped prefix, a skipped exact name:
+ * passed in from flagbench.size.rules) or renamed (every '.' followed by digits removed, as
+ * `re.sub(r"\.[0-9]+", "", name)`), then summed under that name in a hash table. Two tables
+ * compare themselves (diff), so Python objects are made only for the rows that differ.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_summary.h"
+
+struct entry {
+	uint64_t hash, size, foot;
+	Py_ssize_t off, len;
+	uint8_t letter;
+};
+
+typedef struct {
+	PyObject_HEAD
+	uint8_t wanted[256], code[256];
+	PyObject *prefixes, *names;	/* tuples of bytes */
+	char *arena;
+	Py_ssize_t arena_len, arena_cap;
+	struct entry *entries;
+	Py_ssize_t n, cap;
+	Py_ssize_t *slots;		/* open addressing: entry index + 1, 0 empty */
+	Py_ssize_t nslots;
+	unsigned long long skipped;
+} Summary;
+
+static int summary_init(Summary *self, PyObject *args, PyObject *kw)
+{
+	Py_buffer letters, code;
+	PyObject *prefixes, *names;
+	Py_ssize_t i;
+
+	if (!PyArg_ParseTuple(args, "y*y*O!O!", &letters, &code, &PyTuple_Type, &prefixes, &PyTuple_Type, &names))
+		return -1;
+	memset(self->wanted, 0, sizeof(self->wanted));
+	memset(self->code, 0, sizeof(self->code));
+	for (i = 0; i < letters.len; i++)
+		self->wanted[((uint8_t *)letters.buf)[i]] = 1;
+	for (i = 0; i < code.len; i++)
+		self->code[((uint8_t *)code.buf)[i]] = 1;
+	PyBuffer_Release(&letters);
+	PyBuffer_Release(&code);
+	for (i = 0; i < PyTuple_GET_SIZE(prefixes); i++)
+		if (!PyBytes_Check(PyTuple_GET_ITEM(prefixes, i)))
+			goto bad;
+	for (i = 0; i < PyTuple_GET_SIZE(names); i++)
+		if (!PyBytes_Check(PyTuple_GET_ITEM(names, i)))
+			goto bad;
+	Py_XSETREF(self->prefixes, Py_NewRef(prefixes));
+	Py_XSETREF(self->names, Py_NewRef(names));
+	return 0;
+bad:
+	PyErr_SetString(PyExc_TypeError, "Summary: skip rules must be bytes");
+	return -1;
+}
+
+static void summary_dealloc(Summary *self)
+{
+	Py_XDECREF(self->prefixes);
+	Py_XDECREF(self->names);
+	PyMem_Free(self->arena);
+	PyMem_Free(self->entries);
+	PyMem_Free(self->slots);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int skipped_name(Summary *s, const char *name, Py_ssize_t len)
+{
+	Py_ssize_t i;
+
+	if (memchr(name, ':', len))
+		return 1;
+	for (i = 0; i < PyTuple_GET_SIZE(s->prefixes); i++) {
+		PyObject *p = PyTuple_GET_ITEM(s->prefixes, i);
+
+		if (len >= PyBytes_GET_SIZE(p) && memcmp(name, PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p)) == 0)
+			return 1;
+	}
+	for (i = 0; i < PyTuple_GET_SIZE(s->names); i++) {
+		PyObject *p = PyTuple_GET_ITEM(s->names, i);
+
+		if (len == PyBytes_GET_SIZE(p) && memcmp(name, PyBytes_AS_STRING(p), len) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Rehash into a slot table of at least twice the entries (a power of two, 1024 or more). */
+static int summary_grow(Summary *s)
+{
+	Py_ssize_t nslots = 1024, i;
+	Py_ssize_t *slots;
+
+	while (nslots < 2 * (s->n + 1))
+		nslots *= 2;
+	if (nslots <= s->nslots)
+		nslots = 2 * s->nslots;
+	slots = PyMem_Calloc(nslots, sizeof(*slots));
+
+	if (!slots)
+		return -1;
+	for (i = 0; i < s->n; i++) {
+		Py_ssize_t j = s->entries[i].hash & (nslots - 1);
+
+		while (slots[j])
+			j = (j + 1) & (nslots - 1);
+		slots[j] = i + 1;
+	}
+	PyMem_Free(s->slots);
+	s->slots = slots;
+	s->nslots = nslots;
+	return 0;
+}
+
+int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap, uint8_t letter)
+{
+	Summary *s = (Summary *)summary;
+	const char *name = raw;
+	Py_ssize_t len = rawlen, i, j;
+	uint64_t hash = 1469598103934665603ULL;
+	struct entry *e;
+
+	if (!s->wanted[letter])
+		return 0;
+	if (skipped_name(s, raw, rawlen)) {
+		if (s->code[letter])
+			s->skipped += size;
+		return 0;
+	}
+	if (s->arena_len + rawlen > s->arena_cap) {	/* room to write the renamed name at the end */
+		Py_ssize_t cap = 2 * (s->arena_cap + rawlen) + 4096;
+		char *arena = PyMem_Realloc(s->arena, cap);
+
+		if (!arena)
+			return PyErr_NoMemory(), -1;
+		s->arena = arena;
+		s->arena_cap = cap;
+	}
+	if (memchr(raw, '.', rawlen)) {
+		char *out = s->arena + s->arena_len;
+
+		for (i = 0, len = 0; i < rawlen; i++) {
+			if (raw[i] == '.' && i + 1 < rawlen && raw[i + 1] >= '0' && raw[i + 1] <= '9') {
+				for (i++; i + 1 < rawlen && raw[i + 1] >= '0' && raw[i + 1] <= '9'; i++)
+					;
+				continue;
+			}
+			out[len++] = raw[i];
+		}
+		name = out;
+	}
+	for (i = 0; i < len; i++)
+		hash = (hash ^ (uint8_t)name[i]) * 1099511628211ULL;
+	if (2 * (s->n + 1) > s->nslots && summary_grow(s) < 0)
+		return PyErr_NoMemory(), -1;
+	for (j = hash & (s->nslots - 1); s->slots[j]; j = (j + 1) & (s->nslots - 1)) {
+		e = &s->entries[s->slots[j] - 1];
+		if (e->hash == hash && e->len == len && memcmp(s->arena + e->off, name, len) == 0) {
+			e->size += size;
+			e->foot += size + gap;
+			return 0;
+		}
+	}
+	if (s->n == s->cap) {
+		Py_ssize_t cap = s->cap ? 2 * s->cap : 1024;
+		struct entry *entries = PyMem_Realloc(s->entries, cap * sizeof(*entries));
+
+		if (!entries)
+			return PyErr_NoMemory(), -1;
+		s->entries = entries;
+		s->cap = cap;
+	}
+	if (name == raw)
+		memcpy(s->arena + s->arena_len, raw, len);
+	e = &s->entries[s->n];
+	e->hash = hash;
+	e->off = s->arena_len;
+	e->len = len;
+	e->size = size;
+	e->foot = size + gap;
+	e->letter = letter;
+	s->arena_len += len;
+	s->slots[j] = ++s->n;
+	return 0;
+}
+
+PyDoc_STRVAR(summary_doc,
+"Summary(letters, code_letters, skip_prefixes, skip_names)\n\n"
+"One bloat-o-meter table filled by symbols(..., summaries): the symbols of LETTERS, skipped\n"
+"or renamed by bloat-o-meter's rules, summed by name. result() -> (names, sizes, letters,\n"
+"footprints, skipped): each name once in first-seen order, its summed size, first nm letter,\n"
+"summed footprint (size plus the padding after it), and the bytes of symbols of\n"
+"CODE_LETTERS the rules skipped.");
+
+static PyObject *summary_result(Summary *s, PyObject *unused)
+{
+	PyObject *names = PyList_New(s->n), *sizes = PyList_New(s->n), *feet = PyList_New(s->n);
+	PyObject *letters = PyUnicode_New(s->n, 255), *out = NULL;
+	Py_ssize_t i;
+
+	if (!names || !sizes || !feet || !letters)
+		goto done;
+	for (i = 0; i < s->n; i++) {
+		struct entry *e = &s->entries[i];
+		PyObject *name = PyUnicode_DecodeUTF8(s->arena + e->off, e->len, "surrogateescape");
+		PyObject *size = PyLong_FromUnsignedLongLong(e->size);
+		PyObject *foot = PyLong_FromUnsignedLongLong(e->foot);
+
+		if (!name || !size || !foot) {
+			Py_XDECREF(name);
+			Py_XDECREF(size);
+			Py_XDECREF(foot);
+			goto done;
+		}
+		PyList_SET_ITEM(names, i, name);
+		PyList_SET_ITEM(sizes, i, size);
+		PyList_SET_ITEM(feet, i, foot);
+		PyUnicode_WRITE(PyUnicode_1BYTE_KIND, PyUnicode_DATA(letters), i, e->letter);
+	}
+	out = Py_BuildValue("(OOOOK)", names, sizes, letters, feet, s->skipped);
+done:
+	Py_XDECREF(names);
+	Py_XDECREF(sizes);
+	Py_XDECREF(feet);
+	Py_XDECREF(letters);
+	return out;
+}
+
+/* The entry named NAME (LEN bytes, hash HASH) in S, or NULL. */
+static struct entry *summary_find(Summary *s, const char *name, Py_ssize_t len, uint64_t hash)
+{
+	Py_ssize_t j;
+
+	if (!s->nslots)
+		return NULL;
+	for (j = hash & (s->nslots - 1); s->slots[j]; j = (j + 1) & (s->nslots - 1)) {
+		struct entry *e = &s->entries[s->slots[j] - 1];
+
+		if (e->hash == hash && e->len == len && memcmp(s->arena + e->off, name, len) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static PyObject *summary_dumps(Summary *s, PyObject *unused)
+{
+	/* an empty summary has no buffers yet: y# would make None of a NULL pointer */
+	return Py_BuildValue("(y#y#K)", s->arena ? s->arena : "", s->arena_len,
+			     s->entries ? (const char *)s->entries : "", s->n * (Py_ssize_t)sizeof(struct entry),
+			     s->skipped);
+}
+
+/* Summary.loads((arena, entries, skipped)): a summary made by dumps() in this program (a fork). */
+static PyObject *summary_loads(PyTypeObject *type, PyObject *args)
+{
+	Py_buffer arena, entries;
+	unsigned long long skipped;
+	Summary *s;
+	Py_ssize_t i;
+
+	if (!PyArg_ParseTuple(args, "(y*y*K)", &arena, &entries, &skipped))
+		return NULL;
+	s = (Summary *)type->tp_alloc(type, 0);
+	if (!s)
+		goto done;
+	s->prefixes = PyTuple_New(0);
+	s->names = PyTuple_New(0);
+	s->skipped = skipped;
+	s->n = s->cap = entries.len / (Py_ssize_t)sizeof(struct entry);
+	s->arena_len = s->arena_cap = arena.len;
+	s->arena = PyMem_Malloc(arena.len + 1);
+	s->entries = PyMem_Malloc(entries.len + 1);
+	if (!s->prefixes || !s->names || !s->arena || !s->entries) {
+		Py_CLEAR(s);
+		PyErr_NoMemory();
+		goto done;
+	}
+	memcpy(s->arena, arena.buf, arena.len);
+	memcpy(s->entries, entries.buf, entries.len);
+	for (i = 0; i < s->n; i++)
+		if (s->entries[i].off < 0 || s->entries[i].len < 0 || s->entries[i].off + s->entries[i].len > arena.len) {
+			Py_CLEAR(s);
+			PyErr_SetString(PyExc_ValueError, "Summary.loads: not a dump of this program's");
+			goto done;
+		}
+	if (summary_grow(s) < 0) {
+		Py_CLEAR(s);
+		PyErr_NoMemory();
+	}
+done:
+	PyBuffer_Release(&arena);
+	PyBuffer_Release(&entries);
+	return (PyObject *)s;
+}
+
+static PyObject *entry_name(Summary *s, struct entry *e)
+{
+	return PyUnicode_DecodeUTF8(s->arena + e->off, e->len, "surrogateescape");
+}
+
+/* MATCH(name) for a filter, or 1 without one; -1 with an exception set. */
+static int matches(Summary *s, struct entry *e, PyObject *match)
+{
+	PyObject *name, *r;
+	int ok;
+
+	if (match == Py_None)
+		return 1;
+	name = entry_name(s, e);
+	if (!name)
+		return -1;
+	r = PyObject_CallOneArg(match, name);
+	Py_DECREF(name);
+	if (!r)
+		return -1;
+	ok = PyObject_IsTrue(r);
+	Py_DECREF(r);
+	return ok;
+}
+
+enum { NAME, OLD, NEW, DELTA, OLD_LETTER, NEW_LETTER, OLD_FOOT, NEW_FOOT, NCOLS };
+
+static int append_new(PyObject *list, PyObject *item)	/* steals ITEM */
+{
+	int r = item ? PyList_Append(list, item) : -1;
+
+	Py_XDECREF(item);
+	return r;
+}
+
+static PyObject *size_or_none(struct entry *e, int foot)
+{
+	return e ? PyLong_FromUnsignedLongLong(foot ? e->foot : e->size) : Py_NewRef(Py_None);
+}
+
+/* One row of the table: a name in OLD (A), NEW (B) or both, with different sizes. */
+static int add_row(PyObject **cols, int extras, Summary *s, struct entry *a, struct entry *b)
+{
+	long long delta = (b ? (long long)b->size : 0) - (a ? (long long)a->size : 0);
+
+	if (append_new(cols[NAME], entry_name(s, a ? a : b)) < 0 || append_new(cols[OLD], size_or_none(a, 0)) < 0 ||
+	    append_new(cols[NEW], size_or_none(b, 0)) < 0 || append_new(cols[DELTA], PyLong_FromLongLong(delta)) < 0)
+		return -1;
+	if (!extras)
+		return 0;
+	if (append_new(cols[OLD_LETTER], a ? PyUnicode_FromOrdinal(a->letter) : Py_NewRef(Py_None)) < 0 ||
+	    append_new(cols[NEW_LETTER], b ? PyUnicode_FromOrdinal(b->letter) : Py_NewRef(Py_None)) < 0 ||
+	    append_new(cols[OLD_FOOT], size_or_none(a, 1)) < 0 || append_new(cols[NEW_FOOT], size_or_none(b, 1)) < 0)
+		return -1;
+	return 0;
+}
+
+PyDoc_STRVAR(diff_doc,
+"old.diff(new, match=None, extras=False)\n"
+"-> (columns, (add, remove, grow, shrink, up, down, total_old, total_new))\n\n"
+"bloat-o-meter's calc() in C, unsorted: the names whose summed size differs between OLD and\n"
+"NEW (in one only, or in both with different sizes) as columns: name, old size, new size (None\n"
+"where a side lacks the name), delta, and with EXTRAS old and new nm letter and footprint; then\n"
+"its counts and each side's total. MATCH: None, or a callable that keeps a name (rows, counts\n"
+"and totals) when it returns true.");
+
+static PyObject *summary_diff(Summary *old, PyObject *args)
+{
+	Summary *new;
+	PyObject *match = Py_None, *cols[NCOLS] = { NULL }, *table = NULL, *out = NULL;
+	unsigned long long total_old = 0, total_new = 0, up = 0, down = 0;
+	Py_ssize_t i, add = 0, remove = 0, grow = 0, shrink = 0;
+	int m, extras = 0;
+
+	if (!PyArg_ParseTuple(args, "O!|Op", &SummaryType, &new, &match, &extras))
+		return NULL;
+	for (i = 0; i < NCOLS; i++)
+		if (!(cols[i] = PyList_New(0)))
+			goto done;
+	for (i = 0; i < old->n; i++) {
+		struct entry *a = &old->entries[i], *b;
+
+		if ((m = matches(old, a, match)) < 0)
+			goto done;
+		if (!m)
+			continue;
+		total_old += a->size;
+		b = summary_find(new, old->arena + a->off, a->len, a->hash);
+		if (b && b->size == a->size)
+			continue;
+		if (!b) {
+			remove++;
+			down += a->size;
+		} else if (b->size > a->size) {
+			grow++;
+			up += b->size - a->size;
+		} else {
+			shrink++;
+			down += a->size - b->size;
+		}
+		if (add_row(cols, extras, old, a, b) < 0)
+			goto done;
+	}
+	for (i = 0; i < new->n; i++) {
+		struct entry *b = &new->entries[i];
+
+		if ((m = matches(new, b, match)) < 0)
+			goto done;
+		if (!m)
+			continue;
+		total_new += b->size;
+		if (summary_find(old, new->arena + b->off, b->len, b->hash))
+			continue;
+		add++;
+		up += b->size;
+		if (add_row(cols, extras, new, NULL, b) < 0)
+			goto done;
+	}
+	table = PyTuple_New(extras ? NCOLS : OLD_LETTER);
+	if (!table)
+		goto done;
+	for (i = 0; i < PyTuple_GET_SIZE(table); i++)
+		PyTuple_SET_ITEM(table, i, Py_NewRef(cols[i]));
+	out = Py_BuildValue("(O(nnnnKKKK))", table, add, remove, grow, shrink, up, down, total_old, total_new);
+done:
+	for (i = 0; i < NCOLS; i++)
+		Py_XDECREF(cols[i]);
+	Py_XDECREF(table);
+	return out;
+}
+
+static PyObject *summary_size_of(Summary *s, PyObject *args)
+{
+	Py_buffer part;
+	PyObject *match = Py_None;
+	unsigned long long total = 0;
+	Py_ssize_t i;
+	int m;
+
+	if (!PyArg_ParseTuple(args, "y*|O", &part, &match))
+		return NULL;
+	for (i = 0; i < s->n; i++) {
+		struct entry *e = &s->entries[i];
+
+		if (part.len > e->len || !memmem(s->arena + e->off, e->len, part.buf, part.len))
+			continue;
+		if ((m = matches(s, e, match)) < 0) {
+			PyBuffer_Release(&part);
+			return NULL;
+		}
+		if (m)
+			total += e->size;
+	}
+	PyBuffer_Release(&part);
+	return PyLong_FromUnsignedLongLong(total);
+}
+
+static PyMethodDef summary_methods[] = {
+	{ "result", (PyCFunction)summary_result, METH_NOARGS, "(names, sizes, letters, footprints, skipped)" },
+	{ "dumps", (PyCFunction)summary_dumps, METH_NOARGS, "(arena, entries, skipped): for Summary.loads in a fork" },
+	{ "loads", (PyCFunction)summary_loads, METH_VARARGS | METH_CLASS, "Summary.loads(dumps()): the same summary" },
+	{ "diff", (PyCFunction)summary_diff, METH_VARARGS, diff_doc },
+	{ "size_of", (PyCFunction)summary_size_of, METH_VARARGS, "size_of(part, match=None): the summed size of the names containing PART (that MATCH keeps)" },
+	{ NULL, NULL, 0, NULL },
+};
+
+static PyMemberDef summary_members[] = {
+	{ "skipped", T_ULONGLONG, offsetof(Summary, skipped), READONLY,
+	  "bytes of code-letter symbols bloat-o-meter's rules skipped" },
+	{ "count", T_PYSSIZET, offsetof(Summary, n), READONLY, "distinct names" },
+	{ NULL, 0, 0, 0, NULL },
+};
+
+PyTypeObject SummaryType = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "flagbench.elf._symtab.Summary",
+	.tp_doc = summary_doc,
+	.tp_basicsize = sizeof(Summary),
+	.tp_flags = Py_TPFLAGS_DEFAULT,
+	.tp_new = PyType_GenericNew,
+	.tp_init = (initproc)summary_init,
+	.tp_dealloc = (destructor)summary_dealloc,
+	.tp_methods = summary_methods,
+	.tp_members = summary_members,
+};

@@ -1,0 +1,16 @@
+/*
+ * _summary.h: the one declaration _symtab.c needs of _summary.c (bloat-o-meter's table in C).
+ */
+#ifndef FLAGBENCH_SUMMARY_H
+#define FLAGBENCH_SUMMARY_H
+
+#include <Python.h>
+#include <stdint.h>
+
+extern PyTypeObject SummaryType;
+
+/* Add one sized symbol (its raw name) to SUMMARY, a SummaryType; -1 with an exception set. */
+int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
+		uint8_t letter);
+
+#endif
