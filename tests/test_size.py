@@ -361,6 +361,22 @@ def test_bom_skip_rules_and_forked_reader_match_bloat_o_meter(tmp_path, mode):
         assert "".join(bom_text(t, 2) for t in made) == top
 
 
+def test_c_table_applies_the_rules_as_rules_bom_name_does(tmp_path):
+    """The C summary (skip, rename, sum) against the Python statement of the same rules, on
+    objects with skipped, dotted and colliding names; no bloat-o-meter needed."""
+    from flagbench.elf._symtab import Summary
+    from flagbench.size.rules import BOM_TABLES, bom_name
+    from flagbench.size.symbols import read_side
+    old, _ = _bom_pair_archives(tmp_path)
+    want = collections.Counter()
+    for name, letter, size in elf.sized_symbols(old):
+        if letter in BOM_TABLES[None][0][1] and bom_name(name) is not None:
+            want[bom_name(name)] += size
+    assert {"d", "d.", "dx.", "d.x.y", "counter"} <= want.keys() and "vermagic" not in want
+    names, sizes = Summary.loads(read_side(elf.open_input(str(old)), BOM_TABLES[None])["tables"][0]).result()[:2]
+    assert len(names) == len(set(names)) and dict(zip(names, sizes)) == dict(want)
+
+
 def test_full_member_reader_agrees_with_the_sized_one_and_nm(tmp_path):
     """Read member by member with every listed symbol (what the padding needs) or only the sized
     ones: the sized symbols are the same, and nm's."""
