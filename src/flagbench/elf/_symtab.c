@@ -205,13 +205,15 @@ static int gaps(const struct elf *e, struct span *spans, Py_ssize_t n, uint64_t 
 	return 0;
 }
 
-static PyObject *list_of(const uint64_t *v, Py_ssize_t n)
+/* A list of the N numbers at V, unsigned or (SIGNED) signed 64-bit. */
+static PyObject *list_of(const void *v, Py_ssize_t n, int is_signed)
 {
 	PyObject *list = PyList_New(n);
 	Py_ssize_t i;
 
 	for (i = 0; list && i < n; i++) {
-		PyObject *x = PyLong_FromUnsignedLongLong(v[i]);
+		PyObject *x = is_signed ? PyLong_FromLongLong(((const int64_t *)v)[i]) :
+			      PyLong_FromUnsignedLongLong(((const uint64_t *)v)[i]);
 
 		if (!x) {
 			Py_CLEAR(list);
@@ -395,22 +397,13 @@ static PyObject *symbols(PyObject *self, PyObject *args)
 	}
 
 	letters = PyBytes_FromStringAndSize((const char *)letter, n);
-	sizes = list_of(size_v, n);
+	sizes = list_of(size_v, n, 0);
 	if (!letters || !sizes)
 		goto done;
 	if (full) {
-		values = list_of(value_v, n);
-		gap_list = list_of(gap_v, n);
-		secs = PyList_New(n);
-		for (k = 0; secs && k < n; k++) {
-			PyObject *x = PyLong_FromLongLong(sec_v[k]);
-
-			if (!x) {
-				Py_CLEAR(secs);
-				break;
-			}
-			PyList_SET_ITEM(secs, k, x);
-		}
+		values = list_of(value_v, n, 0);
+		gap_list = list_of(gap_v, n, 0);
+		secs = list_of(sec_v, n, 1);
 		if (!values || !gap_list || !secs)
 			goto done;
 	} else {
