@@ -41,13 +41,15 @@ metrics = ["insns"]
 """
 
 
-def harness_pids(name: str) -> list[int]:
-    """Processes running a harness program of that name (micro-hang), by their executable."""
+def harness_pids(name: str, under: Path) -> list[int]:
+    """Processes running a harness program of that name (micro-hang) linked under UNDER (this
+    test's TMPDIR: xdist runs another test's micro-hang beside it), by their executable."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if os.readlink(entry / "exe").endswith("/" + name):
+                exe = os.readlink(entry / "exe")
+                if exe.endswith("/" + name) and exe.startswith(str(under) + "/"):
                     pids.append(int(entry.name))
             except OSError:
                 pass
@@ -93,7 +95,7 @@ def hanging(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_ends_the_benchmark_and_removes_the_work_dir(hanging, tmp_path, signum):
     run = start_run(hanging, tmp_path)
-    loops = wait_for(lambda: harness_pids("micro-hang"))
+    loops = wait_for(lambda: harness_pids("micro-hang", tmp_path))
     run.send_signal(signum)
     _, err = run.communicate(timeout=120)
     assert run.returncode == 128 + signum, err
@@ -104,7 +106,7 @@ def test_a_signal_ends_the_benchmark_and_removes_the_work_dir(hanging, tmp_path,
 
 def test_kill_9_leaves_nothing_running_and_the_next_run_sweeps_the_work_dir(hanging, tmp_path):
     run = start_run(hanging, tmp_path)
-    loops = wait_for(lambda: harness_pids("micro-hang"))
+    loops = wait_for(lambda: harness_pids("micro-hang", tmp_path))
     run.kill()
     run.communicate()
     wait_for(lambda: not running(loops), within=30)
@@ -118,7 +120,7 @@ def test_kill_9_leaves_nothing_running_and_the_next_run_sweeps_the_work_dir(hang
 
 def test_a_second_writer_on_one_database_is_refused_with_the_holder(hanging, tmp_path):
     first = start_run(hanging, tmp_path)
-    wait_for(lambda: harness_pids("micro-hang"))
+    wait_for(lambda: harness_pids("micro-hang", tmp_path))
     second = flagbench("run", hanging, "--db", tmp_path / "fb.db", "--bench", "quick", cache=tmp_path / "cache")
     first.send_signal(signal.SIGTERM)
     first.communicate(timeout=120)
@@ -143,13 +145,14 @@ def test_a_hung_count_fails_its_cell_after_one_timeout(tmp_path):
     exp = write_experiment(tmp_path / "exp", HANG_TOML.replace('metrics = ["time"]\ntimeout = 600',
                                                                'metrics = ["insns"]\ntimeout = 1'),
                            {"hang.c": HANG_C})
+    (tmp_path / "tmp").mkdir()
     out = flagbench("run", exp, "--db", tmp_path / "fb.db", "--bench", "hang", "--format", "json",
-                    cache=tmp_path / "cache")
+                    cache=tmp_path / "cache", env={"TMPDIR": str(tmp_path / "tmp")})
     assert out.returncode == 1, out.stderr
     with Store(tmp_path / "fb.db") as store:
         cell, = store.cells(1)
     assert (cell["status"], cell["reason"]) == ("failed", "timeout after 1 s")
-    assert not running(harness_pids("micro-hang"))
+    assert not running(harness_pids("micro-hang", tmp_path))
 
 
 @pytest.mark.parametrize("args, message", [

@@ -166,7 +166,8 @@ class Proc:
         return code
 
     def stop(self) -> None:
-        """Kill the process group, reap the child, kill orphans reparented to us."""
+        """Kill the process group, reap the child, kill orphans reparented to us, and wait
+        (a little) until the rest of the group is gone too."""
         kill_group(self.pid)
         try:
             self.popen.wait()
@@ -174,6 +175,7 @@ class Proc:
             with _lock:
                 _live.pop(self.pid, None)
             kill_orphans()
+            _wait_group_gone(self.pid)
 
     def output(self) -> tuple[str, str]:
         """What it wrote (call after it ended)."""
@@ -218,6 +220,22 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _wait_group_gone(pgid: int, within: float = 1.0) -> None:
+    """SIGKILL is delivered asynchronously: a grandchild still in the group may run a moment
+    after the child is reaped. Wait until the group is empty (its last members reaped by us as
+    subreaper, or by init), for at most WITHIN seconds."""
+    end = time.monotonic() + within
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        if time.monotonic() > end:
+            return
+        kill_orphans()
+        time.sleep(0.002)
 
 
 def kill_all() -> None:
