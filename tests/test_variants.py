@@ -10,7 +10,8 @@ import pytest
 from conftest import write_experiment
 from flagbench import build, spec
 from flagbench.errors import UserError
-from flagbench.variants import choose, is_experiment, parse_variants, variant_pair
+from flagbench.cli import is_experiment
+from flagbench.variants import choose, parse_variants, variant_pair
 
 MATRIX = """
 sources = ["f.c"]

@@ -22,12 +22,6 @@ class VariantPair(NamedTuple):
     notes: list[str]          # what was chosen (when there was a choice) and what the build dropped
 
 
-def is_experiment(path: str | Path) -> bool:
-    """A directory (holding experiment.toml) or a .toml file: not an ELF file to compare."""
-    p = Path(path)
-    return p.is_dir() or p.suffix == ".toml"
-
-
 def parse_variants(text: str | Sequence[str] | None) -> tuple[str, str] | None:
     """"A,B" (or ["A", "B"]) -> ("A", "B"); None stays None (the experiment's first two)."""
     if text is None:

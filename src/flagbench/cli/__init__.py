@@ -27,6 +27,12 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
 }
 
 
+def is_experiment(path) -> bool:
+    """A verb's first argument names an experiment (a directory holding experiment.toml, or a
+    .toml file), not an ELF file to compare (`size`, `asm`)."""
+    return os.path.isdir(path) or os.path.splitext(str(path))[1] == ".toml"
+
+
 class TerminalWidthFormatter(argparse.HelpFormatter):
     """argparse's help formatter, sized from COLUMNS or the terminal without importing shutil
     (argparse makes one per add_argument, and shutil's import is a tenth of the start-up of

@@ -51,7 +51,7 @@ def _intermixed(parser_class):
 def run(args) -> int:
     from flagbench.asm import render
     from flagbench.errors import UserError
-    from flagbench.variants import is_experiment
+    from flagbench.cli import is_experiment
 
     if args.limit < 0:
         raise UserError(f"--limit {args.limit}: give 0 or more functions to list")

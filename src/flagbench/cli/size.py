@@ -68,13 +68,11 @@ def _experiment(args) -> bool:
     """With an experiment, build its two chosen cells and point args.old/args.new at what
     to compare (the objects as archives; a kernel's vmlinux). True when a kernel-only output
     (--objects, --summary) was printed instead."""
-    import os
-
+    from flagbench.cli import is_experiment
     from flagbench.errors import UserError
 
     chosen = [f"--{k}" for k in ("variants", "target", "compiler", "objects", "summary") if getattr(args, k)]
-    # variants.is_experiment's test, without importing the build stage for two ELF files
-    if not (os.path.isdir(args.old) or args.old.endswith(".toml")):
+    if not is_experiment(args.old):
         if chosen:
             raise UserError(f"{', '.join(chosen)} go with an experiment, not with two ELF files")
         if args.new is None:

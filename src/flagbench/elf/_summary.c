@@ -471,7 +471,6 @@ static PyMethodDef summary_methods[] = {
 static PyMemberDef summary_members[] = {
 	{ "skipped", T_ULONGLONG, offsetof(Summary, skipped), READONLY,
 	  "bytes of code-letter symbols bloat-o-meter's rules skipped" },
-	{ "count", T_PYSSIZET, offsetof(Summary, n), READONLY, "distinct names" },
 	{ NULL, 0, 0, 0, NULL },
 };
 

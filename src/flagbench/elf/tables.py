@@ -51,7 +51,6 @@ def _symbol_letters() -> bytes:
 _SYMBOL_LETTERS = _symbol_letters()
 # A section's letter code from flags & (WRITE|ALLOC|EXEC) | NOBITS << 3, where its name does not decide.
 _BASE_CODES = bytes(_CODE[sections.letter(SHT_NOBITS if key >> 3 else 1, key & 7, b"")] for key in range(16))
-_SWAP = {False: sys.byteorder == "big", True: sys.byteorder == "little"}   # member.big -> byteswap?
 
 
 def _name_code(sh_type: int, sh_flags: int, name: bytes) -> int:
@@ -85,7 +84,7 @@ def _columns(raw: bytes, m: Member) -> tuple:
     else:        # 40 bytes: ten u32 fields
         w = array("I", raw)
         cols = w[1::10], w[4::10], w[5::10], w[6::10]
-    if _SWAP[m.big]:
+    if m.big != (sys.byteorder == "big"):
         for c in cols:
             c.byteswap()
     return cols

@@ -138,11 +138,6 @@ def qemu_version(binary: str) -> str:
     return out.splitlines()[0].strip() if out else binary
 
 
-def plugin_path() -> Path:
-    """The built syscount plugin (cached per source and host compiler)."""
-    return qemu_plugin.plugin_path("syscount")
-
-
 def qemu_argv(t: Target, kernel: Path, initrd: Path, console_log: Path, settings: BootSettings,
               plugin_args: str | None) -> list[str]:
     append = [f"console={t.console}", "panic=-1", *settings.append]   # full console: a hang shows where
@@ -170,7 +165,7 @@ def boot(t: Target, kernel: Path, initrd: Path, *, workdir: Path, settings: Boot
         stale.unlink(missing_ok=True)
     plugin_args = None
     if count and settings.accel == "tcg":
-        plugin_args = (f"{plugin_path()},outfile={counts},kernel_base={t.kernel_base:x},"
+        plugin_args = (f"{qemu_plugin.plugin_path('syscount')},outfile={counts},kernel_base={t.kernel_base:x},"
                        f"start={t.marker_start},stop={t.marker_stop}")
         if system_map is not None:
             plugin_args += f",symbols={system_map}"

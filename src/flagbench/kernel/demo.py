@@ -15,11 +15,15 @@ from __future__ import annotations
 DEMO_TARGETS = ("x86_64",)
 
 
+def _boots(exp) -> bool:
+    """Whether a bench of the case runs inside its booted kernels (guest = true)."""
+    return any(getattr(b, "guest", False) for b in exp.benches)
+
+
 def in_quick_demo(exp) -> bool:
     """`make demo` builds the kernel cases that boot (their guest numbers are what no C case
     can give) on x86_64; the others are two more cold kernel builds each: --full."""
-    boots = any(getattr(b, "guest", False) for b in exp.benches)
-    return boots and all(t in DEMO_TARGETS for t in exp.targets)
+    return _boots(exp) and all(t in DEMO_TARGETS for t in exp.targets)
 
 
 def case_section(exp, args, say):
@@ -35,7 +39,7 @@ def case_section(exp, args, say):
                f"or `flagbench size {exp.path} --summary`"
         return head + [Para([text])], [Para([Link(exp.name, exp.name), f": {exp.description} (--full)"])], 0
     from flagbench.kernel import boot   # the kernels the guest benches boot are the compared ones
-    extra = boot.boot_fragments(exp) if any(getattr(b, "guest", False) for b in exp.benches) else []
+    extra = boot.boot_fragments(exp) if _boots(exp) else []
     builds = kbuild.build_kernels(exp, jobs=None, progress=True, extra_fragments=extra)
     failed = [b for b in builds if not b.ok]
     details, sizes = [], {}

@@ -86,7 +86,7 @@ def md_text(text: str) -> str:
     >>> print(md_text("[a](b)"))
     \\[a\\](b)
     """
-    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")   # line breaks to many editors
+    text = _shown_line_separators(text)
     out = _INTRAWORD_UNDERSCORE.sub("_", md_cell(text))
     if "](" not in text and "][" not in text:
         out = out.replace("\\[", "[").replace("\\]", "]")
@@ -158,7 +158,12 @@ class Markdown:
 def esc(text) -> str:
     """HTML text: escaped, control characters shown as \\xNN."""
     s = "".join(c if c >= " " or c in "\n\t" else f"\\x{ord(c):02x}" for c in str(text))
-    return html.escape(s.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"), quote=True)
+    return html.escape(_shown_line_separators(s), quote=True)
+
+
+def _shown_line_separators(text: str) -> str:
+    """U+2028 and U+2029 written out: many editors and browsers break the line at them."""
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 STYLE = """

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 from flagbench import stats
 from flagbench.stats import Change, LayoutBand, band_verdict, higher_is_better, is_exact_metric, layout_band
@@ -146,6 +146,6 @@ def _change(old: list[float], new: list[float], metric: str, exact: bool, alpha:
     if exact:
         c = stats.exact_change(min(old), min(new), metric=metric)
         if len(set(old)) > 1 or len(set(new)) > 1:   # a count that moves is not exact: say so
-            c = Change(**{**asdict(c), "warnings": ("count differs from run to run",)})
+            c = replace(c, warnings=("count differs from run to run",))
         return c
     return stats.change(old, new, higher_is_better=higher_is_better(metric), alpha=alpha, metric=metric)

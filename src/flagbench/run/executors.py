@@ -103,8 +103,18 @@ def absolute_argv(argv: Sequence[str]) -> list[str]:
 
 def _run(argv: list[str], timeout: float, cpu: int | None = None) -> procs.Done:
     """Run argv under procs (own group, hard timeout, nothing left behind) with the fixed env."""
+    return _fixed(procs.run, argv, timeout=timeout, cpu=cpu)
+
+
+def _start(argv: list[str], cpu: int | None) -> procs.Proc:
+    """Start argv under procs with the fixed env (stop it, or use it as a context manager)."""
+    return _fixed(procs.start, argv, cpu=cpu)
+
+
+def _fixed(call, argv: list[str], **kw):
+    """procs.run / procs.start in the fixed cwd and env; a program that cannot start is a UserError."""
     try:
-        return procs.run(argv, timeout=timeout, cwd=FIXED_CWD, env=FIXED_ENV, cpu=cpu)
+        return call(argv, cwd=FIXED_CWD, env=FIXED_ENV, **kw)
     except OSError as e:
         raise UserError(f"{argv[0]}: cannot run: {e.strerror or e}") from None
 
@@ -203,13 +213,6 @@ def _check_exec(path: str) -> None:
         raise UserError(f"{path}: cannot run: Permission denied")
     if head != b"\x7fELF" and not head.startswith(b"#!"):
         raise UserError(f"{path}: cannot run: Exec format error")
-
-
-def _start(argv: list[str], cpu: int | None) -> procs.Proc:
-    try:
-        return procs.start(argv, cwd=FIXED_CWD, env=FIXED_ENV, cpu=cpu)
-    except OSError as e:
-        raise UserError(f"{argv[0]}: cannot run: {e.strerror or e}") from None
 
 
 def _perf_enabled(stat: procs.Proc, ctl: int, ack: int) -> bool:

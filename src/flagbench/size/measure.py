@@ -20,17 +20,25 @@ from flagbench.size.table import bom_table
 
 class Side:
     """What compare() measures in one input (beyond its symbols, which are in the table)."""
-    __slots__ = ("sections", "groups", "code", "covered", "skipped", "padding", "cold", "unlikely")
+    __slots__ = ("sections", "groups", "covered", "skipped", "padding", "cold")
 
-    def __init__(self, raw: dict):
+    def __init__(self, raw: dict, cold: int):
         self.sections: dict[str, int] = raw["sections"]   # output-section-like name -> bytes
         self.groups: dict[str, int] = raw["groups"]       # text / rodata / data / bss
-        self.code: int = raw["code"]                      # bytes of executable sections
-        self.covered: int = raw["covered"]                # ... inside sized symbols (all of them)
+        self.covered: int = raw["covered"]                # code bytes inside sized symbols (all of them)
         self.skipped: int = raw["skipped"]                # ... of those, in symbols bloat-o-meter's rules skip
         self.padding: int = raw["padding"]                # ... in gaps after sized symbols
-        self.cold: int = raw["cold"]                      # bytes of .cold symbols
-        self.unlikely: int = raw["unlikely"]              # bytes of .text.unlikely sections
+        self.cold: int = cold                             # bytes of .cold symbols
+
+    @property
+    def code(self) -> int:
+        """Bytes of executable sections."""
+        return self.groups["text"]
+
+    @property
+    def unlikely(self) -> int:
+        """Bytes of .text.unlikely sections."""
+        return self.sections.get(".text.unlikely", 0)
 
 
 class SizeComparison:
@@ -78,6 +86,6 @@ def compare(old_path: str, new_path: str, types: str | None = None, match=None) 
     tables = (("Function", types or DEFAULT_TYPES),)
     old, new = both(read_side, *open_pair(old_path, new_path), tables, True)
     a, b = Summary.loads(old["tables"][0]), Summary.loads(new["tables"][0])
-    search = match.search if match else None
-    old["cold"], new["cold"] = a.size_of(b".cold", search), b.size_of(b".cold", search)   # .cold parts of split functions
-    return SizeComparison(old_path, new_path, Side(old), Side(new), bom_table("Function", a, b, match, extras=True))
+    search = match.search if match else None   # .cold: the parts of split functions
+    return SizeComparison(old_path, new_path, Side(old, a.size_of(b".cold", search)),
+                          Side(new, b.size_of(b".cold", search)), bom_table("Function", a, b, match, extras=True))

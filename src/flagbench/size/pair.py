@@ -1,8 +1,8 @@
 """Read the two inputs of `flagbench size` at once: a forked child reads OLD while this process
 reads NEW (most of the work is per file).
 
-The child sends its result back through a pipe with `marshal` (dicts of str -> int: the fastest
-serialiser in the standard library, no import cost). Errors keep their meaning: a UserError in
+The child sends its result back through a pipe with `marshal` (plain data; `flagbench size`'s is
+bytes and ints: the fastest serialiser in the standard library, no import cost). Errors keep their meaning: a UserError in
 the child is raised here as the same one-line UserError, and OLD's error wins over NEW's, as in
 a sequential run. Small inputs are read one after the other: there a fork (and the copy-on-write
 faults of a forked Python) costs more than it saves: a vmlinux with 30,000 symbols reads in

@@ -116,11 +116,8 @@ def _text(c: SizeComparison, top) -> str:
         t.add, t.remove, t.grow, t.shrink, t.up, -t.down, t.up - t.down),
         "%-40s %7s %7s %+7s %10s" % ("Symbol", "old", "new", "delta", "footprint")]
     # Columns first, then one format per row: an LLVM archive pair prints a quarter million rows.
-    columns = (t.names, t.olds, t.news, t.deltas, t.letters, t.footprint_old, t.footprint_new)
-    if top is not None:
-        rows = t.top(top)
-        columns = [[col[i] for i in rows] for col in columns]
-    names, olds, news, deltas, kinds, f_old, f_new = columns
+    names, olds, news, deltas, kinds, f_old, f_new = t.columns(
+        top, "names", "olds", "news", "deltas", "letters", "footprint_old", "footprint_new")
     if not "".join(names).isprintable():   # some name holds control characters: escape each
         names = list(map(term_text, names))
     footprint = ["%+d" % ((n or 0) - (o or 0)) if k in CODE_LETTERS and (o or n) else ""

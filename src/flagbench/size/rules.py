@@ -47,9 +47,13 @@ class BomTable:
         self.footprint_old: list | None = None
         self.footprint_new: list | None = None
 
-    @property
-    def rows(self) -> list[tuple[int, str]]:
-        return list(zip(self.deltas, self.names))
+    def columns(self, top: int | None, *names: str) -> list[list]:
+        """The columns NAMES (attributes: names, olds, ...) of the rows `--top` shows, in order."""
+        columns = [getattr(self, n) for n in names]
+        if top is None:
+            return columns
+        keep = self.top(top)
+        return [[c[i] for i in keep] for c in columns]
 
     def top(self, n: int | None) -> list[int]:
         """Indices of the N rows with the largest |delta|, in printed order (all when N is None)."""
@@ -60,11 +64,7 @@ class BomTable:
 
 def bom_text(table: BomTable, top: int | None = None) -> str:
     """One bloat-o-meter print_result() block, byte for byte."""
-    columns = (table.names, table.olds, table.news, table.deltas)
-    if top is not None:
-        keep = table.top(top)
-        columns = [[c[i] for i in keep] for c in columns]
-    rows = zip(*columns)
+    rows = zip(*table.columns(top, "names", "olds", "news", "deltas"))
     otot, ntot = table.total_old, table.total_new
     percent = (ntot - otot) * 100.0 / otot if otot else 0
     return "".join((

@@ -28,8 +28,7 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     makes it again); with EXTRAS also the sections, code totals and footprints. Closes INP."""
     summaries = tuple(_symtab.Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
                       for _, letters in tables)
-    side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "code": 0, "covered": 0, "padding": 0,
-            "unlikely": 0, "skipped": 0, "cold": 0}
+    side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0}
     try:
         for t in elf_tables.read_members(inp, full=extras, sized_only=not extras, summaries=summaries):
             if extras:
@@ -38,7 +37,6 @@ def read_side(inp, tables, extras: bool = False) -> dict:
         inp.close()
     side["tables"] = [s.dumps() for s in summaries]
     side["skipped"] = sum(s.skipped for s in summaries)
-    side["unlikely"] = side["sections"].get(".text.unlikely", 0)
     return side
 
 
@@ -49,12 +47,11 @@ _SKIP_NAMES = tuple(n.encode() for n in SKIP_NAMES)
 
 
 def _sections(t, side: dict) -> None:
-    """Allocated sections by output-section-like group (`size -A`), code totals and padding."""
+    """Allocated sections by output-section-like group (`size -A`) and kind, code in symbols and padding."""
     sections, code, rodata, data, bss = t.section_sizes(SECTION_GROUPS)
     for name, size in sections.items():
         side["sections"][name] = side["sections"].get(name, 0) + size
     for group, size in zip(GROUPS, (code, rodata, data, bss)):
         side["groups"][group] += size
-    side["code"] += code
     side["covered"] += t.covered
     side["padding"] += t.padding
