@@ -4,13 +4,19 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 
-.PHONY: demo test deps venv clean
+.PHONY: demo test check deps venv clean
 
 demo: deps venv
 	$(BIN)/flagbench demo
 
+# Everything: kernel builds, qemu boots, the ssh and kexec test boxes, the browser. Tests of one
+# module go to one xdist worker (--dist loadfile), so a module's shared kernel builds once.
 test: deps venv
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+# The fast loop while editing: everything but the tests marked slow (under two minutes here).
+check: deps venv
+	$(BIN)/python -m pytest -n 2 -q -m "not slow"
 
 deps:
 	@scripts/install-deps

@@ -33,10 +33,9 @@ def flagbench(*args, cwd=None, env: dict | None = None, cache: Path | None = Non
 
 def flagbench_isolated(*args, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess:
     """`flagbench ARGS` as a new user on a fresh machine runs it: a minimal environment, and
-    the build cache and the qemu plugins under CWD (nothing shared with other tests)."""
+    its one cache root (objects, qemu plugins) under CWD: nothing shared with other tests."""
     cwd = Path(cwd)
-    return flagbench(*args, cwd=cwd, clean_env=True, cache=cwd / "cache",
-                     env={"XDG_CACHE_HOME": str(cwd / "xdg")}, timeout=timeout)
+    return flagbench(*args, cwd=cwd, clean_env=True, cache=cwd / "cache", timeout=timeout)
 
 
 def write_experiment(dir: Path, toml: str, sources: dict[str, str] | None = None) -> Path:

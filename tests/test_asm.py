@@ -1,5 +1,4 @@
 """flagbench asm on real objects built by real compilers for all seven targets."""
-import doctest
 import json
 import os
 import subprocess
@@ -8,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from flagbench.asm import mix as mix_module
 from flagbench.asm.compare import compare_files as compare
 from flagbench.asm.disasm import disassemble
 from flagbench.asm.mix import mix
@@ -211,10 +209,6 @@ def test_different_targets_warn_but_compare(tmp_path):
     assert out.returncode == 0
     assert "x86_64" in out.stderr and "aarch64" in out.stderr
     assert json.loads(out.stdout)["counts"]["same"] == 0
-
-
-def test_doctests():
-    assert doctest.testmod(mix_module).failed == 0
 
 
 # -- two variants of an experiment -------------------------------------------------------

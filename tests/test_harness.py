@@ -9,7 +9,6 @@ expected numbers come from the source here, not from the code under test.
 """
 from __future__ import annotations
 
-import doctest
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +21,6 @@ from flagbench.errors import UserError
 from flagbench.run import harness
 from flagbench.run.harness import Program, link_with_build
 from flagbench.run.executors import NativeExecutor, QemuExecutor, parse_metrics
-from flagbench.run.kinds import command
 from flagbench.run.kinds import cells_for_bench as kind_cells
 from flagbench.toolchains import get_target
 
@@ -244,10 +242,6 @@ def test_memsweep_counts_per_byte_exact(target, tmp_path):
     assert large["insns_per_call"] - small["insns_per_call"] == COPY_PER_BYTE[target] * (4096 - 32)
     assert large["insns_per_byte"] == large["insns_per_call"] / 4096
     assert collect(cells[0].counted)[0] == small
-
-
-def test_doctests():
-    assert doctest.testmod(command).failed == 0
 
 
 # -- wis and command ---------------------------------------------------------------------------

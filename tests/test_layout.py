@@ -4,7 +4,6 @@ Real gcc builds, real nm/objdump/valgrind, real runs; never asserted on time."""
 from __future__ import annotations
 
 import csv
-import doctest
 import io
 import json
 import re
@@ -309,8 +308,3 @@ def test_layouts_on_other_kinds_is_refused(tmp_path):
         'function = "spin"', 'functions = ["spin"]'))
     out = flagbench("run", str(d), "--db", str(tmp_path / "fb.db"), cache=tmp_path / "cache")
     assert out.returncode == 2 and "unknown key 'layouts' for kind memcpy" in out.stderr
-
-
-def test_docstring_examples():
-    result = doctest.testmod(layout)
-    assert result.attempted > 0 and result.failed == 0

@@ -4,7 +4,6 @@ Real processes (sh, sleep, a detached grandchild); each test checks by pid that 
 started is gone, never how long anything took."""
 from __future__ import annotations
 
-import doctest
 import os
 import signal
 import subprocess
@@ -121,7 +120,3 @@ def test_owned_dirs_of_dead_processes_are_swept(tmp_path):
         assert fresh.is_dir() and fresh.name.startswith(f"flagbench-run-{os.getpid()}-")
         assert not stale.exists() and mine.exists()
     assert not fresh.exists()
-
-
-def test_doctests():
-    assert doctest.testmod(procs).failed == 0

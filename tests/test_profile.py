@@ -8,7 +8,6 @@ be exactly the run's count.
 """
 from __future__ import annotations
 
-import doctest
 import json
 import textwrap
 
@@ -34,8 +33,6 @@ uint64_t loop(uint64_t n)
     return acc;
 }
 """
-
-
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +140,3 @@ def test_renamed_functions_are_grouped_by_base_name():
     assert set(rows) == {"f", "g"}
     assert rows["f"].old == 6 and rows["f"].new == 6 and rows["f"].suffixes == (".cold", ".constprop.0")
     assert base_name("x.part.1.isra.0") == ("x", ".part.1.isra.0")
-
-
-def test_docstring_examples():
-    result = doctest.testmod(profile)
-    assert result.attempted > 0 and result.failed == 0

@@ -142,9 +142,9 @@ def test_guest_crash_is_recorded_by_signal(tmp_path):
 def test_plugin_is_built_once_per_source(tmp_path, monkeypatch):
     from flagbench.run import qemu_plugin
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("FLAGBENCH_CACHE", str(tmp_path / "cache"))
     first = qemu_plugin.plugin_path()
-    assert first.parent == tmp_path / "cache" / "flagbench" and first.stat().st_size > 0
+    assert first.parent == tmp_path / "cache" / "plugins" and first.stat().st_size > 0
     stamp = first.stat().st_mtime_ns
     assert qemu_plugin.plugin_path() == first and first.stat().st_mtime_ns == stamp
     symbols = subprocess.run(["nm", "-D", "--defined-only", str(first)], capture_output=True,

@@ -51,8 +51,7 @@ def experiment(tmp_path):
 
 def flagbench(*args, cwd):
     """The CLI with a minimal environment, its caches under the experiment's directory."""
-    return cli(*args, cwd=cwd, clean_env=True, cache=cwd / "cache", env={"XDG_CACHE_HOME": str(cwd / "xdg")},
-               timeout=600)
+    return cli(*args, cwd=cwd, clean_env=True, cache=cwd / "cache", timeout=600)
 
 
 def test_run_stores_every_sample_resumes_and_reports(experiment):

@@ -2,13 +2,12 @@
 as FILE:LINE with what is wrong."""
 from __future__ import annotations
 
-import doctest
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from flagbench import benchspec, spec, toolchains
+from flagbench import benchspec, spec
 from flagbench.benchspec import MemoryBench
 from flagbench.errors import UserError
 
@@ -226,10 +225,6 @@ def test_bundled_cases_load(case):
     assert exp.name == case and exp.cells()
 
 
-def test_toolchain_doctests():
-    assert doctest.testmod(toolchains).failed == 0
-
-
 # Issue 11: every bench key typed and range-checked in the file, at its line, before anything is built.
 MICRO = 'sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "b"\nkind = "micro"\nfunction = "f"\n'
 WIS = 'sources = ["a.c"]\n[variants]\nv = {}\n[[bench]]\nname = "w"\nkind = "wis"\ntestcase = "a.c"\n'
@@ -301,4 +296,3 @@ def test_every_kind_has_its_defaults_in_one_place(tmp_path):
     with pytest.raises(Exception):
         micro.samples = 5                                    # frozen
     assert benchspec.with_samples(micro, 4).samples == 4 and micro.samples == 10
-

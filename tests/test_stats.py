@@ -1,5 +1,4 @@
 """Verdicts on samples drawn from known distributions (seeded, so the tests are repeatable)."""
-import doctest
 import re
 
 import numpy as np
@@ -85,11 +84,6 @@ def test_exact_counts():
     assert stats.is_exact_metric("insns") and not stats.is_exact_metric("MB/s")
     # what a booted guest counts (kernel/guest.py) is exact too: a change, never a timing verdict
     assert stats.is_exact_metric("kernel_insns_per_iter") and stats.is_exact_metric("user_insns_per_iter")
-
-
-def test_docstring_examples():
-    result = doctest.testmod(stats)
-    assert result.attempted > 0 and result.failed == 0
 
 
 # -- issue 11: a number outside its own interval -------------------------------------------------

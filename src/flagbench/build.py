@@ -7,7 +7,7 @@ second build of an unchanged experiment runs no compiler at all: versions and fl
 probes are cached on disk as well. Everything is written to a temporary name and
 renamed into place, so two processes can build the same thing at once.
 
-Cache: ./.cache/flagbench by default, FLAGBENCH_CACHE to put it elsewhere.
+Cache: the one cache root of cache.py (./.cache/flagbench, or FLAGBENCH_CACHE).
 """
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from flagbench import procs
+from flagbench.cache import CACHE_ENV, cache_dir  # noqa: F401 - re-exported: build.cache_dir is the common import
 from flagbench.errors import UserError
 from flagbench.spec import Cell, Experiment, files_digest
 from flagbench.toolchains import Target, get_target, install_hint, is_clang, tool_version
 
-CACHE_ENV = "FLAGBENCH_CACHE"
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 # Quiet under -Wall -Wextra -Wpedantic -Wmissing-prototypes -Weverything: the probe
 # must fail only for the flags.
@@ -61,10 +61,6 @@ def archive(b: Build) -> Path:
             raise UserError(f"ar cannot archive the objects of {b.cell.key}: {_first_errors(done.stderr)}")
         os.replace(tmp, out)
     return out
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or ".cache/flagbench").resolve()
 
 
 _READY: set[Path] = set()

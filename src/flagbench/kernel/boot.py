@@ -216,20 +216,3 @@ def parse_counts(text: str) -> tuple[list[Region], dict[str, int]]:
         elif f[0] == "total":
             totals = {f[i]: int(f[i + 1]) for i in range(1, len(f) - 1, 2)}
     return regions, totals
-
-
-_kvm_verdict: dict[str, str] = {}
-
-
-def kvm_status(t: Target, kernel: Path, initrd: Path, workdir: Path, timeout: float = 20.0) -> str:
-    """"" when KVM boots this kernel to "FB done" here, else why not. /dev/kvm can exist and
-    still hang (nested virtualisation), so this boots for real, with a timeout; once per process."""
-    if t.name != "x86_64":
-        return "KVM is only tried for x86_64 (the host's own architecture)"
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return "no usable /dev/kvm"
-    if t.name not in _kvm_verdict:
-        r = boot(t, kernel, initrd, workdir=workdir, count=False,
-                 settings=BootSettings(accel="kvm", timeout=timeout))
-        _kvm_verdict[t.name] = "" if r.ok else f"KVM boot failed: {r.reason}"
-    return _kvm_verdict[t.name]

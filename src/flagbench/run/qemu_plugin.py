@@ -2,7 +2,7 @@
 plugin/syscount.c for qemu-system) on demand.
 
 A shared object is cached by the hash of its source, the API header they share
-and the host compiler's version, so it is built once per machine; the build goes
+and the host compiler's version, so it is built once per cache (cache.py); the build goes
 to a temporary name and is renamed into place, so parallel test workers never see
 half a file.
 """
@@ -15,17 +15,13 @@ import tempfile
 from pathlib import Path
 
 from flagbench import procs
+from flagbench.cache import cache_dir
 from flagbench.errors import UserError
 from flagbench.toolchains import tool_version
 
 PLUGIN_DIR = Path(__file__).resolve().parent.parent / "plugin"
 API_HEADER = PLUGIN_DIR / "qemu_plugin_api.h"
 HOST_CC = "gcc"
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "flagbench"
 
 
 def plugin_path(name: str = "insncount") -> Path:
@@ -36,7 +32,7 @@ def plugin_path(name: str = "insncount") -> Path:
     source_path = PLUGIN_DIR / f"{name}.c"
     source = source_path.read_bytes() + API_HEADER.read_bytes()
     key = hashlib.sha256(source + tool_version(HOST_CC).encode()).hexdigest()[:16]
-    out = cache_dir() / f"{name}-{key}.so"
+    out = cache_dir() / "plugins" / f"{name}-{key}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,18 @@
+"""flagbench's one cache root: ./.cache/flagbench, or FLAGBENCH_CACHE.
+
+Everything flagbench keeps between runs lives under it, keyed by content: compiled
+objects and cells (build.py), tool versions and flag probes, unpacked kernel trees and
+Kbuild cells (kernel/), the qemu plugins (run/qemu_plugin.py). Files are written under
+a temporary name and renamed into place, so deleting the directory is always safe.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CACHE_ENV = "FLAGBENCH_CACHE"
+DEFAULT = ".cache/flagbench"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT).resolve()
