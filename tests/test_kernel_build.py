@@ -120,7 +120,7 @@ def test_merge_matches_merge_config_sh(tmp_path):
                     str(fragment)], check=True, capture_output=True)
     mine = tmp_path / "mine.config"
     mine.write_text(base.read_text())
-    from flagbench.kernel.spec import fragment_file
+    from flagbench.kernelspec import fragment_file
     kconfig_file.merge(mine, list(fragment_file(fragment)))
     assert kconfig_file.read_config(mine) == kconfig_file.read_config(out / ".config")
 

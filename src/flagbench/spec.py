@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from flagbench import benchspec
+from flagbench import benchspec, kernelspec
 from flagbench.benchspec import Bench
 from flagbench.errors import UserError
 from flagbench.toolchains import TARGETS
@@ -26,7 +26,7 @@ TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
             "variants", "target", "bench", "show", "kernel"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
-KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernel/spec.py)
+KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
 _BAD_NAME = re.compile(r"[/:\s]|^\.")
 _COMPILER = re.compile(r"[A-Za-z0-9._+/-]+")
 _LOCAL_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -81,7 +81,7 @@ class Experiment:
     target_optional_cflags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     notes: tuple[str, ...] = ()                  # cells skipped, and why
     show: tuple[str, ...] = ()                   # functions reports show side by side (asm)
-    kernel: "kernel_spec.Kernel | None" = None   # the [kernel] table; None for C-only experiments
+    kernel: "kernelspec.Kernel | None" = None   # the [kernel] table; None for C-only experiments
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -243,9 +243,8 @@ class _Checker:
             compilers=compilers, target_cflags=target_cflags, benches=benches,
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()))
-        if "kernel" in data:   # kernel/spec.py parses the table and the variants' kernel keys
-            from flagbench.kernel import spec as kernel_spec
-            kernel = kernel_spec.parse(self, data)
+        if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
+            kernel = kernelspec.parse(self, data)
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
         pairs, notes = exp.pairs()
         if not pairs:

@@ -13,7 +13,7 @@ from pathlib import Path
 from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.kernel import kconfig
-from flagbench.kernel.spec import Option, parse_lines
+from flagbench.kernelspec import Option, parse_lines
 
 
 def read_config(path: Path) -> dict[str, str]:

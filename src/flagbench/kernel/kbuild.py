@@ -30,7 +30,7 @@ from flagbench.build import cached_version, probe
 from flagbench.errors import UserError
 from flagbench.kernel import config as kconfig_file
 from flagbench.kernel import source
-from flagbench.kernel.spec import Changes, Option, fragment_file, is_config_line, parse_lines
+from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
 from flagbench.toolchains import CLANG, TARGETS, is_clang
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from flagbench import procs
 from flagbench.errors import UserError
-from flagbench.kernel.spec import DEBIAN_SOURCES
+from flagbench.kernelspec import DEBIAN_SOURCES
 
 _MAKEFILE_VERSION = re.compile(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)[ \t]*=[ \t]*(\S*)", re.M)
 _PATCH_PATH = re.compile(r"^(?:\+\+\+|---) (\S+)|^(?:rename|copy) (?:from|to) (\S+)", re.M)
