@@ -13,13 +13,13 @@ The CLI verbs (cli/run.py, cli/demo.py) only parse options and print what this r
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 from flagbench import benchspec, procs
 from flagbench.errors import UserError
+from flagbench.textsafe import sayer
 
 
 @dataclass
@@ -57,7 +57,7 @@ def run(path: Path, opts: Options):
     chosen = choose(exp, opts.benches)
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
-    say = _sayer(opts.quiet)
+    say = sayer("flagbench run: ", quiet=opts.quiet)
     with Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
         check_symbols(exp, chosen, builds)
@@ -143,8 +143,3 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> 
     builds = kbuild.build_kernels(exp, progress=not quiet, extra_fragments=boot.boot_fragments(exp))
     return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes, progress=not quiet)
 
-
-def _sayer(quiet: bool) -> Callable[[str], None]:
-    if quiet:
-        return lambda text: None
-    return lambda text: print(f"flagbench run: {text}", file=sys.stderr, flush=True)

@@ -14,12 +14,30 @@ an escape sequence; a CSV cell may start like a spreadsheet formula.
 from __future__ import annotations
 
 import re
+import sys
+import threading
+from typing import Callable
 
 # C0 controls, DEL, C1 controls: what a terminal would act on rather than print.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _MD_SPECIAL = re.compile(r"[\\|`*_\[\]<>&]")
 _MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+_SAY_LOCK = threading.Lock()   # progress comes from worker threads too: one whole line at a time
+
+
+def sayer(prefix: str, *, quiet: bool = False) -> Callable[[str], None]:
+    """A function that prints progress lines "PREFIXtext" on stderr (nothing when quiet), one
+    whole line at a time, controls escaped: the one way flagbench's verbs talk while they work."""
+    def say(text: str) -> None:
+        if quiet:
+            return
+        with _SAY_LOCK:
+            sys.stderr.write(f"{prefix}{term_text(text)}\n")
+            sys.stderr.flush()
+    return say
 
 
 def term_text(text: str) -> str:

@@ -6,8 +6,6 @@ compiler. Progress goes to stderr, the list of cells to stdout.
 """
 from __future__ import annotations
 
-import sys
-
 
 def register(sub):
     p = sub.add_parser("build", help="compile an experiment's variants for its targets and compilers",
@@ -24,6 +22,7 @@ def run(args) -> int:
 
     from flagbench import build, pipeline, procs, spec
     from flagbench.errors import UserError
+    from flagbench.textsafe import sayer
 
     if args.jobs < 1:
         raise UserError("--jobs must be at least 1")
@@ -31,9 +30,7 @@ def run(args) -> int:
     exp = spec.load(args.experiment)
     notes = list(exp.notes)
 
-    def say(text: str) -> None:
-        if not args.quiet:
-            print(f"flagbench build: {text}", file=sys.stderr)
+    say = sayer("flagbench build: ", quiet=args.quiet)
 
     kernels = []
     if exp.kernel is not None:   # kernel cells (kernel/kbuild.py): vmlinux, image, .config, ...

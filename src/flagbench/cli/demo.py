@@ -11,10 +11,8 @@ beside it (out/demo.md, out/demo.html).
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 
-_SAY_LOCK = threading.Lock()   # build progress comes from worker threads: one whole line at a time
 
 
 def default_cases_dir() -> Path:
@@ -37,14 +35,6 @@ def register(sub):
     p.add_argument("--full", action="store_true",
                    help="also the kernel cases that only compare builds (alignment, hppa, loongarch64: two cold kernel builds each)")
     return p
-
-
-def sayer(prefix: str):
-    def say(text: str) -> None:
-        with _SAY_LOCK:
-            sys.stderr.write(f"{prefix}{text}\n")
-            sys.stderr.flush()
-    return say
 
 
 def run(args) -> int:
@@ -90,6 +80,7 @@ def demo_case(case: Path, args):
     from flagbench.report.sections import asm_blocks, pair_anchor, size_blocks, size_doc, size_summary
     from flagbench.report.summary import case_summary
     from flagbench.store import Store
+    from flagbench.textsafe import sayer
 
     exp = spec.load(case)
     say = sayer(f"flagbench demo: {exp.name}: ")

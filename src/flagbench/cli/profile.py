@@ -28,7 +28,7 @@ def register(sub):
 
 def run(args) -> int:
     from flagbench import build, procs, spec
-    from flagbench.cli.demo import sayer
+    from flagbench.textsafe import sayer
     from flagbench.errors import UserError
     from flagbench.profile_run import profile_experiment, render
 

@@ -13,7 +13,6 @@ never reaches "FB done" is a failed boot carrying the console's last lines.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time

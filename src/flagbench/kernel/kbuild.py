@@ -19,7 +19,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from flagbench.kernel import config as kconfig_file
 from flagbench.kernel import source
 from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
+from flagbench.textsafe import sayer
 from flagbench.toolchains import CLANG, TARGETS, is_clang
 
 STAMP_VERSION = 1
@@ -105,7 +105,7 @@ def build_kernels(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs:
     cells = list(exp.cells() if cells is None else cells)
     jobs = jobs or os.cpu_count() or 1
     extra = extra_options(extra_fragments)
-    say = _sayer(progress)
+    say = sayer("flagbench build: ", quiet=not progress)
     plans = [_plan(exp, cell, extra, say) for cell in cells]
     for p in plans:
         if not p.cached:
@@ -125,13 +125,6 @@ def extra_options(fragments: Sequence[str | Path]) -> list[Option]:
                 raise UserError(f"extra fragment {item}: no such file")
             out += fragment_file(path)
     return out
-
-
-def _sayer(progress: bool):
-    def say(text: str) -> None:
-        if progress:
-            print(f"flagbench build: {text}", file=sys.stderr)
-    return say
 
 
 def _sha(text: str) -> str:
