@@ -5,7 +5,7 @@
     build.build          variant x target x compiler objects, content-cached
     run.kinds            harness programs linked, one engine cell per table cell
     (guest benches)      kernel experiments: benches with guest = true run inside the
-                         booted kernels (kernel/guest.py, issue 9); see _guest_cells
+                         booted kernels (kernel/guest.py); see _guest_cells
     run.engine           interleaved, randomised samples, each stored as it is taken
     report.report_run    the tables
 

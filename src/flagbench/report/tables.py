@@ -1,7 +1,7 @@
 """Tables from stored samples: one per benchmark x metric x target/compiler.
 
 Rows are the sweep points of the cell (``:dalign=3,salign=1,size=4096`` -> alignment x size, like
-the memcpy table of seed 004; ``:mode=threads,tasks=2`` -> mode x tasks for will-it-scale), columns
+the copy-template case's memcpy table; ``:mode=threads,tasks=2`` -> mode x tasks for will-it-scale), columns
 the variants' samples, and each variant compared with the first one (the baseline).
 
 >>> samples = [dict(bench="loop", metric="ns_per_iter", unit="ns", variant=v, target="x86_64",
