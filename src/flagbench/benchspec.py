@@ -14,7 +14,7 @@ from pathlib import Path
 KIND_NAMES = ("micro", "memcpy", "memset", "memmove", "wis", "command")
 MEMORY_KINDS = ("memcpy", "memset", "memmove")
 MEASURES = ("time", "insns", "perf", "profile")   # perf: task-clock and page faults of each timed run;
-# profile: per-symbol profiles (profile_run.py), taken by `flagbench profile` and `flagbench demo`, not by the engine
+# profile: per-symbol profiles (profile_experiment.py), taken by `flagbench profile` and `flagbench demo`, not by the engine
 WIS_MODES = ("processes", "threads")
 MAX_LAYOUTS = 256                      # distinct paddings of 16..4096 bytes (run/layout.py)
 MAX_TASKS = 1024                       # the will-it-scale driver's limit
