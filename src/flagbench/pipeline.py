@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from flagbench import benchspec, procs
-from flagbench.errors import UserError
+from flagbench.errors import DiskFull, UserError
 
 
 @dataclass
@@ -121,6 +121,8 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
             continue
         try:
             cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes)
+        except DiskFull:
+            raise
         except UserError as e:
             raise UserError(f"{exp.path}:{bench.line}: {e}") from None
     return cells
