@@ -236,3 +236,30 @@ def test_report_reads_a_database_in_a_read_only_directory(tmp_path):
     doc = json.loads(done.stdout)
     assert [t["variants"] for t in doc["tables"]] == [["a", "b"]]
     assert sorted(os.listdir(ro)) == ["fb.db"]   # nothing written beside it
+
+
+def test_a_store_of_schema_1_keeps_its_profiles(tmp_path):
+    """Schema 1 kept profiles in a table `flagbench profile` made beside the store's own; schema 2
+    owns that table: read as it is (read-only), then migrated in place with its rows."""
+    path = tmp_path / "fb.db"
+    _stored_run(path)
+    raw = sqlite3.connect(path)
+    raw.executescript("""DROP TABLE profiles; PRAGMA user_version=1;
+        CREATE TABLE profiles (experiment_hash TEXT NOT NULL, bench TEXT NOT NULL, target TEXT NOT NULL,
+            compiler TEXT NOT NULL, variant TEXT NOT NULL, source TEXT NOT NULL, profile TEXT NOT NULL,
+            PRIMARY KEY (experiment_hash, bench, target, compiler, variant, source));""")
+    old = {"bench": "loop", "target": "x86_64", "compiler": "gcc", "variant": "a", "exact": True,
+           "source": "callgrind", "total": 4, "symbols": [{"name": "loop", "self": 4}]}
+    raw.execute("INSERT INTO profiles VALUES ('h', 'loop', 'x86_64', 'gcc', 'a', 'callgrind', ?)",
+                (__import__("json").dumps(old),))
+    raw.commit()
+    raw.close()
+    with Store(path, create=False) as db:
+        assert db.profiles("h") == [old]
+    with Store(path) as db:
+        assert db.profiles("h", {"variant": "a", "source": "callgrind"}) == [old]
+        assert db.profiles("h", {"variant": "b"}) == []
+        with db.writer("test"):
+            db.put_profile("h", {**old, "variant": "b"})
+        assert [p["variant"] for p in db.profiles("h")] == ["a", "b"]
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
