@@ -245,7 +245,7 @@ class _Checker:
                                   variants=[v.name for v in variants], known_targets=tuple(TARGETS))
         if not sources and any(v.sources is None for v in variants):
             self.nothing_built(benches)
-        if "kernel" in data and not sources and "cflags" in data:
+        if "kernel" in data and not sources and "cflags" in data and all(v.sources is None for v in variants):
             self.fail(("cflags",), "cflags are for C sources, and this experiment has none: did you mean "
                       "kcflags? (in [kernel], for every variant)")
         exp = Experiment(
