@@ -263,3 +263,15 @@ def test_a_store_of_schema_1_keeps_its_profiles(tmp_path):
             db.put_profile("h", {**old, "variant": "b"})
         assert [p["variant"] for p in db.profiles("h")] == ["a", "b"]
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+
+
+def test_a_fifo_given_as_the_database_is_refused_at_once(tmp_path):
+    from conftest import flagbench
+
+    os.mkfifo(tmp_path / "fb.db")
+    for args in (["report"], ["report", "--list"]):
+        done = flagbench(*args, "--db", tmp_path / "fb.db", cwd=tmp_path, timeout=60)   # it used to wait forever
+        assert done.returncode == 2 and "is a FIFO" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    with pytest.raises(UserError, match="is a FIFO"):
+        Store(tmp_path / "fb.db")

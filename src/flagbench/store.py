@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from flagbench import __version__
-from flagbench.errors import UserError
+from flagbench.errors import UserError, not_a_file
 
 SCHEMA_VERSION = 2                    # 2: profiles
 DEFAULT_DB = Path("flagbench.db")
@@ -129,10 +129,11 @@ class Store:
     def __init__(self, path: Path = DEFAULT_DB, *, create: bool = True):
         self.path = Path(path)
         self.readonly = not create
-        if not create and not self.path.exists():
+        problem = not_a_file(self.path)
+        if problem == "does not exist" and not create:
             raise UserError(f"{self.path}: no such results database (run `flagbench run` first, or pass --db)")
-        if self.path.is_dir():
-            raise UserError(f"{self.path}: is a directory, not a results database")
+        if problem and problem != "does not exist":   # a FIFO would block sqlite's first read
+            raise UserError(f"{self.path} {problem}: not a results database")
         self._lock = threading.Lock()
         try:
             self._db = self._connect()
