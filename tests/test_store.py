@@ -259,6 +259,8 @@ def test_a_store_of_schema_1_keeps_its_profiles(tmp_path):
     with Store(path) as db:
         assert db.profiles("h", {"variant": "a", "source": "callgrind"}) == [old]
         assert db.profiles("h", {"variant": "b"}) == []
+        with pytest.raises(RuntimeError):               # profiles are the writer's, like samples of a run
+            db.put_profile("h", {**old, "variant": "b"})
         with db.writer("test"):
             db.put_profile("h", {**old, "variant": "b"})
         assert [p["variant"] for p in db.profiles("h")] == ["a", "b"]

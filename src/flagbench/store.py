@@ -135,6 +135,7 @@ class Store:
         if problem and problem != "does not exist":   # a FIFO would block sqlite's first read
             raise UserError(f"{self.path} {problem}: not a results database")
         self._lock = threading.Lock()
+        self._writing = False          # this Store holds the database's writer lock
         try:
             self._db = self._connect()
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -292,9 +293,11 @@ class Store:
                                 f"or give another --db") from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} ({what})\n".encode(), 0)
+            self._writing = True
             try:
                 yield
             finally:
+                self._writing = False
                 os.ftruncate(fd, 0)
         finally:
             os.close(fd)
@@ -334,7 +337,10 @@ class Store:
     # -- profiles (flagbench profile), by experiment -------------------------------------------
 
     def put_profile(self, experiment_hash: str, profile: dict) -> None:
-        """A profile (profile.Profile.to_json()), replacing the one of the same bench, cell and source."""
+        """A profile (profile.Profile.to_json()), replacing the one of the same bench, cell and source.
+        Only the writer does this (`with store.writer(...)`): profiles are replaced, not added to."""
+        if not self._writing:
+            raise RuntimeError("put_profile outside Store.writer()")
         self._write("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (experiment_hash, *(profile[k] for k in PROFILE_KEY), json.dumps(profile)))
 
