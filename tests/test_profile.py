@@ -140,3 +140,39 @@ def test_renamed_functions_are_grouped_by_base_name():
     assert set(rows) == {"f", "g"}
     assert rows["f"].old == 6 and rows["f"].new == 6 and rows["f"].suffixes == (".cold", ".constprop.0")
     assert base_name("x.part.1.isra.0") == ("x", ".part.1.isra.0")
+
+
+def test_profiles_are_written_under_the_stores_writer_lock(tmp_path):
+    """`flagbench profile` writes the results database like `flagbench run`: through the store,
+    as its one writer; a second writer is refused before anything is built."""
+    import sqlite3
+
+    from flagbench.store import SCHEMA_VERSION, Store
+
+    (tmp_path / "loop.c").write_text("#define STR(x) #x\n#define XSTR(x) STR(x)\n" + LOOP_C)
+    (tmp_path / "experiment.toml").write_text(textwrap.dedent("""
+        sources = ["loop.c"]
+        compilers = ["gcc"]
+        [variants]
+        few = { defines = { WORK = 1 } }
+        many = { defines = { WORK = 2 } }
+        [[bench]]
+        name = "loop"
+        kind = "micro"
+        function = "loop"
+        count_iters = 100
+        """))
+    db = tmp_path / "fb.db"
+    with Store(db) as holder, holder.writer("flagbench run elsewhere"):
+        done = flagbench("profile", str(tmp_path), "--db", str(db), "--no-perf", cwd=tmp_path)
+        assert done.returncode == 2 and "is being written by" in done.stderr, done.stderr
+        assert "cc " not in done.stderr                    # refused before building
+    done = flagbench("profile", str(tmp_path), "--db", str(db), "--no-perf", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    raw = sqlite3.connect(db)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert raw.execute("SELECT count(*) FROM profiles").fetchone()[0] == 2   # few and many, callgrind
+    raw.close()
+    with Store(db, create=False) as store:
+        kept = store.profiles(store.runs()[0]["experiment_hash"]) if store.runs() else None
+    assert kept is None   # `profile` starts no run: its profiles are keyed by the experiment alone

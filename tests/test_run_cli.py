@@ -88,3 +88,77 @@ def test_unknown_bench_is_one_line_exit_2(experiment):
     out = flagbench("run", str(experiment), "--db", str(experiment / "fb.db"), "--bench", "nope", cwd=experiment)
     assert out.returncode == 2 and "no bench named nope" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def _in_small_tmpfs(directory, size: str):
+    """argv prefix that runs a command with a tmpfs of `size` mounted on `directory` (a private
+    mount namespace), or None where user namespaces are not allowed."""
+    import shutil
+    import subprocess
+    if shutil.which("unshare") is None:
+        return None
+    prefix = ["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs "$0" && exec "$@"', str(directory)]
+    return prefix if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0 else None
+
+
+def test_a_full_tmpdir_is_a_full_disk_not_the_experiments_fault(tmp_path):
+    """A TMPDIR with room for the compiles but not for the static harness program: the link
+    fails with ENOSPC. That is the disk, said as such, not an error at a line of the experiment."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    exp = tmp_path / "e"
+    exp.mkdir()
+    (exp / "loop.c").write_text(LOOP_C)
+    (exp / "experiment.toml").write_text('sources = ["loop.c"]\n[variants]\nbase = { defines = { WORK = 0 } }\n'
+                                         '[[bench]]\nname = "spin"\nkind = "micro"\nfunction = "spin"\n')
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    prefix = _in_small_tmpfs(tmp, "256k")
+    if prefix is None:
+        pytest.skip("no user namespaces here: cannot mount a small tmpfs")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(tmp), "FLAGBENCH_CACHE": str(tmp_path / "cache"),
+           "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    argv = [*prefix, sys.executable, "-m", "flagbench", "run", str(exp), "--db", str(tmp_path / "fb.db"),
+            "--samples", "1"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]         # progress lines, then the one error line
+    assert "Traceback" not in done.stderr and "disk is full" in last, done.stderr
+    assert "experiment.toml:" not in last and "linking" not in last, done.stderr
+    probes = list((tmp_path / "cache" / "probes").glob("*.json"))
+    assert all('"message": null' in p.read_text() for p in probes)     # no verdict of a full disk kept
+
+
+def test_an_a_a_will_it_scale_experiment_needs_no_sources(tmp_path):
+    """Every bench compiles its own program: `run` builds nothing of the experiment's and measures."""
+    import shutil
+
+    from conftest import DATA
+
+    shutil.copy(DATA / "wis_getppid.c", tmp_path / "getppid.c")
+    (tmp_path / "experiment.toml").write_text(textwrap.dedent("""
+        [variants]
+        a = {}
+        b = {}
+        [[bench]]
+        name = "getppid"
+        kind = "wis"
+        testcase = "getppid.c"
+        modes = ["processes"]
+        duration = 1
+        warmup_seconds = 0
+        [[bench]]
+        name = "true"
+        kind = "command"
+        command = ["true"]
+        samples = 2
+        """))
+    done = cli("run", tmp_path, "--db", tmp_path / "fb.db", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = {(t["bench"], v): r["variants"][v]["n"] for t in json.loads(done.stdout)["tables"] for r in t["rows"]
+            for v in ("a", "b")}
+    assert rows[("getppid", "a")] == rows[("getppid", "b")] == 1 and rows[("true", "a")] == 2, rows

@@ -459,3 +459,19 @@ def test_not_a_regular_file_is_refused_without_blocking(tmp_path):
                            capture_output=True, text=True, timeout=60)
         one_line_error(r, "fifo", "not a regular file")
     one_line_error(flagbench(good, "/dev/null"), "/dev/null", "not a regular file")
+
+
+def test_a_damaged_file_with_a_bad_machine_field_is_one_line(tmp_path):
+    """The machines differ (a warning when both files are good), but the file is damaged too:
+    the error alone, not a warning and then the error."""
+    good = cc(tmp_path, "x86_64", "gcc", DATA / "kinds.c", tmp_path / "good.o")
+    data = bytearray(good.read_bytes())
+    data[18:20] = (0x7777).to_bytes(2, "little")                 # e_machine
+    shoff = int.from_bytes(data[0x28:0x30], "little")
+    data[shoff + 64:shoff + 64 + 4] = b"\xff\xff\xff\x7f"       # a section name offset
+    (tmp_path / "bad.o").write_bytes(bytes(data))
+    for args in (("--format=bom", tmp_path / "bad.o", good), (tmp_path / "bad.o", good), (good, tmp_path / "bad.o")):
+        one_line_error(quick(*args), "bad.o")
+    asm = subprocess.run([sys.executable, "-m", "flagbench", "asm", str(tmp_path / "bad.o"), str(good)],
+                         capture_output=True, text=True)
+    one_line_error(asm, "bad.o")

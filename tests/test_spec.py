@@ -296,3 +296,82 @@ def test_every_kind_has_its_defaults_in_one_place(tmp_path):
     with pytest.raises(Exception):
         micro.samples = 5                                    # frozen
     assert benchspec.with_samples(micro, 4).samples == 4 and micro.samples == 10
+
+
+# Experiment-file mistakes that were accepted and ignored, or found only after a build.
+KERNEL = 'targets = ["x86_64"]\n[kernel]\nsource = "debian:6.1"\n'
+GUEST = KERNEL + '[variants]\nv = {}\n[[bench]]\nname = "c"\nkind = "command"\nguest = true\n'
+LATE = {
+    "kernel variant cflags": (KERNEL + '[variants]\nv = {}\nw = { cflags = ["-O3"] }\n', "6",
+                              "did you mean kcflags?"),
+    "kernel variant defines": (KERNEL + '[variants]\nv = {}\nw = { defines = { X = 1 } }\n', "6",
+                               "variant 'w': defines are for C sources"),
+    "kernel top cflags": (KERNEL.replace("[kernel]", 'cflags = ["-O3"]\n[kernel]') + '[variants]\nv = {}\n', "2",
+                          "did you mean kcflags?"),
+    "kernel make CC a number": (KERNEL + 'make = { CC = 5 }\n[variants]\nv = {}\n', "4",
+                                "make variable CC names a program: a string"),
+    "variant make CC a number": (KERNEL + '[variants]\nv = {}\nw = { make = { CC = 5 } }\n', "6",
+                                 "make variable CC names a program: a string"),
+    "kernel make CC missing": (KERNEL + 'make = { CC = "no-such-cc-12" }\n[variants]\nv = {}\n', "4",
+                               "make variable CC: no-such-cc-12 is not installed"),
+    "kernel make table": (KERNEL + 'make = { V = [1] }\n[variants]\nv = {}\n', "4",
+                          "make variable V must be a string or a number"),
+    "define not an identifier": ('sources = ["a.c"]\n[variants]\nv = { defines = { "X Y" = 1 } }\n', "3",
+                                 "define 'X Y': not a C identifier"),
+    "define starting with a digit": ('sources = ["a.c"]\n[variants]\nv = { defines = { "1X" = 1 } }\n', "3",
+                                     "define '1X': not a C identifier"),
+    "define value with a newline": ('sources = ["a.c"]\n[variants]\nv = { defines = { X = "1\\n2" } }\n', "3",
+                                    "define X: a value on one line"),
+    "guest command missing": (GUEST + 'command = ["no-such-file.c"]\n', "10", "no-such-file.c does not exist"),
+    "guest command not C": (GUEST + 'command = ["ls", "-l"]\n', "10", "a guest command is"),
+    "guest wis testcase missing": (KERNEL + '[variants]\nv = {}\n[[bench]]\nname = "w"\nkind = "wis"\nguest = true\n'
+                                   'testcase = "gone.c"\n', "10", "no such C file"),
+    "micro without sources": ('[variants]\nv = {}\n[[bench]]\nname = "b"\nkind = "micro"\nfunction = "f"\n', "3",
+                              "bench 'b' calls f: name the sources that define it"),
+    "memcpy without sources": ('[variants]\nv = {}\n[[bench]]\nname = "m"\nkind = "memcpy"\n'
+                               'functions = ["libc", "f"]\n', "3", "bench 'm' calls f"),
+    "command of dir without sources": ('[variants]\nv = {}\n[[bench]]\nname = "c"\nkind = "command"\n'
+                                       'command = ["ls", "{dir}"]\n', "3", "bench 'c' uses {dir}"),
+}
+
+
+@pytest.mark.parametrize("case", LATE)
+def test_mistakes_found_before_anything_builds(tmp_path, case):
+    text, line, words = LATE[case]
+    msg = error_of(tmp_path / "e", text, sources=("a.c",) if "sources" in text else ())
+    assert msg.startswith(f"{tmp_path / 'e' / 'experiment.toml'}:{line}: "), msg
+    assert words in msg, msg
+    assert "\n" not in msg
+
+
+def test_sources_only_where_something_uses_them(tmp_path):
+    """An A/A will-it-scale or command experiment compiles its own programs: no dummy C file."""
+    (tmp_path / "e").mkdir()
+    (tmp_path / "e" / "t.c").write_text("int t;\n")
+    d = write(tmp_path / "e", '[variants]\na = {}\nb = {}\n[[bench]]\nname = "w"\nkind = "wis"\ntestcase = "t.c"\n'
+              '[[bench]]\nname = "c"\nkind = "command"\ncommand = ["true", "{cflags}"]\n'
+              '[[bench]]\nname = "m"\nkind = "memcpy"\nfunctions = ["libc"]\n', sources=())
+    exp = spec.load(d)
+    assert exp.sources == () and [b.name for b in exp.benches] == ["w", "c", "m"]
+    kernel = write(tmp_path / "k", KERNEL + '[variants]\nv = {}\nw = { kcflags = ["-O3"] }\n', sources=())
+    assert spec.load(kernel).variant("w").cflags == ()
+    assert "missing sources" in error_of(tmp_path / "n", '[variants]\nv = {}\n', sources=())   # uses nothing
+    from conftest import flagbench
+    for verb in ("size", "asm"):
+        done = flagbench(verb, d, cwd=tmp_path)
+        assert done.returncode == 2 and "no sources, so no objects to compare" in done.stderr, done.stderr
+
+
+def test_a_fifo_is_named_a_fifo(tmp_path):
+    import os
+    d = write(tmp_path / "e", 'sources = ["a.c", "f.c"]\n[variants]\nv = {}\n')
+    os.mkfifo(d / "f.c")
+    assert "source f.c is a FIFO, not a file" in error_of(d, (d / "experiment.toml").read_text())
+    os.mkfifo(tmp_path / "x.toml")
+    with pytest.raises(UserError, match=r"x.toml: is a FIFO, not a file"):
+        spec.load(tmp_path / "x.toml")
+    (tmp_path / "w").mkdir()
+    os.mkfifo(tmp_path / "w" / "t.c")
+    msg = error_of(tmp_path / "w", '[variants]\nv = {}\n[[bench]]\nname = "w"\nkind = "wis"\ntestcase = "t.c"\n',
+                   sources=())
+    assert ":6: " in msg and "t.c is a FIFO, not a file" in msg, msg

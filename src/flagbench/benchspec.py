@@ -11,10 +11,12 @@ import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from flagbench.errors import not_a_file
+
 KIND_NAMES = ("micro", "memcpy", "memset", "memmove", "wis", "command")
 MEMORY_KINDS = ("memcpy", "memset", "memmove")
 MEASURES = ("time", "insns", "perf", "profile")   # perf: task-clock and page faults of each timed run;
-# profile: per-symbol profiles (profile_run.py), taken by `flagbench profile` and `flagbench demo`, not by the engine
+# profile: per-symbol profiles (profile_experiment.py), taken by `flagbench profile` and `flagbench demo`, not by the engine
 WIS_MODES = ("processes", "threads")
 MAX_LAYOUTS = 256                      # distinct paddings of 16..4096 bytes (run/layout.py)
 MAX_TASKS = 1024                       # the will-it-scale driver's limit
@@ -261,8 +263,11 @@ class _Reader:
                 self.fail("layout_variants", "layout_variants without layouts = K does nothing")
         if cls is WisBench:
             values["testcase"] = path = (root / values["testcase"]).resolve()
-            if path.suffix != ".c" or not path.is_file():
+            problem = not_a_file(path)
+            if path.suffix != ".c" or problem == "does not exist":
                 self.fail("testcase", f"testcase {path}: no such C file")
+            if problem:
+                self.fail("testcase", f"testcase {path} {problem}")
             for key, default in (("duration", 5.0), ("warmup_seconds", 2.0)):
                 if not values.get("guest") and values.get(key, default) != round(values.get(key, default)):
                     self.fail(key, f"{key} is whole seconds on the host (one sample a second)")
@@ -273,6 +278,15 @@ class _Reader:
                           f"warmup_seconds ({seconds:g} s): set timeout")
         if cls is CommandBench and not values["command"][0].strip():
             self.fail("command", "command[0] must name a program")
+        if cls is CommandBench and values.get("guest"):   # found now, not after the kernels are built
+            program = values["command"][0]
+            if not program.endswith(".c"):
+                self.fail("command", "a guest command is [\"program.c\", \"arg\", ...]: the C file is built "
+                          "statically into the guest (it has nothing else to run)")
+            problem = not_a_file(root / program)
+            if problem:
+                self.fail("command", f"command[0] {program} {problem}"
+                          + (f" (looked in {root})" if problem == "does not exist" else ""))
         return cls(**values)
 
 

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Sequence
 
 from flagbench import procs
 from flagbench.cache import CACHE_ENV, cache_dir  # noqa: F401 - re-exported: build.cache_dir is the common import
-from flagbench.errors import UserError
+from flagbench.errors import DiskFull, UserError, disk_full
 from flagbench.spec import Cell, Experiment, files_digest
 from flagbench.toolchains import Target, get_target, install_hint, is_clang, tool_version
 
@@ -145,7 +145,11 @@ def probe(argv: Sequence[str], tools: dict[str, str], flags: Sequence[str], cwd:
         src = Path(tmp) / "probe.c"
         src.write_text(PROBE_SOURCE)
         out = _run([*argv, *flags, "-Werror", "-c", str(src), "-o", str(Path(tmp) / "probe.o")], cwd)
-    message = None if out.returncode == 0 else _first_errors(out.stderr) or f"exit status {out.returncode}"
+        if out.returncode:
+            check_disk(out.stderr, tmp)
+    message = None if out.returncode == 0 else _first_errors(out.stderr)
+    if out.returncode and not message:   # a compiler rejects a flag in words: this is something else
+        return f"exit status {out.returncode}"
     _write_atomic(file, json.dumps({"flags": list(flags), "message": message}).encode())
     return message
 
@@ -216,6 +220,7 @@ def _compile(job: _Job, progress: Progress) -> tuple[Path, bool]:
     try:
         out = _run([*job.argv, *job.flags, "-c", src, "-o", tmp], job.cwd)
         if out.returncode != 0:
+            check_disk(out.stderr, Path(tmp).parent)
             raise UserError(f"{src} does not compile for {job.what}: "
                             f"{_first_errors(out.stderr) or f'exit status {out.returncode}'}")
         with open(tmp, "rb") as f:
@@ -349,6 +354,14 @@ def _run(argv: Sequence[str], cwd: Path) -> procs.Done:
     if done.timed_out:
         raise UserError(f"{argv[0]} took more than {COMPILE_TIMEOUT} s")
     return done
+
+
+def check_disk(output: str, writing) -> None:
+    """DiskFull when a tool failed because a disk is full: the experiment is not at fault, and
+    the failure is never cached as the tool's verdict."""
+    if disk_full(output):
+        raise DiskFull(f"the disk is full: no space left writing in {writing} or the temporary directory "
+                       f"{tempfile.gettempdir()}; free some space, or set TMPDIR to a directory with room")
 
 
 def _first_errors(stderr: str, most: int = 2) -> str:

@@ -1,4 +1,9 @@
-"""The one exception type the CLI turns into a single stderr line and exit 2."""
+"""The one exception type the CLI turns into a single stderr line and exit 2, and the words
+for what is wrong with a file the user named."""
+from __future__ import annotations
+
+import os
+import stat
 
 
 class UserError(Exception):
@@ -6,3 +11,36 @@ class UserError(Exception):
 
     The message is printed as one line, without a traceback; exit status 2.
     """
+
+
+class DiskFull(UserError):
+    """A tool could not write because a disk is full: not the experiment's fault, so nothing
+    adds an experiment's FILE:LINE to it."""
+
+
+_NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def not_a_file(path) -> str | None:
+    """None when path is a regular file (or a symlink to one), else what is wrong, to follow
+    its name: "does not exist", "is a FIFO, not a file", ...
+
+    >>> not_a_file("/dev/null"), not_a_file("/no/such/file")
+    ('is a character device, not a file', 'does not exist')
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist"
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if stat.S_ISREG(mode):
+        return None
+    what = next((name for test, name in _NOT_REGULAR if test(mode)), "not a regular file")
+    return f"is {what}, not a file"
+
+
+def disk_full(output: str) -> bool:
+    """Whether a tool's messages say it could not write because a disk (or quota) is full."""
+    return "No space left on device" in output or "Disk quota exceeded" in output

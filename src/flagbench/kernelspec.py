@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench.errors import UserError
+from flagbench.errors import UserError, not_a_file
 
 TABLE_KEYS = {"source", "config", "fragments", "kcflags", "make", "patches"}
 DEBIAN_SOURCES = {"debian:6.1": Path("/usr/src/linux-source-6.1.tar.xz"),
@@ -36,6 +37,9 @@ _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 _MAKE_VAR = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")   # CFLAGS_string.o is a Kbuild name too
 # Set by flagbench itself: a variant changing them would build a different tree or lie.
 _RESERVED_MAKE = {"O", "ARCH", "KCFLAGS", "SRCARCH", "KBUILD_OUTPUT"}
+# Make variables that name a program (CC = "ccache gcc-12": the last word): text, and installed.
+_PROGRAM_MAKE = {"CC", "HOSTCC", "HOSTCXX", "LD", "HOSTLD", "AR", "NM", "OBJCOPY", "OBJDUMP", "READELF",
+                 "STRIP", "AS", "CPP"}
 
 
 @dataclass(frozen=True)
@@ -164,8 +168,9 @@ def _changes(checker, table: dict, where: tuple, digest) -> Changes:
                          "(CONFIG_FOO=y, CONFIG_FOO=\"text\" or # CONFIG_FOO is not set) nor a file")
         else:
             path = (checker.root / item).resolve()
-            if not path.is_file():
-                checker.fail(where + ("fragments",), f"fragment file {item} does not exist (looked in {checker.root})")
+            problem = not_a_file(path)
+            if problem:
+                checker.fail(where + ("fragments",), f"fragment file {item} {problem} (looked in {checker.root})")
             digest.update(path.read_bytes())
             options += fragment_file(path)
     make = checker.table(table.get("make", {}), where + ("make",), "make")
@@ -178,12 +183,24 @@ def _changes(checker, table: dict, where: tuple, digest) -> Changes:
                          f"({'use kcflags' if key == 'KCFLAGS' else 'from the target and cell'})")
         if not isinstance(value, (str, int)) or isinstance(value, bool):
             checker.fail(where + ("make", key), f"make variable {key} must be a string or a number")
+        if key in _PROGRAM_MAKE or key == "CROSS_COMPILE":
+            _program(checker, where + ("make", key), key, value)
         pairs.append((key, str(value)))
     patches = []
     for item in checker.strings(table, "patches", where, ()):
         path = (checker.root / item).resolve()
-        if not path.is_file():
-            checker.fail(where + ("patches",), f"patch {item} does not exist (looked in {checker.root})")
+        problem = not_a_file(path)
+        if problem:
+            checker.fail(where + ("patches",), f"patch {item} {problem} (looked in {checker.root})")
         digest.update(path.read_bytes())
         patches.append(path)
     return Changes(tuple(kcflags), tuple(options), tuple(pairs), tuple(patches))
+
+
+def _program(checker, where: tuple, key: str, value) -> None:
+    """A make variable that names a program (or, CROSS_COMPILE, a prefix of programs' names)."""
+    if not isinstance(value, str) or not value.strip():
+        checker.fail(where, f"make variable {key} names a program: a string, like {key} = \"gcc-12\" "
+                     f"(not {value!r})")
+    if key != "CROSS_COMPILE" and shutil.which(value.split()[-1]) is None:
+        checker.fail(where, f"make variable {key}: {value.split()[-1]} is not installed")

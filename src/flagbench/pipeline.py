@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 from flagbench import benchspec, procs
-from flagbench.errors import UserError
+from flagbench.errors import DiskFull, UserError
 from flagbench.textsafe import sayer
 
 
@@ -72,8 +72,8 @@ def run(path: Path, opts: Options):
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)
             profiled = [b for b in chosen if "profile" in b.metrics and not getattr(b, "guest", False)]
             if profiled:   # where the instructions went: stored beside the run, shown by its report
-                from flagbench.profile_run import profile_experiment
-                _, profile_notes = profile_experiment(exp, builds, profiled, db=opts.db, workdir=workdir / "profiles",
+                from flagbench.profile_experiment import profile_experiment
+                _, profile_notes = profile_experiment(exp, builds, profiled, store=store, workdir=workdir / "profiles",
                                                       fresh=opts.fresh, say=say)
                 for note in profile_notes:
                     say(note)
@@ -121,6 +121,8 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
             continue
         try:
             cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes)
+        except DiskFull:
+            raise
         except UserError as e:
             raise UserError(f"{exp.path}:{bench.line}: {e}") from None
     return cells

@@ -132,6 +132,12 @@ def _child_setup(cpu: int | None, parent: int):
     return setup
 
 
+def _capture(name: str):
+    """A file in memory for what a program writes: in TMPDIR, a full disk would swallow the very
+    message that says so ("No space left on device")."""
+    return open(os.memfd_create(f"flagbench-{name}", os.MFD_CLOEXEC), "w+b")
+
+
 class Proc:
     """A running program in its own process group; `stop()` kills the whole tree."""
 
@@ -140,8 +146,8 @@ class Proc:
         if _terminating is not None:
             raise Terminated(_terminating)
         self.argv = tuple(str(a) for a in argv)
-        self._out = stdout if stdout is not None else tempfile.TemporaryFile()
-        self._err = stderr if stderr is not None else tempfile.TemporaryFile()
+        self._out = stdout if stdout is not None else _capture("stdout")
+        self._err = stderr if stderr is not None else _capture("stderr")
         self._own_files = (stdout is None, stderr is None)
         self.started = time.perf_counter_ns()
         with _lock:

@@ -43,6 +43,21 @@ class Profile:
                 "exact": self.exact, "source": self.source, "total": self.total,
                 "symbols": [{"name": n, "self": v} for n, v in ranked]}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Profile":
+        """The inverse of to_json; ValueError when d is not shaped like one."""
+        try:
+            p = cls(d["bench"], d["target"], d["compiler"], d["variant"], d["exact"], d["source"], d["total"],
+                    {s["name"]: s["self"] for s in d["symbols"]})
+        except (KeyError, TypeError):
+            raise ValueError("not a profile") from None
+        numbers = (p.total, *p.symbols.values())
+        if not (all(isinstance(x, str) for x in (p.bench, p.target, p.compiler, p.variant, p.source, *p.symbols))
+                and isinstance(p.exact, bool)
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers)):
+            raise ValueError("not a profile")
+        return p
+
 
 def base_name(name: str) -> tuple[str, str]:
     """(base, suffix) of a compiler-renamed function.

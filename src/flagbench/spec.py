@@ -15,7 +15,7 @@ from pathlib import Path
 
 from flagbench import benchspec, kernelspec
 from flagbench.benchspec import Bench
-from flagbench.errors import UserError
+from flagbench.errors import UserError, not_a_file
 from flagbench.toolchains import TARGETS
 
 FILE_NAME = "experiment.toml"
@@ -28,6 +28,8 @@ VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
 _BAD_NAME = re.compile(r"[/:\s]|^\.")
+_C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+C_FILE_KEYS = ("cflags", "optional_cflags", "defines")   # of the C sources: nothing in a kernel build
 _COMPILER = re.compile(r"[A-Za-z0-9._+/-]+")
 _LOCAL_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.M)
 
@@ -112,8 +114,11 @@ def load(path: str | Path) -> Experiment:
     path = Path(path)
     if path.is_dir():
         path = path / FILE_NAME
-    if not path.is_file():
+    problem = not_a_file(path)
+    if problem == "does not exist":
         raise UserError(f"{path}: no such experiment file")
+    if problem:
+        raise UserError(f"{path}: {problem}")
     text = path.read_text(encoding="utf-8", errors="replace")
     try:
         data = tomllib.loads(text)
@@ -201,8 +206,10 @@ class _Checker:
             p = (self.root / name).resolve()
             if p.suffix not in SOURCE_SUFFIXES:
                 self.fail(where, f"source {name}: not a C or assembly file ({', '.join(SOURCE_SUFFIXES)})")
-            if not p.is_file():
-                self.fail(where, f"source {name} does not exist (looked in {self.root})")
+            problem = not_a_file(p)
+            if problem:
+                self.fail(where, f"source {name} {problem}"
+                          + (f" (looked in {self.root})" if problem == "does not exist" else ""))
             if p.stem in stems:
                 self.fail(where, f"sources {stems[p.stem]} and {name} would both make {p.stem}.o")
             stems[p.stem] = name
@@ -214,7 +221,7 @@ class _Checker:
         self.known_keys(data, TOP_KEYS, (), "the experiment")
         default_name = self.path.parent.resolve().name if self.path.name == FILE_NAME else self.path.stem
         name = self.string(data, "name", (), default_name)
-        if "sources" not in data and "kernel" not in data:
+        if "sources" not in data and "kernel" not in data and not data.get("bench"):
             self.fail(("sources",), "missing sources = [\"file.c\", ...]")
         sources = self.source_paths(self.strings(data, "sources", ()), ("sources",)) if "sources" in data else ()
         targets = self.strings(data, "targets", (), DEFAULT_TARGETS)
@@ -236,6 +243,11 @@ class _Checker:
         variants = self.variants(data)
         benches = benchspec.parse(self, data.get("bench", []), root=self.root, targets=targets,
                                   variants=[v.name for v in variants], known_targets=tuple(TARGETS))
+        if not sources and any(v.sources is None for v in variants):
+            self.nothing_built(benches)
+        if "kernel" in data and not sources and "cflags" in data and all(v.sources is None for v in variants):
+            self.fail(("cflags",), "cflags are for C sources, and this experiment has none: did you mean "
+                      "kcflags? (in [kernel], for every variant)")
         exp = Experiment(
             name=name, path=self.path, root=self.root,
             description=self.string(data, "description", (), ""),
@@ -250,6 +262,19 @@ class _Checker:
         if not pairs:
             self.fail(("compilers",), "no compiler here can build any target: " + "; ".join(notes))
         return replace(exp, notes=tuple(notes))
+
+    def nothing_built(self, benches) -> None:
+        """Without sources a variant builds no objects: a bench that calls the experiment's
+        functions, or a command given the objects' directory, has nothing to use."""
+        for i, b in enumerate(benches):
+            where = ("bench", i)
+            calls = [b.function] if b.kind == "micro" else [f for f in getattr(b, "functions", ()) if f != "libc"]
+            if calls:
+                self.fail(where, f"bench {b.name!r} calls {calls[0]}: name the sources that define it "
+                          f"(sources = [\"file.c\"])")
+            if b.kind == "command" and not getattr(b, "guest", False) and any("{dir}" in a for a in b.command):
+                self.fail(where, f"bench {b.name!r} uses {{dir}}, the objects of the build: name the sources "
+                          f"(sources = [\"file.c\"])")
 
     def variants(self, data: dict) -> tuple[Variant, ...]:
         if "variants" not in data:
@@ -268,6 +293,8 @@ class _Checker:
             self.known_keys(body, VARIANT_KEYS | (KERNEL_VARIANT_KEYS if "kernel" in data else set()),
                             where, f"variant {name!r}")
             sources = self.strings(body, "sources", where, None)
+            if "kernel" in data and "sources" not in data and sources is None:
+                self.no_c_keys(body, name, where)
             out.append(Variant(
                 name=name,
                 cflags=self.strings(body, "cflags", where, ()),
@@ -276,16 +303,29 @@ class _Checker:
                 sources=None if sources is None else self.source_paths(sources, where + ("sources",))))
         return tuple(out)
 
+    def no_c_keys(self, body: dict, name: str, where: tuple) -> None:
+        """A kernel experiment's variant that builds no C sources: their keys would change nothing."""
+        for key in C_FILE_KEYS:
+            if key in body:
+                hint = "did you mean kcflags?" if key != "defines" else "for the kernel: kcflags = [\"-DNAME=1\"]"
+                self.fail(where + (key,), f"variant {name!r}: {key} are for C sources, and this experiment has "
+                          f"none: {hint}")
+
     def defines(self, table, where: tuple) -> tuple[tuple[str, str], ...]:
         table = self.table(table, where, "defines")
         out = []
         for key, value in table.items():
+            if not _C_IDENTIFIER.fullmatch(key):
+                self.fail(where + (key,), f"define {key!r}: not a C identifier (letters, digits and '_', "
+                          f"not starting with a digit)")
             if isinstance(value, bool):
                 if not value:
                     self.fail(where + (key,), f"define {key} = false: leave it out instead")
                 value = 1
             if not isinstance(value, (int, str)):
                 self.fail(where + (key,), f"define {key} must be a number or a string")
+            if isinstance(value, str) and ("\n" in value or "\r" in value):
+                self.fail(where + (key,), f"define {key}: a value on one line")
             out.append((key, str(value)))
         return tuple(out)
 

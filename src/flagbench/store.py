@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import fcntl
 import json
+import math
 import os
 import platform
 import socket
@@ -31,9 +32,9 @@ from pathlib import Path
 from typing import Iterator
 
 from flagbench import __version__
-from flagbench.errors import UserError
+from flagbench.errors import UserError, not_a_file
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2                    # 2: profiles
 DEFAULT_DB = Path("flagbench.db")
 
 _SCHEMA = """
@@ -66,7 +67,15 @@ CREATE TABLE IF NOT EXISTS cells (
     finished TEXT NOT NULL,
     PRIMARY KEY (run_id, bench, cell)
 );
+CREATE TABLE IF NOT EXISTS profiles (
+    experiment_hash TEXT NOT NULL, bench TEXT NOT NULL, target TEXT NOT NULL, compiler TEXT NOT NULL,
+    variant TEXT NOT NULL, source TEXT NOT NULL,
+    profile TEXT NOT NULL,            -- JSON: profile.Profile.to_json()
+    PRIMARY KEY (experiment_hash, bench, target, compiler, variant, source)
+);
 """
+_TABLES = {"runs", "samples", "cells", "profiles"}
+PROFILE_KEY = ("bench", "target", "compiler", "variant", "source")   # one profile per these and experiment
 
 
 def _now() -> str:
@@ -112,33 +121,59 @@ def split_cell(cell: str) -> dict:
 
 
 class Store:
-    """The sample store. Safe to share between threads; several processes may write at once (WAL)."""
+    """The sample store. Safe to share between threads; several processes may write at once (WAL).
+
+    create=False: the database must exist and is opened read-only (nothing is written, not
+    even its WAL files), so a database in a read-only directory can be reported."""
 
     def __init__(self, path: Path = DEFAULT_DB, *, create: bool = True):
         self.path = Path(path)
-        if not create and not self.path.exists():
+        self.readonly = not create
+        problem = not_a_file(self.path)
+        if problem == "does not exist" and not create:
             raise UserError(f"{self.path}: no such results database (run `flagbench run` first, or pass --db)")
-        if self.path.is_dir():
-            raise UserError(f"{self.path}: is a directory, not a results database")
+        if problem and problem != "does not exist":   # a FIFO would block sqlite's first read
+            raise UserError(f"{self.path} {problem}: not a results database")
         self._lock = threading.Lock()
+        self._writing = False          # this Store holds the database's writer lock
         try:
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            self._db.row_factory = sqlite3.Row
+            self._db = self._connect()
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise UserError(f"{self.path}: results database schema {version} is newer than this "
                                 f"flagbench understands ({SCHEMA_VERSION}); upgrade flagbench")
-            tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if version == 0 and tables - {"runs", "samples", "cells"}:
+            self._tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if version == 0 and self._tables - _TABLES:
                 raise UserError(f"{self.path}: an SQLite file, but not a flagbench results database")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            if version < SCHEMA_VERSION:
-                with self._lock:
-                    self._db.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+            if not self.readonly:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+                if version < SCHEMA_VERSION:
+                    with self._lock:
+                        self._db.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;")
+                    self._tables |= _TABLES
         except sqlite3.DatabaseError as e:
             raise UserError(f"{self.path}: cannot use as results database: {e}") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        def connect(target, **kw) -> sqlite3.Connection:
+            db = sqlite3.connect(target, timeout=30, isolation_level=None, check_same_thread=False, **kw)
+            db.row_factory = sqlite3.Row
+            return db
+
+        if not self.readonly:
+            return connect(self.path)
+        uri = self.path.resolve().as_uri()
+        db = connect(f"{uri}?mode=ro", uri=True)
+        try:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            # WAL mode wants to make its -shm file; where the directory cannot be written no
+            # writer can make a -wal either, so the file alone is the whole database
+            db.close()
+            return connect(f"{uri}?mode=ro&immutable=1", uri=True)
 
     def close(self) -> None:
         self._db.close()
@@ -163,6 +198,24 @@ class Store:
             except sqlite3.DatabaseError as e:
                 raise UserError(f"{self.path}: cannot read results: {e}") from None
 
+    def _damaged(self, where: str, what: str) -> UserError:
+        return UserError(f"{self.path}: {where}: {what} (the database was damaged or edited by hand)")
+
+    def _object(self, text, where: str) -> dict:
+        """A JSON object column, or a UserError naming the row."""
+        try:
+            value = json.loads(text) if isinstance(text, (str, bytes)) else None
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            raise self._damaged(where, f"provenance {str(text)[:40]!r} is not a JSON object")
+        return value
+
+    def _texts(self, row: sqlite3.Row, columns: tuple[str, ...], where: str) -> None:
+        for c in columns:
+            if not isinstance(row[c], str):
+                raise self._damaged(where, f"{c} {row[c]!r} is not text")
+
     # -- runs --------------------------------------------------------------------------------
 
     def start_run(self, experiment: str, experiment_hash: str, provenance: dict | None = None) -> int:
@@ -180,7 +233,11 @@ class Store:
         rows = self._read("""SELECT r.*, (SELECT count(*) FROM samples s WHERE s.run_id = r.id) AS n_samples,
                                     (SELECT count(*) FROM cells c WHERE c.run_id = r.id AND c.status = 'failed') AS n_failed
                              FROM runs r ORDER BY r.id""")
-        return [{**dict(r), "provenance": json.loads(r["provenance"])} for r in rows]
+        out = []
+        for r in rows:
+            self._texts(r, ("experiment", "experiment_hash", "started"), f"run {r['id']}")
+            out.append({**dict(r), "provenance": self._object(r["provenance"], f"run {r['id']}")})
+        return out
 
     def run(self, run_id: int) -> dict:
         for r in self.runs():
@@ -219,8 +276,10 @@ class Store:
     def writer(self, what: str) -> Iterator[None]:
         """Hold the database's writer lock (a lock file next to it, released when this
         process ends however it ends): a second `flagbench run` on the same database is
-        refused with the pid that holds it, so no run ever gets twice its samples."""
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        refused with the pid that holds it, so no run ever gets twice its samples. The lock
+        belongs to the file, not to the path: a symlink or a path through `..` finds it."""
+        real = self.path.resolve()
+        lock_path = real.with_name(real.name + ".lock")
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
@@ -234,9 +293,11 @@ class Store:
                                 f"or give another --db") from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} ({what})\n".encode(), 0)
+            self._writing = True
             try:
                 yield
             finally:
+                self._writing = False
                 os.ftruncate(fd, 0)
         finally:
             os.close(fd)
@@ -254,9 +315,50 @@ class Store:
 
     def cells(self, run_id: int) -> list[dict]:
         """Every finished cell with its status and, for failures, the reason."""
-        return [dict(r) for r in self._read("SELECT * FROM cells WHERE run_id = ? ORDER BY bench, cell", (run_id,))]
+        rows = self._read("SELECT * FROM cells WHERE run_id = ? ORDER BY bench, cell", (run_id,))
+        for r in rows:
+            self._texts(r, ("bench", "cell"), f"run {run_id}, a cell")
+        return [{**dict(r), "reason": None if r["reason"] is None else str(r["reason"])} for r in rows]
 
     def samples(self, run_id: int) -> list[dict]:
-        """Every sample of a run in the order taken, its cell split into variant/target/compiler/params."""
+        """Every sample of a run in the order taken, its cell split into variant/target/compiler/params.
+        A value that is not a finite number was not measured: the store is damaged."""
         rows = self._read("SELECT * FROM samples WHERE run_id = ? ORDER BY id", (run_id,))
-        return [{**dict(r), **split_cell(r["cell"]), "provenance": json.loads(r["provenance"])} for r in rows]
+        out = []
+        for r in rows:
+            where = f"run {run_id}, sample {r['id']}"
+            self._texts(r, ("bench", "cell", "metric", "unit", "executor"), where)
+            value = r["value"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise self._damaged(where, f"value {value!r} is not a measurement")
+            out.append({**dict(r), **split_cell(r["cell"]), "provenance": self._object(r["provenance"], where)})
+        return out
+
+    # -- profiles (flagbench profile), by experiment -------------------------------------------
+
+    def put_profile(self, experiment_hash: str, profile: dict) -> None:
+        """A profile (profile.Profile.to_json()), replacing the one of the same bench, cell and source.
+        Only the writer does this (`with store.writer(...)`): profiles are replaced, not added to."""
+        if not self._writing:
+            raise RuntimeError("put_profile outside Store.writer()")
+        self._write("INSERT OR REPLACE INTO profiles VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (experiment_hash, *(profile[k] for k in PROFILE_KEY), json.dumps(profile)))
+
+    def profiles(self, experiment_hash: str, key: dict | None = None) -> list[dict]:
+        """The stored profiles of an experiment (those matching `key`), in the order stored."""
+        if "profiles" not in self._tables:   # a read-only store from before profiles were kept here
+            return []
+        key = key or {}
+        where = "".join(f" AND {k} = ?" for k in PROFILE_KEY if k in key)
+        rows = self._read(f"SELECT profile FROM profiles WHERE experiment_hash = ?{where} ORDER BY rowid",
+                          (experiment_hash, *(key[k] for k in PROFILE_KEY if k in key)))
+        out = []
+        for r in rows:
+            try:
+                doc = json.loads(r[0])
+            except (TypeError, ValueError):
+                doc = None
+            if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) for k in PROFILE_KEY):
+                raise self._damaged(f"a profile of {experiment_hash[:12]}", "not a JSON profile")
+            out.append(doc)
+        return out

@@ -80,6 +80,9 @@ def variant_pair(path: str | Path, variants: str | Sequence[str] | None = None, 
     experiment runs no compiler) and return them as (old, new, notes)."""
     exp = spec.load(path)
     old_cell, new_cell, notes = choose(exp, variants, target, compiler)
+    if not exp.sources and not (old_cell.variant.sources and new_cell.variant.sources):
+        raise UserError(f"{exp.path}: no sources, so no objects to compare (size and asm compare the objects "
+                        f"of two variants; name them with sources = [\"file.c\"])")
     cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
     builds = build(exp, cells, jobs=jobs, progress=progress, notes=notes)
     return VariantPair(builds[0], builds[-1], notes)

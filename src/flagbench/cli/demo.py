@@ -152,8 +152,9 @@ def wants_profile(bench) -> bool:
 def _profiles(exp, builds, args, say) -> list:
     """The profile diffs of the case's micro benches that want one (flagbench profile)."""
     from flagbench import procs
-    from flagbench.profile_run import blocks as profile_blocks
-    from flagbench.profile_run import profile_experiment
+    from flagbench.profile_experiment import profile_experiment
+    from flagbench.report.profiles import blocks as profile_blocks
+    from flagbench.store import Store
 
     chosen = [b for b in exp.benches if wants_profile(b)]
     if not chosen:
@@ -161,11 +162,11 @@ def _profiles(exp, builds, args, say) -> list:
     # benches whose metrics name "profile" were profiled by this demo's own run (pipeline): read
     # those from the store; measure only the ones that asked for perf alone
     profiles, notes = [], []
-    with procs.owned_dir("flagbench-profile") as workdir:
+    with Store(args.db) as store, store.writer("flagbench demo"), procs.owned_dir("flagbench-profile") as workdir:
         for fresh, group in ((False, [b for b in chosen if "profile" in b.metrics]),
                              (args.fresh, [b for b in chosen if "profile" not in b.metrics])):
             if group:
-                got, said = profile_experiment(exp, builds, group, db=args.db, workdir=Path(workdir),
+                got, said = profile_experiment(exp, builds, group, store=store, workdir=Path(workdir),
                                                fresh=fresh, say=say)
                 profiles += got
                 notes += said

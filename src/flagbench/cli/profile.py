@@ -30,7 +30,9 @@ def run(args) -> int:
     from flagbench import build, procs, spec
     from flagbench.textsafe import sayer
     from flagbench.errors import UserError
-    from flagbench.profile_run import profile_experiment, render
+    from flagbench.profile_experiment import profile_experiment
+    from flagbench.report.profiles import render
+    from flagbench.store import Store
 
     procs.install()
     exp = spec.load(Path(args.experiment))
@@ -43,9 +45,10 @@ def run(args) -> int:
         raise UserError(f"{exp.path}: no micro bench to profile (profiles are taken of kind micro)")
     say = sayer("flagbench profile: ")
     notes = list(exp.notes)
-    builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=say)
-    with procs.owned_dir("flagbench-profile") as workdir:
-        profiles, more = profile_experiment(exp, builds, chosen, db=args.db, workdir=Path(workdir),
+    with Store(args.db) as store, store.writer(f"flagbench profile {exp.path}"), \
+            procs.owned_dir("flagbench-profile") as workdir:
+        builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=say)
+        profiles, more = profile_experiment(exp, builds, chosen, store=store, workdir=Path(workdir),
                                             fresh=args.fresh, say=say, perf=not args.no_perf)
     baseline = exp.variants[0].name
     print(render(profiles, baseline, args.format, more), end="")

@@ -94,7 +94,7 @@ def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: 
 
 
 def _profile_blocks(profiles: list, tables: list[Table]) -> list[Block]:
-    from flagbench.profile_run import blocks as profile_blocks
+    from flagbench.report.profiles import blocks as profile_blocks
     baseline = tables[0].variants[0] if tables else profiles[0].variant
     return [Heading(3, "profiles (flagbench profile)", "profiles")] + profile_blocks(profiles, baseline)
 
@@ -104,7 +104,8 @@ def run_line(run: dict | None) -> str | None:
         return None
     p = run.get("provenance", {})
     load = p.get("loadavg")
-    load = " ".join(f"{x:.2f}" for x in load) if load else "?"
+    numbers = isinstance(load, list) and load and all(isinstance(x, (int, float)) for x in load)
+    load = " ".join(f"{x:.2f}" for x in load) if numbers else "?"
     return (f"run {run['id']} · {run['experiment']} ({run['experiment_hash'][:12]}) · {run['started']} · "
             f"{p.get('cpu', '?')} · {str(p.get('kernel', '?')).split(' #')[0]} · load {load} · "
             f"flagbench {p.get('flagbench', '?')}")
@@ -204,14 +205,15 @@ def _blank(x):
 
 def report_run(store, run_id: int, fmt: str) -> str:
     """The whole report of one stored run, in one of FORMATS."""
-    from flagbench.profile_run import stored_profiles
+    from flagbench.report.profiles import stored
     run = store.run(run_id)
     return render(run_tables(store, run_id), fmt, run=run,
                   failures=[c for c in store.cells(run_id) if c["status"] == "failed"],
-                  profiles=stored_profiles(store, run["experiment_hash"]))
+                  profiles=stored(store, run["experiment_hash"]))
 
 
 def run_tables(store, run_id: int) -> list[Table]:
     """The tables of one stored run, variants in the experiment's order."""
     order = store.run(run_id)["provenance"].get("variants")
-    return build_tables(store.samples(run_id), order if isinstance(order, list) else None)
+    named = isinstance(order, list) and all(isinstance(v, str) for v in order)
+    return build_tables(store.samples(run_id), order if named else None)

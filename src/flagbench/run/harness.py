@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from flagbench import procs
-from flagbench.build import COMPILE_TIMEOUT, HARNESS_DIR, cached_version, compile_sources, compiler_for
+from flagbench.build import COMPILE_TIMEOUT, HARNESS_DIR, cached_version, check_disk, compile_sources, compiler_for
 from flagbench.errors import UserError
 from flagbench.spec import compiler_label
 from flagbench.toolchains import HOST_TRIPLET, LLD, get_target, is_clang
@@ -104,6 +104,7 @@ def link_executable(target: str, compiler: str, objects: Sequence[Path], out: Pa
         if res.timed_out:
             raise UserError(f"linking {out.name} for {target}/{compiler} took more than {COMPILE_TIMEOUT} s")
         if res.returncode != 0:
+            check_disk(res.stderr, out.parent)
             hint = ""
             if "crt1.o" in res.stderr or "-lc" in res.stderr:
                 libc = [p for p in t.packages if p.startswith("libc6-dev")]

@@ -52,7 +52,8 @@ class SizeComparison:
 
 
 def open_pair(old_path: str, new_path: str, warn=None) -> tuple[elf.Input, elf.Input]:
-    """Open both inputs; a different architecture is allowed, with a warning line."""
+    """Open both inputs; a different architecture is allowed, with a warning line (bom and
+    compare print it once both files are read: a damaged file is its error alone)."""
     old = elf.open_input(old_path)
     try:
         new = elf.open_input(new_path)
@@ -75,7 +76,10 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
         types: str | None = None) -> str:
     """The whole bloat-o-meter output for OLD vs NEW (mode None, "c", "d" or "t")."""
     tables = BOM_TABLES[mode] if types is None else (("Function", types),)
-    old, new = both(read_side, *open_pair(old_path, new_path), tables, False)
+    warnings: list[str] = []
+    old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, False)
+    for w in warnings:
+        _stderr(w)
     made = [bom_table(label, Summary.loads(o), Summary.loads(n), match)
             for (label, _), o, n in zip(tables, old["tables"], new["tables"])]
     return "".join(bom_text(t, top) for t in made)
@@ -84,7 +88,10 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
 def compare(old_path: str, new_path: str, types: str | None = None, match=None) -> SizeComparison:
     """Sections, padding, footprints and the symbol table of OLD vs NEW."""
     tables = (("Function", types or DEFAULT_TYPES),)
-    old, new = both(read_side, *open_pair(old_path, new_path), tables, True)
+    warnings: list[str] = []
+    old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, True)
+    for w in warnings:
+        _stderr(w)
     a, b = Summary.loads(old["tables"][0]), Summary.loads(new["tables"][0])
     search = match.search if match else None   # .cold: the parts of split functions
     return SizeComparison(old_path, new_path, Side(old, a.size_of(b".cold", search)),
