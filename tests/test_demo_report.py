@@ -96,7 +96,7 @@ def test_progress_lines_from_threads_are_written_whole(monkeypatch):
     threads interleave ("...crc.cflagbench run: cc ...")."""
     import threading
 
-    from flagbench.cli.demo import sayer
+    from flagbench.textsafe import sayer
 
     class Recorder:
         def __init__(self):

@@ -17,6 +17,8 @@ import pytest
 from elf_util import Hang, Layout, objects, run_verb
 from flagbench.elf.constants import SHT_STRTAB, SHT_SYMTAB
 
+pytestmark = pytest.mark.slow   # 2,000 damaged files through the CLI
+
 SEED = 20261123
 CASES_PER_TARGET = 250        # x 7 targets + the archive: 2,000 cases
 ASM_EVERY = 8

@@ -19,7 +19,8 @@ from flagbench.kernel import guest
 from flagbench.kernel.initramfs import file as initramfs_file
 from flagbench.kernel.initramfs import newc
 
-pytestmark = pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86")
+pytestmark = [pytest.mark.slow,   # a kernel build and qemu boots
+              pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86")]
 
 X86 = boots.TARGETS["x86_64"]
 PAGE_FAULT = Path(__file__).resolve().parent.parent / "cases" / "memcpy-strategy" / "page_fault.c"

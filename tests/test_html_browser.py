@@ -20,8 +20,9 @@ from conftest import flagbench_isolated as flagbench
 from flagbench.store import Store
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                                reason="chromium and chromium-driver are installed by scripts/install-deps")
+pytestmark = [pytest.mark.slow,   # a headless browser
+              pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                                 reason="chromium and chromium-driver are installed by scripts/install-deps")]
 HOSTILE = "<script>alert(1)</script>|`x`"
 
 COPIES_C = r"""

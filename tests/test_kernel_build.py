@@ -21,6 +21,8 @@ from flagbench.kernel import objects, source, summary
 from flagbench.kernel.kbuild import build_kernels
 from kernel_util import EXPERIMENT, build_test_kernels, missing_tools, test_experiment
 
+pytestmark = pytest.mark.slow   # kernel builds
+
 DATA = Path(__file__).parent / "data"
 PATCHED_FILE = "lib/string.c"          # what tests/data/kernel/one-function.patch changes
 PATCH_LINE = "flagbench test: one function's code changes"

@@ -69,6 +69,7 @@ def measured(tmp_path_factory):
     return root, db, counts, json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_profiles_of_a_real_run(measured):
     """One test over the one measured experiment (pytest-xdist would otherwise measure it per worker)."""
     _self_counts_add_up_to_the_count_run_measures(measured)
