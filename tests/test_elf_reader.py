@@ -107,9 +107,10 @@ def test_symbol_name_past_the_string_table_is_one_line_in_both_readers(tmp_path,
     strtab = lay.get(data, symtab, "link")
     bad = tmp_path / "names.o"
     bad.write_bytes(with_field(data, strtab, "size", 1))
-    with pytest.raises(UserError, match=r"names\.o: corrupt ELF \(symbol name offset \d+ past the string table, size 1\)"):
+    message = r"names\.o: corrupt ELF \(symbol name offset \d+ past the string table, size 1\)"
+    with pytest.raises(UserError, match=message):
         elf.sized_symbols(bad)
-    with pytest.raises(UserError, match=r"names\.o: corrupt ELF \(symbol name offset \d+ past the string table, size 1\)"):
+    with pytest.raises(UserError, match=message):
         elf.Image(bad)
 
 

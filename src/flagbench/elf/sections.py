@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from typing import NamedTuple
+from collections import namedtuple
 
 from flagbench.elf.constants import (EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_LORESERVE,
                                      SHT_NOBITS, SHT_STRTAB, SHT_SYMTAB, SHT_SYMTAB_SHNDX)
@@ -92,20 +92,12 @@ def string_table(inp: Input, m: Member, hdrs: Headers, index: int, what: str) ->
     return inp.read(off, size)
 
 
-class View(NamedTuple):
-    """One member's symbol table as the C loops take it (`_symtab.c`: struct elf)."""
-    shdrs: bytes
-    syms: bytes
-    strtab: bytes
-    shstr: bytes
-    xindex: bytes           # the SHT_SYMTAB_SHNDX words, file order; empty without one
-    is64: bool
-    big: bool
-    symtab: int
-    strtab_index: int
-    shstrndx: int
-    relocatable: bool
-    thumb: bool             # ARM: a code symbol's bit 0 says Thumb, not the address
+# One member's symbol table as the C loops take it (`_symtab.c`: struct elf): the section
+# headers, symbol table, string table and section name table as bytes; XINDEX, the
+# SHT_SYMTAB_SHNDX words in file order (empty without one); the ELF class and byte order; the
+# section indices of the three tables; whether the member is relocatable; THUMB (ARM: a code
+# symbol's bit 0 says Thumb, not the address).
+View = namedtuple("View", "shdrs syms strtab shstr xindex is64 big symtab strtab_index shstrndx relocatable thumb")
 
 
 def view(inp: Input, m: Member, hdrs: Headers, shstr: bytes, symtab: int) -> View:

@@ -10,7 +10,7 @@ target.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from collections import namedtuple
 
 from flagbench.elf import _symtab, sections
 from flagbench.elf.constants import COMMON_INDICES, SHN_COMMON, SHT_NOBITS
@@ -59,12 +59,11 @@ def _name_code(sh_type: int, sh_flags: int, name: bytes) -> int:
     return _CODE[sections.letter(sh_type, sh_flags, name)]
 
 
-class Rules(NamedTuple):
-    """nm's rules as the C loops take them (`_symtab.c`: struct rules)."""
-    letters: bytes          # the letter (0: not listed) by st_info << 4 | section code
-    base: bytes             # a section's code by flags & (WRITE|ALLOC|EXEC) | NOBITS << 3
-    name_code: object       # (type, flags, name) -> code, where the name decides
-    common: tuple           # reserved section indices nm files under common
+# nm's rules as the C loops take them (`_symtab.c`: struct rules): LETTERS, the letter (0: not
+# listed) by st_info << 4 | section code; BASE, a section's code by flags & (WRITE|ALLOC|EXEC) |
+# NOBITS << 3; NAME_CODE(type, flags, name), the code where the name decides; COMMON, the reserved
+# section indices nm files under common. (collections, not typing: typing costs every start.)
+Rules = namedtuple("Rules", "letters base name_code common")
 
 
 @functools.cache
