@@ -19,7 +19,7 @@ from flagbench.elf.constants import (EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, S
 from flagbench.elf.files import Input, Member
 from flagbench.errors import UserError
 
-# Fields of a section header tuple (`Headers.row`)
+# Fields of a section header tuple (`headers`)
 NAME, TYPE, FLAGS, ADDR, OFFSET, SIZE, LINK, INFO, ALIGN, ENTSIZE = range(10)
 _FIELDS = ("name", "type", "flags", "addr", "offset", "size", "link", "info", "align", "entsize")
 
@@ -46,9 +46,6 @@ class Headers:
 
     def __len__(self) -> int:
         return len(self.type)
-
-    def row(self, index: int) -> tuple:
-        return tuple(getattr(self, f)[index] for f in _FIELDS)
 
 
 def read_headers(inp: Input, m: Member) -> Headers:
