@@ -155,7 +155,7 @@ class SymbolMap:
     @classmethod
     def of_elf(cls, path) -> "SymbolMap":
         from flagbench.elf.image import Image
-        STT_NOTYPE, STT_FUNC, STT_GNU_IFUNC, STT_PROC, SHF_EXECINSTR = 0, 2, 10, (13, 14, 15), 0x4
+        from flagbench.elf.constants import SHF_EXECINSTR, STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE, STT_PROC
         functions, labels = [], []
         with Image(str(path)) as image:
             for s in image.symbols:

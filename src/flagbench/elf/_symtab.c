@@ -1,19 +1,21 @@
 /*
- * The per-entry loops of flagbench.elf.tables, in C.
+ * The per-entry loops of flagbench.elf: symbol tables and section headers, in C.
  *
  * `flagbench size` promises to be several times faster than bloat-o-meter on a vmlinux pair
  * (30k symbols; bloat-o-meter takes about half a second) and on LLVM's static archives (2,500
  * members, 600k symbols). Python spends a few hundred nanoseconds on every step of every
  * symbol, and importing numpy alone costs a fifth of bloat-o-meter's whole vmlinux run, so the
- * loops over section headers and symbol-table entries live here.
+ * loops over section headers and symbol-table entries live here, for every reader of symbols
+ * (elf.tables for nm's listing, elf.image for every entry): one decoding of an entry, one rule
+ * for SHN_XINDEX and for ARM's Thumb bit.
  *
  * The sized symbols can go straight into bloat-o-meter's tables (_summary.c) instead of lists.
  *
  * What the rules are stays in Python: nm's letters come in as lookup tables built from
  * elf.symbols and elf.sections, a section whose letter depends on its name is asked of a
- * Python callback, and the section groups are passed in as data. The Python reader opens the
- * file, checks every table's bounds and type, and hands over the bytes; this code still checks
- * every offset it follows.
+ * Python callback, and the section groups are passed in as data. Python opens the file, checks
+ * every table's bounds and type (elf.sections), and hands over the bytes in a View (a named
+ * tuple, elf.sections.View); this code still checks every offset it follows.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -32,13 +34,57 @@
 #define SHT_SYMTAB_SHNDX 18
 #define SHN_LORESERVE 0xff00
 #define SHN_XINDEX 0xffff
+#define STT_FUNC 2
+#define STT_SECTION 3
+#define STT_GNU_IFUNC 10
 #define UNKNOWN 0xff
+#define COMMON_CODE 11		/* elf.tables.LETTER_CODES: COMMON is last */
+#define MAX_COMMON 8
 
+/* One member's tables: elf.sections.View, field by field. */
 struct elf {
-	const uint8_t *shdrs, *syms, *str, *shstr;
-	Py_ssize_t shnum, nsyms, strsize, shstrsize;
-	int is64, big;
+	Py_buffer b_sh, b_sym, b_str, b_shstr, b_x;
+	const uint8_t *shdrs, *syms, *str, *shstr, *xindex;
+	Py_ssize_t shnum, nsyms, strsize, shstrsize, nxindex;
+	Py_ssize_t symtab, strtab, shstrndx;
+	int is64, big, relocatable, thumb;
 };
+
+/* Fill E from VIEW; 0, or -1 with an exception set. elf_release undoes it. */
+static int elf_from(PyObject *view, struct elf *e)
+{
+	memset(e, 0, sizeof(*e));
+	if (!PyTuple_Check(view)) {
+		PyErr_SetString(PyExc_TypeError, "a View (named tuple) of the member's tables");
+		return -1;
+	}
+	if (!PyArg_ParseTuple(view, "y*y*y*y*y*ppnnnpp;View(shdrs, syms, strtab, shstr, xindex, is64, big, "
+			      "symtab, strtab_index, shstrndx, relocatable, thumb)", &e->b_sh, &e->b_sym, &e->b_str,
+			      &e->b_shstr, &e->b_x, &e->is64, &e->big, &e->symtab, &e->strtab, &e->shstrndx,
+			      &e->relocatable, &e->thumb))
+		return -1;
+	e->shdrs = e->b_sh.buf;
+	e->syms = e->b_sym.buf;
+	e->str = e->b_str.buf;
+	e->shstr = e->b_shstr.buf;
+	e->xindex = e->b_x.buf;
+	e->shnum = e->b_sh.len / (e->is64 ? 64 : 40);
+	e->nsyms = e->b_sym.len / (e->is64 ? 24 : 16);
+	e->strsize = e->b_str.len;
+	e->shstrsize = e->b_shstr.len;
+	e->nxindex = e->b_x.len / 4;
+	return 0;
+}
+
+static void elf_release(struct elf *e)
+{
+	Py_buffer *b[] = { &e->b_sh, &e->b_sym, &e->b_str, &e->b_shstr, &e->b_x };
+	size_t i;
+
+	for (i = 0; i < sizeof(b) / sizeof(b[0]); i++)
+		if (b[i]->obj)
+			PyBuffer_Release(b[i]);
+}
 
 static uint64_t rd(const uint8_t *p, int n, int big)
 {
@@ -77,14 +123,110 @@ static uint32_t sym_shndx(const struct elf *e, Py_ssize_t k)
 	return rd(e->syms + (e->is64 ? 24 * k + 6 : 16 * k + 14), 2, e->big);
 }
 
-static uint64_t sym_value(const struct elf *e, Py_ssize_t k)
-{
-	return e->is64 ? rd(e->syms + 24 * k + 8, 8, e->big) : rd(e->syms + 16 * k + 4, 4, e->big);
-}
-
 static uint64_t sym_size(const struct elf *e, Py_ssize_t k)
 {
 	return e->is64 ? rd(e->syms + 24 * k + 16, 8, e->big) : rd(e->syms + 16 * k + 8, 4, e->big);
+}
+
+/* The symbol's address, as BFD gives it: on ARM the Thumb bit of a code symbol says the mode. */
+static uint64_t sym_value(const struct elf *e, Py_ssize_t k, uint8_t info)
+{
+	uint64_t v = e->is64 ? rd(e->syms + 24 * k + 8, 8, e->big) : rd(e->syms + 16 * k + 4, 4, e->big);
+
+	if (e->thumb && ((info & 0xf) == STT_FUNC || (info & 0xf) == STT_GNU_IFUNC))
+		v &= ~(uint64_t)1;
+	return v;
+}
+
+/*
+ * The section index of symbol K whose st_shndx is SHNDX: SHN_XINDEX resolved through the
+ * SHT_SYMTAB_SHNDX words (0 when there is no word for it), anything else as it is.
+ */
+static uint32_t sym_section(const struct elf *e, Py_ssize_t k, uint32_t shndx)
+{
+	if (shndx != SHN_XINDEX)
+		return shndx;
+	return k < e->nxindex ? (uint32_t)rd(e->xindex + 4 * k, 4, e->big) : 0;
+}
+
+/* Symbol K's name, checked to start inside the string table; -1 with an exception set. */
+static int64_t sym_name_checked(const struct elf *e, Py_ssize_t k)
+{
+	uint32_t name = sym_name(e, k);
+
+	if (name >= (uint64_t)e->strsize) {
+		PyErr_Format(PyExc_ValueError, "symbol name offset %lu past the string table, size %zd",
+			     (unsigned long)name, e->strsize);
+		return -1;
+	}
+	return name;
+}
+
+/* The NUL-terminated string at OFFSET of a table of SIZE bytes (OFFSET < SIZE), its length in *LEN. */
+static const char *string_at(const uint8_t *table, Py_ssize_t size, uint64_t offset, Py_ssize_t *len)
+{
+	const char *s = (const char *)table + offset;
+
+	*len = (Py_ssize_t)strnlen(s, size - offset);
+	return s;
+}
+
+/* nm's rules, as elf.tables.Rules holds them. */
+struct rules {
+	Py_buffer b_letters, b_base;
+	const uint8_t *letters, *base;
+	PyObject *name_code;
+	uint32_t common[MAX_COMMON];
+	int ncommon;
+};
+
+static int rules_from(PyObject *tuple, struct rules *r)
+{
+	PyObject *common;
+	Py_ssize_t i;
+
+	memset(r, 0, sizeof(*r));
+	if (!PyTuple_Check(tuple) ||
+	    !PyArg_ParseTuple(tuple, "y*y*OO!;Rules(letters, base, name_code, common)", &r->b_letters, &r->b_base,
+			      &r->name_code, &PyTuple_Type, &common)) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "a Rules (named tuple)");
+		return -1;
+	}
+	r->letters = r->b_letters.buf;
+	r->base = r->b_base.buf;
+	if (r->b_letters.len != 4096 || r->b_base.len != 16 || PyTuple_GET_SIZE(common) > MAX_COMMON) {
+		PyErr_SetString(PyExc_ValueError, "Rules: letters is 4096 bytes, base 16, at most 8 common indices");
+		goto bad;
+	}
+	for (i = 0; i < PyTuple_GET_SIZE(common); i++) {
+		unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(common, i));
+
+		if (v == (unsigned long)-1 && PyErr_Occurred())
+			goto bad;
+		r->common[r->ncommon++] = (uint32_t)v;
+	}
+	return 0;
+bad:
+	PyBuffer_Release(&r->b_letters);
+	PyBuffer_Release(&r->b_base);
+	return -1;
+}
+
+static void rules_release(struct rules *r)
+{
+	PyBuffer_Release(&r->b_letters);
+	PyBuffer_Release(&r->b_base);
+}
+
+static int is_common(const struct rules *r, uint32_t shndx)
+{
+	int i;
+
+	for (i = 0; i < r->ncommon; i++)
+		if (r->common[i] == shndx)
+			return 1;
+	return 0;
 }
 
 static int coff_name(const uint8_t *name, Py_ssize_t left)
@@ -103,11 +245,12 @@ static int coff_name(const uint8_t *name, Py_ssize_t left)
  * from flags and type through BASE, or through the Python callback NAME_CODE when the name
  * decides (unallocated sections with contents, COFF names). -1 with an exception set.
  */
-static int section_code(const struct elf *e, uint8_t *codes, Py_ssize_t i, uint32_t symtab,
-			const uint8_t *base, PyObject *name_code)
+static int section_code(const struct elf *e, const struct rules *r, uint8_t *codes, Py_ssize_t i)
 {
 	uint64_t flags, type, name;
-	PyObject *r;
+	Py_ssize_t len;
+	const char *s;
+	PyObject *res;
 	long code;
 
 	if (codes[i] != UNKNOWN)
@@ -115,8 +258,8 @@ static int section_code(const struct elf *e, uint8_t *codes, Py_ssize_t i, uint3
 	type = sh(e, i, SH_TYPE);
 	flags = sh(e, i, SH_FLAGS);
 	name = sh(e, i, SH_NAME);
-	if (type == SHT_SYMTAB_SHNDX ||
-	    ((type == SHT_REL || type == SHT_RELA) && sh(e, i, SH_LINK) == symtab && !(flags & SHF_ALLOC))) {
+	if (type == SHT_SYMTAB_SHNDX || ((type == SHT_REL || type == SHT_RELA) &&
+					 sh(e, i, SH_LINK) == (uint64_t)e->symtab && !(flags & SHF_ALLOC))) {
 		codes[i] = 0;
 		return 0;
 	}
@@ -124,25 +267,24 @@ static int section_code(const struct elf *e, uint8_t *codes, Py_ssize_t i, uint3
 		PyErr_SetString(PyExc_ValueError, "section name offset past the section name table");
 		return -1;
 	}
-	if ((!(flags & SHF_ALLOC) && type != SHT_NOBITS && !(flags & SHF_EXECINSTR)) ||
-	    coff_name(e->shstr + name, e->shstrsize - name)) {
-		const char *s = (const char *)e->shstr + name;
-
-		r = PyObject_CallFunction(name_code, "KKy#", (unsigned long long)type, (unsigned long long)flags,
-					  s, (Py_ssize_t)strnlen(s, e->shstrsize - name));
-		if (!r)
-			return -1;
-		code = PyLong_AsLong(r);
-		Py_DECREF(r);
-		if (code < 0 || code > 15) {
-			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_ValueError, "name_code out of range");
-			return -1;
-		}
-		codes[i] = (uint8_t)code;
+	if (!(!(flags & SHF_ALLOC) && type != SHT_NOBITS && !(flags & SHF_EXECINSTR)) &&
+	    !coff_name(e->shstr + name, e->shstrsize - name)) {
+		codes[i] = r->base[(flags & 7) | (type == SHT_NOBITS ? 8 : 0)];
 		return codes[i];
 	}
-	codes[i] = base[(flags & 7) | (type == SHT_NOBITS ? 8 : 0)];
+	s = string_at(e->shstr, e->shstrsize, name, &len);
+	res = PyObject_CallFunction(r->name_code, "KKy#", (unsigned long long)type, (unsigned long long)flags, s, len);
+	if (!res)
+		return -1;
+	code = PyLong_AsLong(res);
+	Py_DECREF(res);
+	if (code == -1 && PyErr_Occurred())
+		return -1;
+	if (code < 0 || code > 15) {
+		PyErr_SetString(PyExc_ValueError, "name_code out of range");
+		return -1;
+	}
+	codes[i] = (uint8_t)code;
 	return codes[i];
 }
 
@@ -165,18 +307,76 @@ static int span_order(const void *a, const void *b)
 	return x->k < y->k ? -1 : x->k > y->k;
 }
 
+/* The listed symbols of one member, N of them, column by column. */
+struct listing {
+	Py_ssize_t n, nspans;
+	uint8_t *codes, *letter;	/* per section; per symbol */
+	uint64_t *size, *value, *gap;
+	int64_t *sec;
+	uint32_t *name;
+	struct span *spans;
+	unsigned long long covered, padding;
+};
+
+static int listing_alloc(struct listing *l, const struct elf *e, int full)
+{
+	Py_ssize_t m = e->nsyms + 1;
+
+	memset(l, 0, sizeof(*l));
+	l->codes = PyMem_Malloc(e->shnum + 1);
+	l->letter = PyMem_Malloc(m);
+	l->size = PyMem_Malloc(sizeof(*l->size) * m);
+	l->value = PyMem_Malloc(sizeof(*l->value) * m);
+	l->gap = PyMem_Calloc(m, sizeof(*l->gap));
+	l->sec = PyMem_Malloc(sizeof(*l->sec) * m);
+	l->name = PyMem_Malloc(sizeof(*l->name) * m);
+	l->spans = full ? PyMem_Malloc(sizeof(*l->spans) * m) : NULL;
+	if (!l->codes || !l->letter || !l->size || !l->value || !l->gap || !l->sec || !l->name || (full && !l->spans)) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	memset(l->codes, UNKNOWN, e->shnum + 1);
+	return 0;
+}
+
+static void listing_free(struct listing *l)
+{
+	PyMem_Free(l->codes);
+	PyMem_Free(l->letter);
+	PyMem_Free(l->size);
+	PyMem_Free(l->value);
+	PyMem_Free(l->gap);
+	PyMem_Free(l->sec);
+	PyMem_Free(l->name);
+	PyMem_Free(l->spans);
+}
+
+/* Where the code of listed symbol N (value V, SIZE bytes, in section SEC) lies, for gaps(). */
+static void add_span(const struct elf *e, struct listing *l, uint32_t sec, uint64_t v, uint64_t size)
+{
+	uint64_t end_sec = sh(e, sec, SH_SIZE), addr = sh(e, sec, SH_ADDR);
+	uint64_t start = e->relocatable ? v : v < addr ? 0 : v - addr;
+	struct span *s = &l->spans[l->nspans++];
+
+	if (start > end_sec)
+		start = end_sec;
+	s->start = start;
+	s->end = size > end_sec - start ? end_sec : start + size;
+	s->sec = sec;
+	s->k = l->n;
+}
+
 /*
  * Padding after each listed symbol, over the executable sections: symbols walked by start
  * address; bytes between the furthest end of the sized symbols so far and the next start (or
  * the section end) are padding, given to the symbol that reached furthest. A region starting
- * at an unsized symbol is code we cannot size, not padding. GAP gets the bytes per listed
- * symbol; *COVERED the code bytes inside sized symbols, *PADDING the padding bytes.
+ * at an unsized symbol is code we cannot size, not padding.
  */
-static int gaps(const struct elf *e, struct span *spans, Py_ssize_t n, uint64_t *gap,
-		unsigned long long *covered, unsigned long long *padding)
+static void gaps(const struct elf *e, struct listing *l)
 {
+	struct span *spans = l->spans;
 	uint64_t reach = 0, start, end, next, from;
-	Py_ssize_t i, owner = -1;
+	Py_ssize_t i, n = l->nspans, owner = -1;
 
 	qsort(spans, n, sizeof(*spans), span_order);
 	for (i = 0; i < n; i++) {
@@ -188,7 +388,7 @@ static int gaps(const struct elf *e, struct span *spans, Py_ssize_t n, uint64_t 
 		end = spans[i].end;
 		from = start > reach ? start : reach;
 		if (end > from)
-			*covered += end - from;
+			l->covered += end - from;
 		if (end > start && end >= reach) {
 			reach = end;
 			owner = spans[i].k;
@@ -197,10 +397,84 @@ static int gaps(const struct elf *e, struct span *spans, Py_ssize_t n, uint64_t 
 			next = (i + 1 < n && spans[i + 1].sec == spans[i].sec) ? spans[i + 1].start :
 			       sh(e, spans[i].sec, SH_SIZE);
 			if (next > reach) {
-				gap[owner] += next - reach;
-				*padding += next - reach;
+				l->gap[owner] += next - reach;
+				l->padding += next - reach;
 			}
 		}
+	}
+}
+
+/*
+ * The symbols nm lists (entry 0 skipped) into L: letter, name offset, size; with FULL also
+ * value, section and the spans of code, and the gaps. 0, or -1 with an exception set.
+ */
+static int list_symbols(const struct elf *e, const struct rules *r, struct listing *l, int sized_only, int full)
+{
+	Py_ssize_t k, nosec[] = { 0, e->symtab, e->strtab, e->shstrndx };
+	size_t i;
+
+	for (i = 0; i < sizeof(nosec) / sizeof(nosec[0]); i++)
+		if (nosec[i] >= 0 && nosec[i] < e->shnum)
+			l->codes[nosec[i]] = 0;
+	for (k = 1; k < e->nsyms; k++) {
+		uint64_t size = sym_size(e, k);
+		uint32_t shndx = sym_shndx(e, k), real = sym_section(e, k, shndx);
+		uint8_t info = sym_info(e, k);
+		int code = 0, common = 0;
+		int64_t name;
+
+		if (sized_only && !size)
+			continue;
+		if (shndx >= SHN_LORESERVE && shndx != SHN_XINDEX) {
+			common = is_common(r, shndx);
+			code = common ? COMMON_CODE : 0;
+		} else if (real > 0 && real < e->shnum) {
+			code = section_code(e, r, l->codes, real);
+			if (code < 0)
+				return -1;
+		}
+		l->letter[l->n] = r->letters[(Py_ssize_t)info << 4 | code];
+		if (!l->letter[l->n])
+			continue;
+		name = sym_name_checked(e, k);
+		if (name < 0)
+			return -1;
+		l->name[l->n] = (uint32_t)name;
+		l->size[l->n] = size;
+		if (full) {
+			uint64_t v = sym_value(e, k, info);
+
+			l->value[l->n] = v;
+			l->sec[l->n] = common ? -1 : (int64_t)real;
+			if (!common && real > 0 && real < e->shnum &&
+			    (sh(e, real, SH_FLAGS) & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR))
+				add_span(e, l, real, v, size);
+		}
+		l->n++;
+	}
+	if (full)
+		gaps(e, l);
+	return 0;
+}
+
+/* Add L's sized symbols to every Summary in SUMMARIES (a tuple); 0, or -1 with an exception set. */
+static int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *summaries)
+{
+	Py_ssize_t k, i, len;
+
+	for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
+		if (!PyObject_TypeCheck(PyTuple_GET_ITEM(summaries, i), &SummaryType)) {
+			PyErr_SetString(PyExc_TypeError, "summaries: a tuple of Summary");
+			return -1;
+		}
+	for (k = 0; k < l->n; k++) {
+		const char *nm = string_at(e->str, e->strsize, l->name[k], &len);
+
+		if (!l->size[k])
+			continue;
+		for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
+			if (summary_add(PyTuple_GET_ITEM(summaries, i), nm, len, l->size[k], l->gap[k], l->letter[k]) < 0)
+				return -1;
 	}
 	return 0;
 }
@@ -224,251 +498,250 @@ static PyObject *list_of(const void *v, Py_ssize_t n, int is_signed)
 	return list;
 }
 
-PyDoc_STRVAR(symbols_doc,
-"symbols(shdrs, syms, strtab, shstr, is64, big, nosec, common, letters, base, name_code, xindex,\n"
-"        sized_only, full, relocatable, thumb, summaries)\n"
-"-> (names, letters, sizes, values, sections, gaps, covered, padding)\n\n"
-"The symbols nm lists of one member, in symbol-table order (entry 0 skipped): names (str),\n"
-"letters (bytes, one per symbol), sizes; with FULL also values (Thumb bit cleared when THUMB),\n"
-"section indices (-1: common), the padding after each symbol, and the code bytes covered by\n"
-"sized symbols and in padding (else None, None, None, 0, 0). NOSEC: the indices of sections\n"
-"nm makes no section of (0, symbol table, its strings, section names); COMMON: the reserved\n"
-"indices nm files as common; LETTERS: 4096 bytes, the letter (0: not listed) by\n"
-"st_info << 4 | section code; BASE: 16 bytes, a section's code by flags & 7 | NOBITS << 3;\n"
-"NAME_CODE(type, flags, name) gives the code where the name decides; XINDEX: the\n"
-"SHT_SYMTAB_SHNDX words (native order) or None. SUMMARIES: None, or a tuple of Summary that\n"
-"the sized symbols are added to instead (names, letters, sizes, values, sections and gaps then\n"
-"come back None).");
-
-static PyObject *symbols(PyObject *self, PyObject *args)
+/* The N strings at offsets NAME of the string table, decoded with ERRORS. */
+static PyObject *names_of(const struct elf *e, const uint32_t *name, Py_ssize_t n, const char *errors)
 {
-	Py_buffer b_sh, b_sym, b_str, b_shstr, b_letters, b_base, b_x = { 0 };
-	PyObject *nosec, *common, *name_code, *xindex, *summaries, *out = NULL;
-	PyObject *names = NULL, *letters = NULL, *sizes = NULL, *values = NULL, *secs = NULL, *gap_list = NULL;
-	int is64, big, sized_only, full, relocatable, thumb;
+	PyObject *list = PyList_New(n);
+	Py_ssize_t i, len;
+
+	for (i = 0; list && i < n; i++) {
+		const char *s = string_at(e->str, e->strsize, name[i], &len);
+		PyObject *x = PyUnicode_DecodeUTF8(s, len, errors);
+
+		if (!x) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, i, x);
+	}
+	return list;
+}
+
+/* (names, letters, sizes, values, sections, gaps, covered, padding) of L; the FULL columns or None. */
+static PyObject *listing_columns(const struct elf *e, const struct listing *l, int full)
+{
+	PyObject *c[6] = { NULL }, *out = NULL;
+	int i;
+
+	c[0] = names_of(e, l->name, l->n, "surrogateescape");
+	c[1] = PyBytes_FromStringAndSize((const char *)l->letter, l->n);
+	c[2] = list_of(l->size, l->n, 0);
+	c[3] = full ? list_of(l->value, l->n, 0) : Py_NewRef(Py_None);
+	c[4] = full ? list_of(l->sec, l->n, 1) : Py_NewRef(Py_None);
+	c[5] = full ? list_of(l->gap, l->n, 0) : Py_NewRef(Py_None);
+	if (c[0] && c[1] && c[2] && c[3] && c[4] && c[5])
+		out = Py_BuildValue("(OOOOOOKK)", c[0], c[1], c[2], c[3], c[4], c[5], l->covered, l->padding);
+	for (i = 0; i < 6; i++)
+		Py_XDECREF(c[i]);
+	return out;
+}
+
+PyDoc_STRVAR(symbols_doc,
+"symbols(view, rules, *, sized_only=False, full=True, summaries=None)\n"
+"-> (names, letters, sizes, values, sections, gaps, covered, padding)\n\n"
+"The symbols nm lists of one member (VIEW: elf.sections.View), in symbol-table order (entry 0\n"
+"skipped): names (str), letters (bytes, one per symbol), sizes; with FULL also values (Thumb\n"
+"bit cleared), section indices (-1: common), the padding after each symbol, and the code bytes\n"
+"covered by sized symbols and in padding (else None, None, None, 0, 0). RULES (elf.tables.Rules):\n"
+"LETTERS, 4096 bytes, the letter (0: not listed) by st_info << 4 | section code; BASE, 16 bytes,\n"
+"a section's code by flags & 7 | NOBITS << 3; NAME_CODE(type, flags, name), the code where the\n"
+"name decides; COMMON, the reserved indices nm files as common. SUMMARIES: None, or a tuple of\n"
+"Summary that the sized symbols are added to instead (the six columns then come back None).");
+
+static PyObject *symbols(PyObject *self, PyObject *args, PyObject *kw)
+{
+	static char *keywords[] = { "view", "rules", "sized_only", "full", "summaries", NULL };
+	PyObject *view, *rules_tuple, *summaries = Py_None, *out = NULL;
+	int sized_only = 0, full = 1;
 	struct elf e;
-	uint8_t *codes = NULL, *letter = NULL;
-	uint64_t *size_v = NULL, *value_v = NULL, *gap_v = NULL;
-	uint32_t *name_v = NULL;
-	int64_t *sec_v = NULL;
-	struct span *spans = NULL;
-	Py_ssize_t k, i, n = 0, nspans = 0;
-	unsigned long long covered = 0, padding = 0;
-	uint32_t symtab = 0;
+	struct rules r;
+	struct listing l = { 0 };
 
-	if (!PyArg_ParseTuple(args, "y*y*y*y*ppOOy*y*OOppppO", &b_sh, &b_sym, &b_str, &b_shstr, &is64, &big,
-			      &nosec, &common, &b_letters, &b_base, &name_code, &xindex, &sized_only, &full,
-			      &relocatable, &thumb, &summaries))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$ppO", keywords, &view, &rules_tuple, &sized_only, &full,
+					 &summaries))
 		return NULL;
-	e.shdrs = b_sh.buf;
-	e.syms = b_sym.buf;
-	e.str = b_str.buf;
-	e.shstr = b_shstr.buf;
-	e.is64 = is64;
-	e.big = big;
-	e.shnum = b_sh.len / (is64 ? 64 : 40);
-	e.nsyms = b_sym.len / (is64 ? 24 : 16);
-	e.strsize = b_str.len;
-	e.shstrsize = b_shstr.len;
+	if (summaries != Py_None && !PyTuple_Check(summaries)) {
+		PyErr_SetString(PyExc_TypeError, "summaries: None or a tuple of Summary");
+		return NULL;
+	}
+	if (elf_from(view, &e) < 0)
+		return NULL;
+	if (rules_from(rules_tuple, &r) < 0) {
+		elf_release(&e);
+		return NULL;
+	}
+	if (listing_alloc(&l, &e, full) < 0 || list_symbols(&e, &r, &l, sized_only, full) < 0)
+		goto done;
 	if (summaries == Py_None)
-		summaries = NULL;
-	if (b_letters.len != 4096 || b_base.len != 16 || !PyTuple_Check(nosec) || !PyTuple_Check(common) ||
-	    (summaries && !PyTuple_Check(summaries))) {
-		PyErr_SetString(PyExc_TypeError, "symbols: bad lookup tables");
-		goto done;
-	}
-	if (xindex != Py_None && PyObject_GetBuffer(xindex, &b_x, PyBUF_SIMPLE) < 0)
-		goto done;
-	codes = PyMem_Malloc(e.shnum + 1);
-	letter = PyMem_Malloc(e.nsyms + 1);
-	size_v = PyMem_Malloc(sizeof(*size_v) * (e.nsyms + 1));
-	value_v = PyMem_Malloc(sizeof(*value_v) * (e.nsyms + 1));
-	gap_v = PyMem_Calloc(e.nsyms + 1, sizeof(*gap_v));
-	sec_v = PyMem_Malloc(sizeof(*sec_v) * (e.nsyms + 1));
-	name_v = PyMem_Malloc(sizeof(*name_v) * (e.nsyms + 1));
-	spans = full ? PyMem_Malloc(sizeof(*spans) * (e.nsyms + 1)) : NULL;
-	names = PyList_New(0);
-	if (!codes || !letter || !size_v || !value_v || !gap_v || !sec_v || !name_v || (full && !spans) || !names) {
-		PyErr_NoMemory();
-		goto done;
-	}
-	memset(codes, UNKNOWN, e.shnum + 1);
-	for (i = 0; i < PyTuple_GET_SIZE(nosec); i++) {
-		long s = PyLong_AsLong(PyTuple_GET_ITEM(nosec, i));
+		out = listing_columns(&e, &l, full);
+	else if (add_to_summaries(&e, &l, summaries) == 0)
+		out = Py_BuildValue("(OOOOOOKK)", Py_None, Py_None, Py_None, Py_None, Py_None, Py_None,
+				    l.covered, l.padding);
+done:
+	listing_free(&l);
+	rules_release(&r);
+	elf_release(&e);
+	return out;
+}
 
-		if (s >= 0 && s < e.shnum)
-			codes[s] = 0;
-		if (i == 1)
-			symtab = (uint32_t)s;
-	}
-	if (PyErr_Occurred())
-		goto done;
+PyDoc_STRVAR(entries_doc,
+"entries(view) -> (names, values, sizes, infos, sections)\n\n"
+"Every entry of the symbol table (entry 0 too: relocations index them), as columns: names (str,\n"
+"undecodable bytes replaced; None for a section symbol of an existing section, which takes its\n"
+"section's name), values (Thumb bit cleared), sizes, infos (bytes: st_info), sections (the\n"
+"section index, SHN_XINDEX resolved; 0 when undefined, reserved or past the section table).");
 
-	for (k = 1; k < e.nsyms; k++) {
-		uint64_t size = sym_size(&e, k);
-		uint32_t shndx = sym_shndx(&e, k), real = shndx, name;
+static PyObject *entries(PyObject *self, PyObject *arg)
+{
+	PyObject *names = NULL, *values = NULL, *sizes = NULL, *infos = NULL, *secs = NULL, *out = NULL;
+	struct elf e;
+	Py_ssize_t k;
+
+	if (elf_from(arg, &e) < 0)
+		return NULL;
+	names = PyList_New(e.nsyms);
+	values = PyList_New(e.nsyms);
+	sizes = PyList_New(e.nsyms);
+	infos = PyBytes_FromStringAndSize(NULL, e.nsyms);
+	secs = PyList_New(e.nsyms);
+	if (!names || !values || !sizes || !infos || !secs)
+		goto done;
+	for (k = 0; k < e.nsyms; k++) {
 		uint8_t info = sym_info(&e, k);
-		int code = 0, is_common = 0;
-		const char *s;
-		PyObject *str;
+		uint32_t shndx = sym_shndx(&e, k), real = sym_section(&e, k, shndx);
+		PyObject *name, *value, *size, *sec;
+		Py_ssize_t len;
 
-		if (sized_only && !size)
-			continue;
-		if (shndx == SHN_XINDEX && b_x.buf && (Py_ssize_t)(4 * k + 4) <= b_x.len)
-			real = ((const uint32_t *)b_x.buf)[k];
-		else if (shndx == SHN_XINDEX)
+		if ((shndx >= SHN_LORESERVE && shndx != SHN_XINDEX) || real >= (uint64_t)e.shnum)
 			real = 0;
-		if (shndx >= SHN_LORESERVE && shndx != SHN_XINDEX) {
-			for (i = 0; i < PyTuple_GET_SIZE(common); i++)
-				if (PyLong_AsLong(PyTuple_GET_ITEM(common, i)) == shndx)
-					is_common = 1;
-			code = is_common ? 11 : 0;	/* elf.tables.LETTER_CODES: COMMON is last */
-		} else if (real > 0 && real < e.shnum) {
-			code = section_code(&e, codes, real, symtab, b_base.buf, name_code);
-			if (code < 0)
+		if ((info & 0xf) == STT_SECTION && real) {
+			name = Py_NewRef(Py_None);
+		} else {
+			int64_t at = sym_name_checked(&e, k);
+			const char *s;
+
+			if (at < 0)
 				goto done;
+			s = string_at(e.str, e.strsize, at, &len);
+			name = PyUnicode_DecodeUTF8(s, len, "replace");
 		}
-		letter[n] = ((const uint8_t *)b_letters.buf)[(Py_ssize_t)info << 4 | code];
-		if (!letter[n])
-			continue;
-		name = sym_name(&e, k);
-		if (name >= (uint64_t)e.strsize) {
-			PyErr_SetString(PyExc_ValueError, "symbol name offset past the string table");
+		value = PyLong_FromUnsignedLongLong(sym_value(&e, k, info));
+		size = PyLong_FromUnsignedLongLong(sym_size(&e, k));
+		sec = PyLong_FromUnsignedLong(real);
+		PyList_SET_ITEM(names, k, name);	/* a NULL item is what PyList_New left there */
+		PyList_SET_ITEM(values, k, value);
+		PyList_SET_ITEM(sizes, k, size);
+		PyList_SET_ITEM(secs, k, sec);
+		if (!name || !value || !size || !sec)
 			goto done;
-		}
-		name_v[n] = name;
-		if (!summaries) {
-			s = (const char *)e.str + name;
-			str = PyUnicode_DecodeUTF8(s, strnlen(s, e.strsize - name), "surrogateescape");
-			if (!str || PyList_Append(names, str) < 0) {
-				Py_XDECREF(str);
-				goto done;
-			}
-			Py_DECREF(str);
-		}
-		size_v[n] = size;
-		if (full) {
-			uint64_t v = sym_value(&e, k);
-
-			if (thumb && ((info & 0xf) == 2 || (info & 0xf) == 10))	/* STT_FUNC, STT_GNU_IFUNC */
-				v &= ~(uint64_t)1;
-			value_v[n] = v;
-			sec_v[n] = is_common ? -1 : (int64_t)real;
-			if (!is_common && real > 0 && real < e.shnum &&
-			    (sh(&e, real, SH_FLAGS) & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR)) {
-				uint64_t end_sec = sh(&e, real, SH_SIZE);
-				uint64_t start = relocatable ? v : v - sh(&e, real, SH_ADDR);
-
-				if (!relocatable && v < sh(&e, real, SH_ADDR))
-					start = 0;
-				if (start > end_sec)
-					start = end_sec;
-				spans[nspans].start = start;
-				spans[nspans].end = size > end_sec - start ? end_sec : start + size;
-				spans[nspans].sec = real;
-				spans[nspans].k = n;
-				nspans++;
-			}
-		}
-		n++;
+		PyBytes_AS_STRING(infos)[k] = (char)info;
 	}
-	if (full)
-		gaps(&e, spans, nspans, gap_v, &covered, &padding);
-	if (summaries) {
-		for (k = 0; k < n; k++) {
-			const char *nm = (const char *)e.str + name_v[k];
-			Py_ssize_t len = strnlen(nm, e.strsize - name_v[k]);
-
-			if (!size_v[k])
-				continue;
-			for (i = 0; i < PyTuple_GET_SIZE(summaries); i++) {
-				PyObject *sum = PyTuple_GET_ITEM(summaries, i);
-
-				if (!PyObject_TypeCheck(sum, &SummaryType)) {
-					PyErr_SetString(PyExc_TypeError, "summaries: a tuple of Summary");
-					goto done;
-				}
-				if (summary_add(sum, nm, len, size_v[k], gap_v[k], letter[k]) < 0)
-					goto done;
-			}
-		}
-		out = Py_BuildValue("(OOOOOOKK)", Py_None, Py_None, Py_None, Py_None, Py_None, Py_None, covered, padding);
-		goto done;
-	}
-
-	letters = PyBytes_FromStringAndSize((const char *)letter, n);
-	sizes = list_of(size_v, n, 0);
-	if (!letters || !sizes)
-		goto done;
-	if (full) {
-		values = list_of(value_v, n, 0);
-		gap_list = list_of(gap_v, n, 0);
-		secs = list_of(sec_v, n, 1);
-		if (!values || !gap_list || !secs)
-			goto done;
-	} else {
-		values = Py_NewRef(Py_None);
-		secs = Py_NewRef(Py_None);
-		gap_list = Py_NewRef(Py_None);
-	}
-	out = Py_BuildValue("(OOOOOOKK)", names, letters, sizes, values, secs, gap_list, covered, padding);
+	out = PyTuple_Pack(5, names, values, sizes, infos, secs);
 done:
 	Py_XDECREF(names);
-	Py_XDECREF(letters);
-	Py_XDECREF(sizes);
 	Py_XDECREF(values);
+	Py_XDECREF(sizes);
+	Py_XDECREF(infos);
 	Py_XDECREF(secs);
-	Py_XDECREF(gap_list);
-	PyMem_Free(codes);
-	PyMem_Free(letter);
-	PyMem_Free(size_v);
-	PyMem_Free(value_v);
-	PyMem_Free(gap_v);
-	PyMem_Free(sec_v);
-	PyMem_Free(name_v);
-	PyMem_Free(spans);
-	if (b_x.obj)
-		PyBuffer_Release(&b_x);
-	PyBuffer_Release(&b_sh);
-	PyBuffer_Release(&b_sym);
-	PyBuffer_Release(&b_str);
-	PyBuffer_Release(&b_shstr);
-	PyBuffer_Release(&b_letters);
-	PyBuffer_Release(&b_base);
+	elf_release(&e);
 	return out;
 }
 
 PyDoc_STRVAR(section_sizes_doc,
-"section_sizes(shdrs, shstr, is64, big, groups) -> ({group: bytes}, text, rodata, data, bss)\n\n"
+"section_sizes(view, groups) -> ({group: bytes}, text, rodata, data, bss)\n\n"
 "The allocated sections' sizes summed by group, and by kind (code, read-only data, data, no\n"
-"contents). GROUPS: (prefix bytes, group name, whole_word) in the order tried; a name is in\n"
-"the first group it starts with (followed by '.' or its end when WHOLE_WORD), else its own.");
+"contents). GROUPS: a tuple of (prefix bytes, group name, whole_word) in the order tried; a name\n"
+"is in the first group it starts with (followed by '.' or its end when WHOLE_WORD), else its own.");
+
+/* GROUPS checked once: a tuple of (bytes, str, bool); the bools in WHOLE. 0, or -1 with an exception set. */
+static int check_groups(PyObject *groups, char **whole)
+{
+	Py_ssize_t g, n;
+
+	if (!PyTuple_Check(groups)) {
+		PyErr_SetString(PyExc_TypeError, "groups: a tuple of (prefix bytes, name, whole_word)");
+		return -1;
+	}
+	n = PyTuple_GET_SIZE(groups);
+	*whole = PyMem_Malloc(n + 1);
+	if (!*whole) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (g = 0; g < n; g++) {
+		PyObject *rule = PyTuple_GET_ITEM(groups, g);
+		int w;
+
+		if (!PyTuple_Check(rule) || PyTuple_GET_SIZE(rule) != 3 || !PyBytes_Check(PyTuple_GET_ITEM(rule, 0)) ||
+		    !PyUnicode_Check(PyTuple_GET_ITEM(rule, 1))) {
+			PyErr_SetString(PyExc_TypeError, "groups: a tuple of (prefix bytes, name, whole_word)");
+			return -1;
+		}
+		w = PyObject_IsTrue(PyTuple_GET_ITEM(rule, 2));
+		if (w < 0)
+			return -1;
+		(*whole)[g] = (char)w;
+	}
+	return 0;
+}
+
+/* The group name of section name S (LEN bytes): a new reference, or NULL with an exception set. */
+static PyObject *group_of(PyObject *groups, const char *whole, const char *s, Py_ssize_t len)
+{
+	Py_ssize_t g;
+
+	for (g = 0; g < PyTuple_GET_SIZE(groups); g++) {
+		PyObject *rule = PyTuple_GET_ITEM(groups, g);
+		const char *p = PyBytes_AS_STRING(PyTuple_GET_ITEM(rule, 0));
+		Py_ssize_t plen = PyBytes_GET_SIZE(PyTuple_GET_ITEM(rule, 0));
+
+		if (len >= plen && memcmp(s, p, plen) == 0 && (!whole[g] || len == plen || s[plen] == '.'))
+			return Py_NewRef(PyTuple_GET_ITEM(rule, 1));
+	}
+	return PyUnicode_DecodeUTF8(s, len, "replace");
+}
+
+/* SECTIONS[KEY] += SIZE; 0, or -1 with an exception set. */
+static int add_size(PyObject *sections, PyObject *key, uint64_t size)
+{
+	PyObject *old = PyDict_GetItemWithError(sections, key), *add, *sum;
+	int rc;
+
+	if (!old && PyErr_Occurred())
+		return -1;
+	add = PyLong_FromUnsignedLongLong(size);
+	if (!add)
+		return -1;
+	sum = old ? PyNumber_Add(old, add) : Py_NewRef(add);
+	Py_DECREF(add);
+	if (!sum)
+		return -1;
+	rc = PyDict_SetItem(sections, key, sum);
+	Py_DECREF(sum);
+	return rc;
+}
 
 static PyObject *section_sizes(PyObject *self, PyObject *args)
 {
-	Py_buffer b_sh, b_shstr;
-	PyObject *groups, *sections = NULL, *out = NULL;
-	int is64, big;
-	struct elf e = { 0 };
+	PyObject *view, *groups, *sections = NULL, *out = NULL;
 	unsigned long long kind[4] = { 0 };
-	Py_ssize_t i, g;
+	char *whole = NULL;
+	struct elf e;
+	Py_ssize_t i;
 
-	if (!PyArg_ParseTuple(args, "y*y*ppO", &b_sh, &b_shstr, &is64, &big, &groups))
+	if (!PyArg_ParseTuple(args, "OO", &view, &groups))
 		return NULL;
-	e.shdrs = b_sh.buf;
-	e.shstr = b_shstr.buf;
-	e.is64 = is64;
-	e.big = big;
-	e.shnum = b_sh.len / (is64 ? 64 : 40);
-	e.shstrsize = b_shstr.len;
+	if (elf_from(view, &e) < 0)
+		return NULL;
 	sections = PyDict_New();
-	if (!sections || !PyTuple_Check(groups))
+	if (!sections || check_groups(groups, &whole) < 0)
 		goto done;
 	for (i = 1; i < e.shnum; i++) {
 		uint64_t flags = sh(&e, i, SH_FLAGS), size = sh(&e, i, SH_SIZE), name = sh(&e, i, SH_NAME);
 		const char *s;
 		Py_ssize_t len;
-		PyObject *key = NULL, *old, *sum;
+		PyObject *key;
+		int rc;
 
 		if (!(flags & SHF_ALLOC))
 			continue;
@@ -477,41 +750,26 @@ static PyObject *section_sizes(PyObject *self, PyObject *args)
 			goto done;
 		}
 		kind[flags & SHF_EXECINSTR ? 0 : sh(&e, i, SH_TYPE) == SHT_NOBITS ? 3 : flags & SHF_WRITE ? 2 : 1] += size;
-		s = (const char *)e.shstr + name;
-		len = strnlen(s, e.shstrsize - name);
-		for (g = 0; g < PyTuple_GET_SIZE(groups) && !key; g++) {
-			PyObject *rule = PyTuple_GET_ITEM(groups, g);
-			const char *p = PyBytes_AS_STRING(PyTuple_GET_ITEM(rule, 0));
-			Py_ssize_t plen = PyBytes_GET_SIZE(PyTuple_GET_ITEM(rule, 0));
-			int whole = PyObject_IsTrue(PyTuple_GET_ITEM(rule, 2));
-
-			if (len >= plen && memcmp(s, p, plen) == 0 && (!whole || len == plen || s[plen] == '.'))
-				key = Py_NewRef(PyTuple_GET_ITEM(rule, 1));
-		}
-		if (!key)
-			key = PyUnicode_DecodeUTF8(s, len, "replace");
+		s = string_at(e.shstr, e.shstrsize, name, &len);
+		key = group_of(groups, whole, s, len);
 		if (!key)
 			goto done;
-		old = PyDict_GetItemWithError(sections, key);
-		sum = old ? PyNumber_Add(old, PyLong_FromUnsignedLongLong(size)) : PyLong_FromUnsignedLongLong(size);
-		if (!sum || PyDict_SetItem(sections, key, sum) < 0) {
-			Py_XDECREF(sum);
-			Py_DECREF(key);
-			goto done;
-		}
-		Py_DECREF(sum);
+		rc = add_size(sections, key, size);
 		Py_DECREF(key);
+		if (rc < 0)
+			goto done;
 	}
 	out = Py_BuildValue("(OKKKK)", sections, kind[0], kind[1], kind[2], kind[3]);
 done:
+	PyMem_Free(whole);
 	Py_XDECREF(sections);
-	PyBuffer_Release(&b_sh);
-	PyBuffer_Release(&b_shstr);
+	elf_release(&e);
 	return out;
 }
 
 static PyMethodDef methods[] = {
-	{ "symbols", symbols, METH_VARARGS, symbols_doc },
+	{ "symbols", (PyCFunction)(void (*)(void))symbols, METH_VARARGS | METH_KEYWORDS, symbols_doc },
+	{ "entries", entries, METH_O, entries_doc },
 	{ "section_sizes", section_sizes, METH_VARARGS, section_sizes_doc },
 	{ NULL, NULL, 0, NULL },
 };
@@ -519,7 +777,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
 	PyModuleDef_HEAD_INIT,
 	.m_name = "flagbench.elf._symtab",
-	.m_doc = "The per-entry loops of flagbench.elf.tables.",
+	.m_doc = "The per-entry loops of flagbench.elf (symbol tables, section headers).",
 	.m_size = -1,
 	.m_methods = methods,
 };

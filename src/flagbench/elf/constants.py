@@ -10,7 +10,9 @@ EM_PARISC, EM_ARM, EM_X86_64 = 15, 40, 62
 SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_SYMTAB_SHNDX = 2, 3, 4, 8, 9, 18
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_MERGE, SHF_STRINGS = 0x1, 0x2, 0x4, 0x10, 0x20
 
-STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_COMMON, STT_GNU_IFUNC = 1, 2, 3, 4, 5, 10
+STT_NOTYPE, STT_OBJECT, STT_FUNC, STT_SECTION, STT_FILE, STT_COMMON, STT_GNU_IFUNC = 0, 1, 2, 3, 4, 5, 10
+STT_LOPROC, STT_HIPROC = 13, 15
+STT_PROC = tuple(range(STT_LOPROC, STT_HIPROC + 1))   # processor-specific (hppa: 13, STT_PARISC_MILLI)
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 
 SHN_UNDEF, SHN_LORESERVE, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF2, 0xFFFF
@@ -20,5 +22,3 @@ COMMON_INDICES = {EM_X86_64: (0xFF02,), EM_PARISC: (0xFF00, 0xFF01)}
 # struct formats without the byte-order character, by ELF class (is64)
 SHDR_FORMAT = {False: "IIIIIIIIII", True: "IIQQQQIIQQ"}  # name type flags addr offset size link info align entsize
 SHDR_SIZE = {False: 40, True: 64}
-SYM_FORMAT = {False: "IIIBBH", True: "IBBHQQ"}        # Elf32: name value size info other shndx
-SYM_SIZE = {False: 16, True: 24}

@@ -88,6 +88,18 @@ def open_regular(path: str) -> tuple[int, int]:
     return fd, st.st_size
 
 
+def is_elf(path) -> bool:
+    """Whether PATH is a regular file that starts as an ELF file does (False when it cannot be read)."""
+    try:
+        fd, _ = open_regular(str(path))
+    except UserError:
+        return False
+    try:
+        return os.pread(fd, 4, 0) == ELF_MAGIC
+    finally:
+        os.close(fd)
+
+
 def open_input(path: str, archives: bool = True) -> Input:
     """Open PATH and list its ELF members; UserError for anything that is not one we can read.
     Without ARCHIVES, only a single ELF file is accepted."""

@@ -2,20 +2,19 @@
 symbol, and section contents read on demand (one `pread` per section asked for, cached), never
 the whole file.
 
-Every index a header holds (a symbol table's string table, a relocation table's symbol table and
-target section, a symbol's section) is checked here, so a damaged file is one UserError line.
+Section headers and their checks are in `sections`; symbols are decoded by the same C loop as
+`tables` (`_symtab.entries`: one rule for SHN_XINDEX and the Thumb bit). Every index a header holds
+(a symbol table's string table, a relocation table's symbol table and target section, a symbol's
+section) is checked, so a damaged file is one UserError line.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
 
-from flagbench.elf import sections
-from flagbench.elf.constants import (EM_ARM, ET_REL, SHF_ALLOC, SHN_LORESERVE, SHT_NOBITS, SHT_REL, SHT_RELA,
-                                     SHT_STRTAB, SHT_SYMTAB, STT_FUNC, STT_GNU_IFUNC, STT_SECTION, SYM_FORMAT,
-                                     SYM_SIZE)
+from flagbench.elf import _symtab, sections
+from flagbench.elf.constants import ET_REL, SHF_ALLOC, SHT_NOBITS, SHT_REL, SHT_RELA, STT_SECTION
 from flagbench.elf.files import Input, Member, open_input
-from flagbench.elf.sections import ADDR, ENTSIZE, FLAGS, INFO, LINK, OFFSET, SIZE, TYPE
 from flagbench.errors import UserError
 
 
@@ -42,23 +41,25 @@ class Symbol:
 
 
 class Image:
-    """An opened ELF file (not an archive). Use as a context manager, or call close()."""
+    """An opened ELF file (not an archive). Use as a context manager, or call close(). Without
+    SYMBOLS the symbol table is not read (`symbols` is then empty)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, symbols: bool = True):
         self.input: Input = open_input(str(path), archives=False)
         try:
             m: Member = self.input.members[0]
             self.path, self.member = str(path), m
             self.machine, self.is64, self.big = m.machine, m.is64, m.big
             self.relocatable = m.etype == ET_REL
-            hdrs = sections.headers(self.input, m)
-            names = sections.names(self.input, m, hdrs)
-            self.sections = [Section(n, h[TYPE], h[FLAGS], h[ADDR], h[OFFSET], h[SIZE], h[ENTSIZE], h[LINK],
-                                     h[INFO]) for n, h in zip(names, hdrs)]
+            hdrs = sections.read_headers(self.input, m)
+            shstr = sections.section_name_table(self.input, m, hdrs)
+            names = sections.names(self.input, m, hdrs, shstr)
+            self.sections = [Section(*row) for row in zip(names, hdrs.type, hdrs.flags, hdrs.addr, hdrs.offset,
+                                                          hdrs.size, hdrs.entsize, hdrs.link, hdrs.info)]
             self._hdrs = hdrs
             self._bytes: dict[int, bytes] = {}
             self.symtab = sections.symtab_index(hdrs)
-            self.symbols = self._symbols() if self.symtab is not None else []
+            self.symbols = self._symbols(shstr) if symbols and self.symtab is not None else []
         except BaseException:
             self.input.close()
             raise
@@ -79,41 +80,16 @@ class Image:
             self._bytes[index] = self.input.read(off, size)
         return self._bytes[index]
 
-    def _symbols(self) -> list[Symbol]:
-        st = self.sections[self.symtab]
-        if st.link == self.symtab or not 0 < st.link < len(self.sections) or \
-                self.sections[st.link].type != SHT_STRTAB:
-            raise UserError(f"{self.path}: corrupt ELF (the symbol table's string table is section "
-                            f"{st.link} of {len(self.sections)})")
-        strings = self.contents(st.link)
-        raw = self.contents(self.symtab)
-        entsize = SYM_SIZE[self.is64]
-        raw = raw[:len(raw) - len(raw) % entsize]
-        order = ">" if self.big else "<"
-        nsec, nstr = len(self.sections), len(strings)
-        thumb = self.machine == EM_ARM
-        out = []
-        rows = struct.iter_unpack(order + SYM_FORMAT[self.is64], raw)
-        for row in rows:
-            if self.is64:
-                name, info, _other, shndx, value, size = row
-            else:
-                name, value, size, info, _other, shndx = row
-            stype = info & 0xF
-            if shndx >= nsec or shndx >= SHN_LORESERVE:
-                shndx = 0
-            if stype == STT_SECTION and shndx:
-                text = self.sections[shndx].name
-            elif name >= nstr:
-                raise UserError(f"{self.path}: corrupt ELF (symbol name offset {name} past the string "
-                                f"table, size {nstr})")
-            else:
-                end = strings.find(b"\0", name)
-                text = strings[name:end if end >= 0 else nstr].decode("utf-8", "replace")
-            if thumb and stype in (STT_FUNC, STT_GNU_IFUNC):
-                value &= ~1      # as BFD: the Thumb bit says the mode, not the address
-            out.append(Symbol(text, value, size, stype, shndx))
-        return out
+    def _symbols(self, shstr: bytes) -> list[Symbol]:
+        """Every entry of the symbol table, decoded by the one reader (`_symtab.entries`)."""
+        view = sections.view(self.input, self.member, self._hdrs, shstr, self.symtab)
+        try:
+            names, values, sizes, infos, shndx = _symtab.entries(view)
+        except ValueError as e:
+            raise UserError(f"{self.path}: corrupt ELF ({e})") from None
+        secs = self.sections
+        return [Symbol(secs[x].name if n is None else n, v, size, info & 0xF, x)
+                for n, v, size, info, x in zip(names, values, sizes, infos, shndx)]
 
     def relocations(self):
         """(target section index, RELA?, [(offset, symbol index, addend)]) per relocation table whose

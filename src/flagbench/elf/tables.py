@@ -2,22 +2,24 @@
 and of the run stage's symbol checks.
 
 Per member, the section headers, the symbol table and the two string tables are each read with
-one `pread` and checked here (bounds, types); the loops over their entries run in C
+one `pread` and checked (`sections`: bounds, types); the loops over their entries run in C
 (`_symtab.c`, which says why), fed with nm's rules as lookup tables built from
 `symbols.symbol_letter` and `sections.letter`. Tests compare the result with GNU nm on every
 target.
 """
 from __future__ import annotations
 
-import sys
-from array import array
+import functools
+from collections import namedtuple
 
 from flagbench.elf import _symtab, sections
-from flagbench.elf.constants import (COMMON_INDICES, EM_ARM, ET_REL, SHN_COMMON, SHN_LORESERVE, SHT_NOBITS,
-                                     SHT_STRTAB, SHT_SYMTAB)
+from flagbench.elf.constants import COMMON_INDICES, SHN_COMMON, SHT_NOBITS
 from flagbench.elf.files import Input, Member, open_input
 from flagbench.elf.symbols import COMMON, NO_SECTION, SECTION_LETTERS, symbol_letter
 from flagbench.errors import UserError
+
+# bloat-o-meter's table of one input, filled by `read_member` (`_summary.c`): public here.
+Summary = _symtab.Summary
 
 # Section letter codes: index into LETTER_CODES; code 0 is "not a section nm lists symbols of",
 # COMMON is last (the C code files reserved common indices under it).
@@ -57,6 +59,18 @@ def _name_code(sh_type: int, sh_flags: int, name: bytes) -> int:
     return _CODE[sections.letter(sh_type, sh_flags, name)]
 
 
+# nm's rules as the C loops take them (`_symtab.c`: struct rules): LETTERS, the letter (0: not
+# listed) by st_info << 4 | section code; BASE, a section's code by flags & (WRITE|ALLOC|EXEC) |
+# NOBITS << 3; NAME_CODE(type, flags, name), the code where the name decides; COMMON, the reserved
+# section indices nm files under common. (collections, not typing: typing costs every start.)
+Rules = namedtuple("Rules", "letters base name_code common")
+
+
+@functools.cache
+def rules(machine: int) -> Rules:
+    return Rules(_SYMBOL_LETTERS, _BASE_CODES, _name_code, (SHN_COMMON, *COMMON_INDICES.get(machine, ())))
+
+
 class MemberTables:
     """The symbols nm lists of one member (defined, not section or file symbols), sized or not, in
     symbol-table order: `names`, `letters` (a str, one character per symbol), `sizes`; with FULL
@@ -64,76 +78,37 @@ class MemberTables:
     padding after each symbol in code), and `covered` / `padding` (the member's code bytes in
     sized symbols and in padding)."""
     __slots__ = ("member", "names", "letters", "sizes", "values", "sections", "gaps", "covered", "padding",
-                 "_shdrs", "_shstr")
+                 "_view")
 
     def section_sizes(self, groups: tuple) -> tuple[dict[str, int], int, int, int, int]:
         """({group: bytes}, code, read-only data, data, no-contents bytes) of the allocated
         sections; GROUPS as `_symtab.section_sizes` takes them."""
-        m = self.member
         try:
-            return _symtab.section_sizes(self._shdrs, self._shstr, m.is64, m.big, groups)
+            return _symtab.section_sizes(self._view, groups)
         except ValueError as e:
-            raise UserError(f"{m.name}: corrupt ELF ({e})") from None
-
-
-def _columns(raw: bytes, m: Member) -> tuple:
-    """(type, offset, size, link) of every section header, as arrays."""
-    if m.is64:   # 64 bytes: u32 name, type; u64 flags, addr, offset, size; u32 link, ...
-        w, q = array("I", raw), array("Q", raw)
-        cols = w[1::16], q[3::8], q[4::8], w[10::16]
-    else:        # 40 bytes: ten u32 fields
-        w = array("I", raw)
-        cols = w[1::10], w[4::10], w[5::10], w[6::10]
-    if m.big != (sys.byteorder == "big"):
-        for c in cols:
-            c.byteswap()
-    return cols
-
-
-def _table(inp: Input, m: Member, off, size, index: int, what: str) -> bytes:
-    o, n = off[index], size[index]
-    if o > m.size or n > m.size or o + n > m.size:
-        raise UserError(f"{m.name}: truncated ELF file ({what} at {o}+{n} past the end, size {m.size})")
-    return inp.read(m.offset + o, n)
+            raise UserError(f"{self.member.name}: corrupt ELF ({e})") from None
 
 
 def read_member(inp: Input, m: Member, full: bool = True, sized_only: bool = False,
                 summaries: tuple | None = None) -> MemberTables | None:
     """M's listed symbols (only the sized ones with SIZED_ONLY); None when M has no symbol table.
-    With SUMMARIES (`_symtab.Summary` tables) the sized symbols go there instead, and only the
+    With SUMMARIES (`Summary` tables) the sized symbols go there instead, and only the
     member's code totals (and section sizes) are left here. Damaged tables are a UserError
     naming the member."""
-    shdrs = inp.read(m.offset + m.shoff, m.shnum * (64 if m.is64 else 40))
-    stype, offset, size, link = _columns(shdrs, m)
-    try:
-        symtab = stype.index(SHT_SYMTAB)
-    except ValueError:
+    hdrs = sections.read_headers(inp, m)
+    symtab = sections.symtab_index(hdrs)
+    if symtab is None or hdrs.size[symtab] < (24 if m.is64 else 16):
         return None
-    if size[symtab] < (24 if m.is64 else 16):
-        return None
-    strtab = link[symtab]
-    if not 0 < strtab < m.shnum:
-        raise UserError(f"{m.name}: corrupt ELF (string table is section {strtab} of {m.shnum})")
-    syms = _table(inp, m, offset, size, symtab, "symbol table")
-    strbuf = _table(inp, m, offset, size, strtab, "string table")
-    shstr = _table(inp, m, offset, size, m.shstrndx, "section name table")
-    for what, i in (("string table", strtab), ("section name table", m.shstrndx)):
-        if stype[i] != SHT_STRTAB:
-            raise UserError(f"{m.name}: corrupt ELF (its {what} is not a string table)")
-    xindex = None
-    if m.shnum >= SHN_LORESERVE:   # section indices of 0xff00 and up live in SHT_SYMTAB_SHNDX
-        xindex = sections.xindex_table(inp, m, sections.headers(inp, m), symtab)
+    view = sections.view(inp, m, hdrs, sections.section_name_table(inp, m, hdrs), symtab)
     try:
         (names, letters, sizes, values, secs, gaps, covered, padding) = _symtab.symbols(
-            shdrs, syms, strbuf, shstr, m.is64, m.big, (0, symtab, strtab, m.shstrndx),
-            (SHN_COMMON, *COMMON_INDICES.get(m.machine, ())), _SYMBOL_LETTERS, _BASE_CODES, _name_code,
-            xindex, sized_only, full, m.etype == ET_REL, m.machine == EM_ARM, summaries)
+            view, rules(m.machine), sized_only=sized_only, full=full, summaries=summaries)
     except ValueError as e:
         raise UserError(f"{m.name}: corrupt ELF ({e})") from None
     t = MemberTables()
     t.member, t.names, t.letters, t.sizes = m, names, letters and letters.decode("latin-1"), sizes
     t.values, t.sections, t.gaps, t.covered, t.padding = values, secs, gaps, covered, padding
-    t._shdrs, t._shstr = shdrs, shstr
+    t._view = view
     return t
 
 

@@ -8,12 +8,11 @@ changed without changing size is still listed. Ranked by |size change|, then by 
 from __future__ import annotations
 
 import hashlib
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-SHF_EXECINSTR = 0x4
-SHT_NOBITS = 8
+from flagbench import elf
+from flagbench.elf.constants import SHF_EXECINSTR, SHT_NOBITS
 
 
 @dataclass(frozen=True)
@@ -29,27 +28,17 @@ class ObjectChange:
 
 
 def code_of(path: Path) -> tuple[int, str]:
-    """(bytes in executable sections, sha256 of them) of one ELF relocatable object."""
-    data = path.read_bytes()
-    if data[:4] != b"\x7fELF":
+    """(bytes in executable sections, sha256 of them) of one ELF relocatable object; (0, "") for
+    a file that is not ELF (LTO bitcode). A damaged object is a UserError naming it."""
+    if not elf.is_elf(path):
         return 0, ""
-    is64, little = data[4] == 2, data[5] == 1
-    e = "<" if little else ">"
-    if is64:
-        shoff, = struct.unpack_from(e + "Q", data, 0x28)
-        shentsize, shnum = struct.unpack_from(e + "HH", data, 0x3A)
-        fmt = e + "IIQQQQIIQQ"
-    else:
-        shoff, = struct.unpack_from(e + "I", data, 0x20)
-        shentsize, shnum = struct.unpack_from(e + "HH", data, 0x2E)
-        fmt = e + "IIIIIIIIII"
     h = hashlib.sha256()
     total = 0
-    for i in range(shnum):
-        _, stype, flags, _, offset, size, *_ = struct.unpack_from(fmt, data, shoff + i * shentsize)
-        if flags & SHF_EXECINSTR and stype != SHT_NOBITS:
-            total += size
-            h.update(data[offset:offset + size])
+    with elf.Image(path, symbols=False) as image:
+        for i, sec in enumerate(image.sections):
+            if sec.flags & SHF_EXECINSTR and sec.type != SHT_NOBITS:
+                total += sec.size
+                h.update(image.contents(i))
     return total, h.hexdigest()
 
 

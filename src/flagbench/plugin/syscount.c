@@ -75,18 +75,33 @@ static int load_symbols(const char *path)
 	syms = malloc(cap * sizeof *syms);
 	char line[1024], name[512], type;
 	unsigned long long addr;
-	while (fgets(line, sizeof line, f)) {
+	int rc = syms ? 0 : -1;
+	while (rc == 0 && fgets(line, sizeof line, f)) {
 		if (sscanf(line, "%llx %c %511s", &addr, &type, name) != 3)
 			continue;
 		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
 			continue;
-		if (n_syms == cap)
-			syms = realloc(syms, (cap *= 2) * sizeof *syms);
+		if (n_syms == cap) {
+			struct sym *more = realloc(syms, 2 * cap * sizeof *syms);
+			if (!more) {
+				rc = -1;
+				break;
+			}
+			syms = more;
+			cap *= 2;
+		}
 		syms[n_syms].addr = addr;
 		syms[n_syms].name = strdup(name);
-		n_syms++;
+		if (!syms[n_syms].name)
+			rc = -1;
+		else
+			n_syms++;
 	}
 	fclose(f);
+	if (rc != 0) {
+		fprintf(stderr, "syscount: out of memory reading %s\n", path);
+		return -1;
+	}
 	qsort(syms, n_syms, sizeof *syms, by_addr);
 	return 0;
 }
@@ -217,6 +232,10 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
 		return -1;
 	sym_counts = calloc(n_syms + 1, sizeof *sym_counts);
 	sym_at_start = calloc(n_syms + 1, sizeof *sym_at_start);
+	if (!sym_counts || !sym_at_start) {
+		fprintf(stderr, "syscount: out of memory for %zu symbols\n", n_syms);
+		return -1;
+	}
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
 	return 0;
 }

@@ -8,7 +8,7 @@ objects are made once per distinct name, not once per symbol.
 """
 from __future__ import annotations
 
-from flagbench.elf import _symtab
+from flagbench.elf import Summary
 from flagbench.elf import tables as elf_tables
 from flagbench.size.rules import CODE_LETTERS, SKIP_NAMES, SKIP_PREFIXES
 
@@ -26,7 +26,7 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     """Per (label, letters) table, bloat-o-meter's names of INP summed (a `_symtab.Summary`, as
     its `dumps()`: plain bytes that `marshal` carries from the forked reader; `Summary.loads`
     makes it again); with EXTRAS also the sections, code totals and footprints. Closes INP."""
-    summaries = tuple(_symtab.Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
+    summaries = tuple(Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
                       for _, letters in tables)
     side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0}
     try:
