@@ -30,6 +30,7 @@ from typing import Callable
 
 from flagbench.errors import UserError
 from flagbench.run.executors import interleave
+from flagbench.run.places import RESUME
 from flagbench.store import Store
 
 Emit = Callable[[str, float, str], None]          # metric, value, unit
@@ -57,6 +58,7 @@ class BenchCell:
     per_invocation: int = 1        # values of timed_metric one `timed` run emits
     check: Callable[[], "str | None"] | None = None  # gate before the first job (memcheck)
     provenance: dict = field(default_factory=dict)   # flags, tool versions, function, ...
+    sample_facts: Callable[[], dict] | None = None    # per-sample facts of the place (a host's load)
 
     @property
     def key(self) -> str:
@@ -124,7 +126,9 @@ def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experime
         run_id = store.start_run(experiment, experiment_hash, {**(provenance or {}), "seed": seed})
         done, stored = set(), defaultdict(Counter)
     else:
-        done = store.finished_cells(run_id)
+        # a cell whose place failed it (a host that dropped) is measured again, from where it stopped
+        done = {(c["bench"], c["cell"]) for c in store.cells(run_id)
+                if not (c["status"] == "failed" and (c["reason"] or "").endswith(RESUME))}
         stored = defaultdict(Counter)
         for s in store.samples(run_id):
             stored[(s["bench"], s["cell"])][s["metric"]] += 1
@@ -212,8 +216,9 @@ class _Runner:
                 "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup}
 
         def emit(metric: str, value: float, unit: str) -> None:
+            facts = cell.sample_facts() if cell.sample_facts else {}
             values.append((cell.bench, st.key, metric, value, unit, executor or "unknown",
-                           {**prov, "loadavg": _loadavg(), "time": time.time()}))
+                           {**prov, "loadavg": _loadavg(), "time": time.time(), **facts}))
         return emit
 
     def _fail(self, st: _State, reason: str) -> None:
