@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flagbench.hosts.ssh import Connection, HostError
-from sshd_util import free_port, sshd_server
+from sshd_util import free_port, running, sshd_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,9 +23,8 @@ def box(tmp_path, monkeypatch):
         yield server
 
 
-def _procs_matching(text: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
+def _sleeping(seconds: str) -> list[int]:
+    return running("/usr/bin/sleep", seconds)
 
 
 def test_run_copy_and_statuses(box, tmp_path):
@@ -47,7 +46,7 @@ def test_run_copy_and_statuses(box, tmp_path):
         run_dir = Path(host.dir)
         assert run_dir.is_dir()
     assert not run_dir.exists()                               # removed at close
-    assert not _procs_matching("sleep 30")
+    assert not _sleeping("30")
 
 
 def test_refused_connection_is_one_line(tmp_path, monkeypatch):
@@ -72,13 +71,13 @@ def test_nothing_survives_kill_9_of_the_client(box, tmp_path):
     run_dir = Path(holder.stdout.readline().strip())
     assert run_dir.is_dir()
     end = time.monotonic() + 30
-    while not _procs_matching("sleep 777") and time.monotonic() < end:
+    while not _sleeping("777") and time.monotonic() < end:
         time.sleep(0.05)
-    assert _procs_matching("sleep 777")
+    assert _sleeping("777")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     end = time.monotonic() + 20
-    while (_procs_matching("sleep 777") or run_dir.exists()) and time.monotonic() < end:
+    while (_sleeping("777") or run_dir.exists()) and time.monotonic() < end:
         time.sleep(0.1)
-    assert not _procs_matching("sleep 777")
+    assert not _sleeping("777")
     assert not run_dir.exists()
