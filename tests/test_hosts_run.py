@@ -213,3 +213,20 @@ def test_nothing_keeps_running_on_the_host_after_a_signal(tmp_path, sig):
         assert proc.returncode == (143 if sig == signal.SIGTERM else -9)
         assert wait_for(lambda: not remote_programs(box), within=30), remote_programs(box)
         assert wait_for(lambda: not any(d.exists() for d in dirs), within=30)
+
+
+def test_doctor_host_says_what_the_host_takes_and_what_is_noisy(tmp_path):
+    with sshd_server(tmp_path / "box", alias="box") as box:
+        done = flagbench("doctor", "--host", "box", "--format", "json", env={"FLAGBENCH_SSH": box.ssh_env},
+                         timeout=120)
+        assert done.returncode == 0, done.stderr
+        [report] = json.loads(done.stdout)
+        assert report["reachable"] and report["takes"] == [os.uname().machine]
+        assert report["facts"]["cpus"] == os.cpu_count()
+        assert report["facts"]["perf_event_paranoid"] == Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+        if not Path("/sys/devices/system/cpu/isolated").read_text().strip():
+            assert any(n["what"] == "no isolated CPU" and "isolcpus" in n["fix"] for n in report["noise"])
+        text = flagbench("doctor", "--host", "box", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=120)
+        assert text.returncode == 0 and "box: reachable" in text.stdout and "fix:" in text.stdout
+    gone = flagbench("doctor", "--host", "box", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=120)
+    assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "host box: unreachable" in gone.stderr

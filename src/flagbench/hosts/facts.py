@@ -102,7 +102,6 @@ def perf_problem(facts: dict) -> str | None:
     missing = [e for e in PERF_EVENTS if e not in facts.get("perf_events", [])]
     if not missing:
         return None
-    paranoid = facts.get("perf_event_paranoid", "?")
     what = "counts none of" if len(missing) == len(PERF_EVENTS) else "cannot count"
-    return (f"perf {what} {', '.join(missing)} (perf_event_paranoid = {paranoid}; no PMU in a VM, "
-            f"or lower it: sysctl kernel.perf_event_paranoid=1)")
+    return (f"perf {what} {', '.join(missing)} (no PMU, as in most VMs, or not allowed: "
+            f"sysctl kernel.perf_event_paranoid=1)")
