@@ -146,7 +146,7 @@ def test_fleet_shares_cells_and_replicate_times_each_on_every_host(tmp_path):
         hosts = {bench: {c.split("host=")[1] for b, c in cells if b == bench} for bench in ("spin", "spin2")}
         assert hosts["spin"] | hosts["spin2"] == {"b1", "b2"}     # each row on one host, A and B together
         assert len(hosts["spin"]) == len(hosts["spin2"]) == 1
-        both = run(exp, "--db", tmp_path / "both.db", "--host", "b1", "--host", "b2", "--replicate",
+        both = run(exp, "--db", tmp_path / "both.db", "--host", "b1", "--host", "b2", "--replicate", "--cpu", "0",
                    "--format", "json", cwd=tmp_path, ssh=ssh)
         assert both.returncode == 0, both.stderr
         cells = {s["cell"] for s in samples(tmp_path / "both.db") if s["bench"] == "spin"}
@@ -228,5 +228,19 @@ def test_doctor_host_says_what_the_host_takes_and_what_is_noisy(tmp_path):
             assert any(n["what"] == "no isolated CPU" and "isolcpus" in n["fix"] for n in report["noise"])
         text = flagbench("doctor", "--host", "box", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=120)
         assert text.returncode == 0 and "box: reachable" in text.stdout and "fix:" in text.stdout
+        exp = experiment(tmp_path / "exp")
+        cpu = run(exp, "--db", tmp_path / "fb.db", "--host", "box", "--cpu", "999", cwd=tmp_path, ssh=box.ssh_env)
+        assert cpu.returncode == 2 and cpu.stderr.strip().endswith(f"--cpu 999: it has {os.cpu_count()} CPUs")
     gone = flagbench("doctor", "--host", "box", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=120)
     assert gone.returncode == 2 and gone.stderr.count("\n") == 1 and "host box: unreachable" in gone.stderr
+
+
+def test_hosts_in_the_experiment_file(tmp_path):
+    from flagbench import spec
+    exp = experiment(tmp_path / "exp")
+    text = (exp / "experiment.toml").read_text()
+    (exp / "experiment.toml").write_text('hosts = ["board", "ssh://me@10.0.0.5:2222"]\n' + text)
+    assert spec.load(exp).hosts == ("board", "ssh://me@10.0.0.5:2222")
+    (exp / "experiment.toml").write_text('hosts = ["-oProxyCommand=x"]\n' + text)
+    with pytest.raises(spec.UserError, match=r"experiment.toml:1: host '-oProxyCommand=x'"):
+        spec.load(exp)

@@ -81,3 +81,18 @@ def test_nothing_survives_kill_9_of_the_client(box, tmp_path):
         time.sleep(0.1)
     assert not _sleeping("777")
     assert not run_dir.exists()
+
+
+def test_a_run_directory_left_behind_is_removed_by_the_next_connection(box):
+    """A directory whose keeper is gone (the host rebooted, the keeper was killed) goes when
+    the next connection opens; one whose keeper lives stays."""
+    base = box.home / ".flagbench"
+    stale = base / "run-stale"
+    stale.mkdir(parents=True)
+    dead = subprocess.Popen(["/bin/true"])
+    dead.wait()
+    (stale / "keeper").write_text(f"{dead.pid}\n")
+    (stale / "prog").write_bytes(b"x")
+    with Connection("box") as first, Connection("box") as second:
+        assert not stale.exists()
+        assert Path(first.dir).is_dir() and Path(second.dir).is_dir() and first.dir != second.dir
