@@ -99,7 +99,6 @@ class Done(procs.Done):
     lost: str | None = None
     load: tuple[float, float] | None = None   # the host's 1-minute load before and after
 
-
     @property
     def failure(self) -> str | None:
         return self.lost or super().failure
@@ -141,8 +140,12 @@ class Connection:
         if self._tmp is None:
             procs.sweep(Path(tempfile.gettempdir()), "flagbench-ssh")
             self._tmp = Path(tempfile.mkdtemp(prefix=f"flagbench-ssh-{os.getpid()}-"))
-        self._start_master()
-        self._start_keeper()
+        try:
+            self._start_master()
+            self._start_keeper()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def reopen(self) -> None:
