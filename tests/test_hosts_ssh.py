@@ -96,3 +96,15 @@ def test_a_run_directory_left_behind_is_removed_by_the_next_connection(box):
     with Connection("box") as first, Connection("box") as second:
         assert not stale.exists()
         assert Path(first.dir).is_dir() and Path(second.dir).is_dir() and first.dir != second.dir
+
+
+def test_perf_counters_are_split_from_the_programs_stderr():
+    """perf stat -x, on a host writes its CSV after the program's own stderr."""
+    from flagbench.run.executors import _perf_lines
+    stderr = ("warning: from the program\n"
+              "1234567,,cycles,1002003,100.00,,\n"
+              "<not counted>,,iTLB-load-misses,0,0.00,,\n"
+              "890,,branch-misses,1002003,100.00,,\n")
+    counts, rest = _perf_lines(stderr, ("cycles", "iTLB-load-misses", "branch-misses"))
+    assert counts == {"perf_cycles": 1234567.0, "perf_branch_misses": 890.0}
+    assert rest == "warning: from the program"

@@ -156,6 +156,9 @@ def emit_perf(m: Measurement, emit: Emit) -> None:
         emit("task_clock_ms", m.metrics["task_clock_ns"] / 1e6, "ms")
     if "page_faults" in m.metrics:
         emit("page_faults", m.metrics["page_faults"], "faults")
+    for name, value in m.metrics.items():   # a host's PMU counters (perf_cycles, perf_itlb_misses, ...)
+        if name.startswith("perf_"):
+            emit(name, value, name.removeprefix("perf_").split("_")[-1])
 
 
 def count_executor_name(target: str) -> str:
