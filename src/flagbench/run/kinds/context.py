@@ -97,7 +97,8 @@ class Context:
             if m in ("perf", "profile"):   # perf rides on timed runs; profiles are profile_run.py's
                 continue
             if m == "time" and not self.can_time(target):
-                self.note(f"{target}: no host of this architecture to time it on (--host); insns instead")
+                self.note(f"{target}: time is measured natively on {HOST_TARGET} only, or on a --host of "
+                          f"this architecture; insns instead")
                 continue
             out.append(m)
         return out
