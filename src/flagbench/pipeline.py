@@ -1,6 +1,8 @@
 """`flagbench run` as stages: spec -> build -> bench cells -> engine (store) -> report.
 
     spec.load            the experiment file, benches typed (benchspec.py)
+    _fleet               --host / `hosts`: one ssh connection per host (run/places.py), opened
+                         before anything builds; the host's facts go into the run's provenance
     Store.writer         one writer per results database, taken before anything is built
     build.build          variant x target x compiler objects, content-cached
     run.kinds            harness programs linked, one engine cell per table cell

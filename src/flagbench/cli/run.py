@@ -4,6 +4,8 @@ A second run of an unchanged experiment resumes its latest run in the database: 
 cells are not measured again (`--fresh` starts over). Exit 0 when every cell ran, 1 when
 some failed (the tables say which and why), 2 for bad input, 128 + the signal on SIGINT,
 SIGTERM or SIGHUP (every program it started is killed, every sample taken is kept).
+With --host DEST (repeatable) the timed benches run on those machines over ssh, exact counts
+here; a host that cannot be reached is bad input, before anything builds.
 
 The work is done by flagbench.pipeline; this module only parses and prints.
 """
