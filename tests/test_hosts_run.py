@@ -244,3 +244,19 @@ def test_hosts_in_the_experiment_file(tmp_path):
     (exp / "experiment.toml").write_text('hosts = ["-oProxyCommand=x"]\n' + text)
     with pytest.raises(spec.UserError, match=r"experiment.toml:1: host '-oProxyCommand=x'"):
         spec.load(exp)
+
+
+@pytest.mark.slow
+def test_a_will_it_scale_testcase_runs_on_the_host(tmp_path):
+    exp = experiment(tmp_path / "exp", metrics='["time"]')
+    (exp / "getppid.c").write_text((ROOT / "tests" / "data" / "wis_getppid.c").read_text())
+    with open(exp / "experiment.toml", "a") as f:
+        f.write('\n[[bench]]\nname = "getppid"\nkind = "wis"\ntestcase = "getppid.c"\ntasks = [1]\n'
+                'modes = ["processes"]\nduration = 1\nwarmup_seconds = 0\nsamples = 2\n')
+    with sshd_server(tmp_path / "box", alias="box") as box:
+        done = run(exp, "--db", tmp_path / "fb.db", "--host", "box", "--bench", "getppid", cwd=tmp_path,
+                   ssh=box.ssh_env)
+        assert done.returncode == 0, done.stderr
+    rates = [s for s in samples(tmp_path / "fb.db") if s["metric"] == "per_second"]
+    assert {s["cell"] for s in rates} == {f"{v}/x86_64/gcc:host=box,mode=processes,tasks=1" for v in ("base", "more")}
+    assert len(rates) == 4 and all(s["value"] > 0 and s["provenance"]["executor"] == "ssh:box" for s in rates)

@@ -24,7 +24,7 @@ from flagbench.run.harness import Linker, link_with_build
 from flagbench.run.kinds import command, memfn, micro, wis
 from flagbench.run.kinds.context import Context
 
-REMOTE_KINDS = ("micro", "memcpy", "memset", "memmove")   # static harness programs: they run anywhere
+REMOTE_KINDS = ("micro", "memcpy", "memset", "memmove", "wis")   # static programs: they run anywhere
 MODULES = {"micro": micro, "memcpy": memfn, "memset": memfn, "memmove": memfn, "wis": wis, "command": command}
 
 
