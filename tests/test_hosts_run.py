@@ -107,7 +107,6 @@ def wait_for(predicate, within: float = 60) -> bool:
     return predicate()
 
 
-@pytest.mark.slow
 def test_host_run_names_the_host_and_counts_equal_a_local_run(tmp_path):
     exp = experiment(tmp_path / "exp")
     with sshd_server(tmp_path / "box", alias="box") as box:
@@ -199,7 +198,6 @@ def test_an_unreachable_host_is_one_line_before_anything_builds(tmp_path):
     assert "Traceback" not in done.stderr and not (tmp_path / "fb.db").exists()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_nothing_keeps_running_on_the_host_after_a_signal(tmp_path, sig):
     exp = experiment(tmp_path / "exp", hang=1, metrics='["time"]')
@@ -246,7 +244,6 @@ def test_hosts_in_the_experiment_file(tmp_path):
         spec.load(exp)
 
 
-@pytest.mark.slow
 def test_a_will_it_scale_testcase_runs_on_the_host(tmp_path):
     exp = experiment(tmp_path / "exp", metrics='["time"]')
     (exp / "getppid.c").write_text((ROOT / "tests" / "data" / "wis_getppid.c").read_text())
