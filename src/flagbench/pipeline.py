@@ -1,6 +1,8 @@
 """`flagbench run` as stages: spec -> build -> bench cells -> engine (store) -> report.
 
     spec.load            the experiment file, benches typed (benchspec.py)
+    _fleet               --host / `hosts`: one ssh connection per host (run/places.py), opened
+                         before anything builds; the host's facts go into the run's provenance
     Store.writer         one writer per results database, taken before anything is built
     build.build          variant x target x compiler objects, content-cached
     run.kinds            harness programs linked, one engine cell per table cell
@@ -13,6 +15,8 @@ The CLI verbs (cli/run.py, cli/demo.py) only parse options and print what this r
 """
 from __future__ import annotations
 
+import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -32,6 +36,9 @@ class Options:
     seed: int | None = None
     fmt: str = "text"
     quiet: bool = False
+    hosts: Sequence[str] = ()                # ssh destinations (else the experiment's `hosts`)
+    replicate: bool = False                  # every host times every cell
+    cpu: int | None = None                   # pin timed programs to this CPU (taskset on hosts)
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -52,23 +59,27 @@ def run(path: Path, opts: Options):
         raise UserError("--samples must be 1..100000")
     if opts.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    if opts.cpu is not None and opts.cpu < 0:
+        raise UserError("--cpu must be a CPU number (0, 1, ...)")
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
     chosen = choose(exp, opts.benches)
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
     say = sayer("flagbench run: ", quiet=opts.quiet)
-    with Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
+    with _fleet(exp, opts, say) as fleet, Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
         check_symbols(exp, chosen, builds)
         with procs.owned_dir("flagbench-run") as workdir:
-            cells = host_cells(exp, chosen, builds, workdir, notes)
+            cells = host_cells(exp, chosen, builds, workdir, notes, fleet, opts.cpu)
             cells += _guest_cells(exp, chosen, workdir, notes, opts.quiet)
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
-            outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=exp.hash,
-                                provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes},
+            hosts = fleet.provenance() if fleet else {}
+            outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
+                                provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
+                                            **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)
             profiled = [b for b in chosen if "profile" in b.metrics and not getattr(b, "guest", False)]
             if profiled:   # where the instructions went: stored beside the run, shown by its report
@@ -110,9 +121,47 @@ def check_symbols(exp, benches, builds) -> None:
                             f"{missing[0]} (objects: {', '.join(o.name for o in builds[0].objects)})")
 
 
-def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
-    """Cells of the benches that run on this host (or under qemu-user), programs linked;
-    a bench whose programs cannot be made is bad input at its own line."""
+@contextmanager
+def _fleet(exp, opts: Options, say):
+    """The run's ssh hosts (--host, else the experiment's `hosts`), connected before anything
+    builds: a host that cannot be reached is one line naming it (exit 2). None without hosts."""
+    dests = list(opts.hosts or exp.hosts)
+    if not dests:
+        yield None
+        return
+    from flagbench.hosts.facts import perf_problem
+    from flagbench.run.places import Fleet, SshHost
+
+    if len(set(dests)) != len(dests):
+        raise UserError(f"--host names {next(d for d in dests if dests.count(d) > 1)} twice")
+    fleet = Fleet([SshHost(d) for d in dests], replicate=opts.replicate).open()
+    try:
+        for host in fleet.hosts:
+            f = host.facts
+            if opts.cpu is not None and (not f.get("taskset") or (f.get("cpus") or 0) <= opts.cpu):
+                raise UserError(f"host {host.dest}: --cpu {opts.cpu}: " + (
+                    "no taskset there" if not f.get("taskset") else f"it has {f.get('cpus')} CPUs"))
+            takes = [t for t in exp.targets if t == host.machine()]
+            say(f"host {host.name}: {f.get('machine')}, {f.get('cpu') or '?'} x {f.get('cpus') or '?'}, "
+                f"kernel {f.get('kernel')}; times {', '.join(takes) or 'none'} of the targets "
+                f"{', '.join(exp.targets)}; perf: {perf_problem(f) or 'counts ' + ', '.join(f['perf_events'])}")
+        say("exact counts (insns) are taken on this machine: they do not depend on the machine")
+        yield fleet
+    finally:
+        fleet.close()
+
+
+def _run_hash(exp, opts: Options, fleet) -> str:
+    """What a run resumes by: the experiment, and the hosts timing it."""
+    if fleet is None:
+        return exp.hash
+    key = f"{exp.hash} hosts={sorted(h.dest for h in fleet.hosts)} replicate={opts.replicate}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None, cpu: int | None = None) -> list:
+    """Cells of the benches that run on this machine, under qemu-user or on the fleet's
+    hosts, programs linked; a bench whose programs cannot be made is bad input at its own line."""
     from flagbench.run.kinds import cells_for_bench
 
     cells = []
@@ -120,7 +169,8 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
         if getattr(bench, "guest", False):
             continue
         try:
-            cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes)
+            cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes,
+                                     fleet=fleet, cpu=cpu)
         except DiskFull:
             raise
         except UserError as e:

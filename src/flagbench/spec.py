@@ -23,7 +23,7 @@ SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show", "kernel"}
+            "variants", "target", "bench", "show", "kernel", "hosts"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
@@ -84,6 +84,7 @@ class Experiment:
     notes: tuple[str, ...] = ()                  # cells skipped, and why
     show: tuple[str, ...] = ()                   # functions reports show side by side (asm)
     kernel: "kernelspec.Kernel | None" = None   # the [kernel] table; None for C-only experiments
+    hosts: tuple[str, ...] = ()                  # ssh destinations that time the benches (run --host)
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -254,7 +255,8 @@ class _Checker:
             sources=sources, cflags=cflags, variants=variants, targets=targets,
             compilers=compilers, target_cflags=target_cflags, benches=benches,
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
-            target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()))
+            target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()),
+            hosts=self.hosts(data))
         if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
             kernel = kernelspec.parse(self, data)
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
@@ -275,6 +277,14 @@ class _Checker:
             if b.kind == "command" and not getattr(b, "guest", False) and any("{dir}" in a for a in b.command):
                 self.fail(where, f"bench {b.name!r} uses {{dir}}, the objects of the build: name the sources "
                           f"(sources = [\"file.c\"])")
+
+    def hosts(self, data: dict) -> tuple[str, ...]:
+        hosts = self.strings(data, "hosts", (), ())
+        for h in hosts:
+            if not h or h.startswith("-") or any(c.isspace() for c in h):
+                self.fail(("hosts",), f"host {h!r}: an ssh destination (an alias, user@host, ssh://user@host:port)")
+        self.no_repeats(hosts, ("hosts",), "hosts")
+        return hosts
 
     def variants(self, data: dict) -> tuple[Variant, ...]:
         if "variants" not in data:
