@@ -238,9 +238,9 @@ def test_case_summary_lines():
     best and worst; sizes linked; a target with objects only: its size line."""
     from flagbench.report.doc import Link
     from flagbench.report.summary import case_summary
-    samples = [dict(bench="loop", metric=m, unit="", variant=v, target="x86_64", compiler="gcc", params={}, value=x)
+    samples = [dict(bench="loop", metric=m, unit=u, variant=v, target="x86_64", compiler="gcc", params={}, value=x)
                for v, base in (("a", 10.0), ("b", 20.0), ("c", 30.0), ("d", 40.0))
-               for m, x in [("ns_per_iter", base + i / 10) for i in range(6)] + [("insns_per_iter", 7.0)]]
+               for m, u, x in [("ns_per_iter", "ns", base + i / 10) for i in range(6)] + [("insns_per_iter", "insns", 7.0)]]
     samples += [dict(bench="sweep", metric="MB/s", unit="MB/s", variant=v, target="x86_64", compiler="gcc",
                      params={"size": str(size)}, value=speed * size + i)
                 for v, speed in (("bytes", 1.0), ("words", 4.0), ("rep", 9.0), ("libc", 16.0), ("two", 2.0))

@@ -7,7 +7,7 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from flagbench import stats
-from flagbench.stats import higher_is_better, ratio_interval
+from flagbench.stats import metric, ratio_interval
 
 
 def lognormal(rng, n, median, sigma=0.03):
@@ -29,7 +29,7 @@ def test_throughput_direction_is_reversed():
     rng = np.random.default_rng(2)
     old, new = lognormal(rng, 12, 500.0), lognormal(rng, 12, 600.0)   # MB/s went up
     assert stats.change(old, new, higher_is_better=True).verdict == "faster"
-    assert stats.change(old, new, higher_is_better=higher_is_better("MB/s")).verdict == "faster"
+    assert stats.change(old, new, higher_is_better=metric("MB/s", "MB/s").higher_is_better).verdict == "faster"
     assert stats.change(old, new).verdict == "slower"   # as a time it would be worse
 
 
@@ -82,9 +82,9 @@ def test_exact_counts():
     c = stats.exact_change(1_000_000, 1_170_000, metric="insns")
     assert c.verdict == "exact" and c.ratio == pytest.approx(1.17) and c.relative == pytest.approx(0.17)
     assert stats.exact_change(0, 0).ratio == 1.0
-    assert stats.is_exact_metric("insns") and not stats.is_exact_metric("MB/s")
-    # what a booted guest counts (kernel/guest.py) is exact too: a change, never a timing verdict
-    assert stats.is_exact_metric("kernel_insns_per_iter") and stats.is_exact_metric("user_insns_per_iter")
+    assert metric("insns", "insns").exact and not metric("MB/s", "MB/s").exact
+    # what a booted guest counts (kernel/guest.py) is exact too: work, never a timing verdict
+    assert metric("kernel_insns_per_iter", "insns").kind == "work" == metric("user_insns_per_iter", "insns").kind
 
 
 def test_docstring_examples():

@@ -36,7 +36,46 @@ import numpy as np
 MIN_SAMPLES_CI = 6        # below this: no interval, no p-value, verdict "~"
 MIN_SAMPLES_QUIET = 9     # below this: a "too few samples" warning (as compare.py)
 HIGH_SPREAD = 0.10        # IQR/median above this: a "high spread" warning
-EXACT_METRIC_PREFIXES = ("insns", "instructions", "loads", "stores", "kernel_insns", "user_insns")
+# A timed sample whose programs got less than this fraction of the best CPU share seen in its
+# row (noise.Contention: CPU time over wall time) ran beside something else: set aside.
+CONTENDED = 0.85
+MOST_CONTENDED = 0.25     # more than this share contended and too few left: no verdict
+RESOLVE_AT_LEAST = 0.02   # the smallest change the advice on a wide interval aims to resolve
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a number measures, carried with it as benchstat's units do: its unit, whether it is
+    an exact count (work, the same every run) or a noisy measurement (time), and which way is better.
+
+    >>> metric("MB/s", "MB/s").higher_is_better, metric("ns_per_iter", "ns").higher_is_better
+    (True, False)
+    >>> metric("insns_per_iter", "insns").exact, metric("loads_4_per_iter", "loads").exact
+    (True, True)
+    >>> metric("per_second", "iter/s").kind, metric("kernel_insns_per_iter", "insns").kind
+    ('time', 'work')
+    """
+    name: str
+    unit: str = ""
+    exact: bool = False
+    higher_is_better: bool = False
+
+    @property
+    def kind(self) -> str:
+        """"work" for exact counts of what the program did, "time" for how fast it did it."""
+        return "work" if self.exact else "time"
+
+
+# Units of exact counts (instructions, loads and stores by width): work, not speed.
+EXACT_UNITS = frozenset({"insns", "loads", "stores"})
+
+
+def metric(name: str, unit: str = "") -> Metric:
+    """The Metric of a stored sample from its name and unit: rates ("/s") are better higher,
+    times and counts lower; counted units are exact."""
+    u = (unit or "").lower()
+    rate = u.endswith("/s") or name.lower().endswith(("/s", "per_second", "per_sec")) or name == "throughput"
+    return Metric(name, unit, exact=u in EXACT_UNITS, higher_is_better=rate)
 
 
 @dataclass(frozen=True)
@@ -63,6 +102,10 @@ class Change:
     # The ratio of medians can fall outside that interval (-49.0 % [-50.1, -49.2] was printed
     # once); print this one beside an interval. None where there is no interval.
     hl_ratio: float | None = None
+    # When the verdict is "~" with an interval: samples per side that would narrow the interval
+    # to +-resolve (the observed change, at least RESOLVE_AT_LEAST) at the spread seen.
+    needed: int | None = None
+    resolve: float | None = None
 
     @property
     def relative(self) -> float:
@@ -73,25 +116,6 @@ class Change:
     def estimate(self) -> float:
         """The ratio to print: the interval's own estimate when there is an interval, else medians'."""
         return self.ratio if self.hl_ratio is None else self.hl_ratio
-
-
-def higher_is_better(metric: str) -> bool:
-    """Throughput metrics (MB/s, per_second, ops/s) improve upwards; times and counts downwards.
-
-    >>> higher_is_better("MB/s"), higher_is_better("per_second"), higher_is_better("ns_per_iter")
-    (True, True, False)
-    """
-    m = metric.lower()
-    return m.endswith("/s") or m.endswith("per_second") or m.endswith("per_sec") or m in ("throughput",)
-
-
-def is_exact_metric(metric: str) -> bool:
-    """Deterministic counts (callgrind / qemu plugin) need no statistics.
-
-    >>> is_exact_metric("insns_per_iter"), is_exact_metric("loads_4"), is_exact_metric("wall_ns")
-    (True, True, False)
-    """
-    return metric.lower().startswith(EXACT_METRIC_PREFIXES)
 
 
 def _ratio(new: float, old: float) -> float:
@@ -175,14 +199,63 @@ def ratio_estimate_interval(old: Sequence[float], new: Sequence[float],
             float(math.exp(diffs[m * n - k])))
 
 
+def uncontended(shares_old: Sequence[float | None] | None, shares_new: Sequence[float | None] | None,
+                limit: float = CONTENDED) -> tuple[np.ndarray, np.ndarray] | None:
+    """Which samples ran without contention: their CPU share is at least `limit` of the best
+    share of both sides (the same rule for A and B, so setting samples aside favours neither).
+    None when a share is unknown.
+
+    >>> [m.tolist() for m in uncontended([1.0, 0.5, 0.98], [0.99, 1.0, 0.6])]
+    [[True, False, True], [True, True, False]]
+    """
+    if not shares_old or not shares_new or any(x is None for x in (*shares_old, *shares_new)):
+        return None
+    a, b = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
+    best = max(a.max(), b.max())
+    if best <= 0:
+        return None
+    return a >= limit * best, b >= limit * best
+
+
+def samples_needed(n: int, ci_low: float, ci_high: float, change: float) -> int:
+    """Samples per side that would narrow an interval of the ratio seen with n per side to
+    +-`change` (a relative change, 0.05 for 5 %): its width shrinks as 1/sqrt(n).
+
+    >>> samples_needed(10, 0.9, 1.1, 0.05)
+    43
+    """
+    half = (math.log(ci_high) - math.log(ci_low)) / 2
+    return max(n + 1, math.ceil(n * (half / math.log1p(change)) ** 2))
+
+
 def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = False,
-           alpha: float = 0.05, metric: str = "") -> Change:
-    """The change between two samples of a noisy metric (times by default: lower is better)."""
+           alpha: float = 0.05, metric: str = "", shares_old: Sequence[float | None] | None = None,
+           shares_new: Sequence[float | None] | None = None, floor: float | None = None) -> Change:
+    """The change between two samples of a noisy metric (times by default: lower is better).
+
+    `shares_old`/`shares_new`: each sample's CPU share (noise.Contention.cpu_share); samples that
+    ran contended are set aside when enough remain, and no verdict is given when too many did.
+    `floor`: the smallest relative change this run may call (an A/A control's reach): the
+    whole interval must lie beyond +-floor for a verdict."""
     a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError("change needs at least one sample on each side")
-    med_a, med_b = float(np.median(a)), float(np.median(b))
     warnings: list[str] = []
+    refuse = None
+    keep = uncontended(shares_old, shares_new) if len(a) == len(shares_old or ()) \
+        and len(b) == len(shares_new or ()) else None
+    if keep is not None and not (keep[0].all() and keep[1].all()):
+        n_cont = int((~keep[0]).sum() + (~keep[1]).sum())
+        what = f"{n_cont} of {a.size + b.size} samples ran contended (< {CONTENDED:.0%} of the best CPU share)"
+        if min(keep[0].sum(), keep[1].sum()) >= MIN_SAMPLES_CI:
+            a, b = a[keep[0]], b[keep[1]]
+            warnings.append(f"{what}: set aside")
+        elif n_cont > MOST_CONTENDED * (a.size + b.size):
+            refuse = f"{what}: too many to call a change; measure on a quieter machine or take more samples"
+            warnings.append(refuse)
+        else:
+            warnings.append(what)
+    med_a, med_b = float(np.median(a)), float(np.median(b))
     n_min = min(a.size, b.size)
     if n_min < MIN_SAMPLES_CI:
         warnings.append(f"too few samples for a confidence interval (n={n_min} < {MIN_SAMPLES_CI})")
@@ -205,15 +278,34 @@ def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool
         else:
             p_value = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
-    verdict = "~"
-    if ci is not None and p_value is not None and p_value < alpha and not (ci[0] <= 1.0 <= ci[1]):
-        new_is_bigger = ci[0] > 1.0
-        verdict = "faster" if new_is_bigger == higher_is_better else "slower"
+    verdict, needed = "~", None
+    reach = 1.0 + (floor or 0.0)
+    if ci is not None and p_value is not None and p_value < alpha and refuse is None:
+        if ci[0] > reach or ci[1] < 1 / reach:
+            verdict = "faster" if (ci[0] > 1.0) == higher_is_better else "slower"
+        elif not ci[0] <= 1.0 <= ci[1]:
+            warnings.append(f"within the A/A control's reach (+-{floor:.1%}): not called")
+    if verdict == "~" and ci is not None and refuse is None:
+        target = max(abs(math.log(hl)), math.log(reach), math.log1p(RESOLVE_AT_LEAST))
+        needed = samples_needed(n_min, ci[0], ci[1], math.expm1(target))
     return Change(metric=metric, n_old=int(a.size), n_new=int(b.size), median_old=med_a,
                   median_new=med_b, ratio=_ratio(med_b, med_a),
                   ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],
                   p_value=p_value, verdict=verdict, warnings=tuple(warnings),
-                  higher_is_better=higher_is_better, alpha=alpha, hl_ratio=hl)
+                  higher_is_better=higher_is_better, alpha=alpha, hl_ratio=hl, needed=needed,
+                  resolve=None if needed is None else math.expm1(target))
+
+
+def reach(control: Change | None) -> float | None:
+    """The smallest relative change a run may call, from its A/A control (the baseline against
+    itself): the farther end of the control's interval. None without a control interval.
+
+    >>> reach(change([10, 10.1, 9.9, 10, 10.2, 9.8], [10.1, 10.3, 9.9, 10, 10.2, 10.0])) > 0
+    True
+    """
+    if control is None or control.ci_low is None:
+        return None
+    return max(control.ci_high, 1 / control.ci_low) - 1
 
 
 def exact_change(old: float, new: float, *, metric: str = "") -> Change:

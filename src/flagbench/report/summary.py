@@ -13,7 +13,6 @@ from collections import Counter
 from flagbench.report.cells import geomean_ratio, pct, table_anchor
 from flagbench.report.doc import Grid, Inline, Link
 from flagbench.report.tables import Table
-from flagbench.stats import higher_is_better
 
 AUXILIARY = ("page_faults", "task_clock_ms")   # perf's side metrics: in the tables, not the summary
 # the exact count a summary line gives, first found first; a booted guest's is the kernel's
@@ -102,7 +101,7 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
             continue
         timed = next((t for t in ts if not t.exact and t.metric not in AUXILIARY), None)
         exact = next((t for t in ts if t.exact), None)
-        up = higher_is_better(timed.metric) if timed else False
+        up = bool(timed and timed.measure and timed.measure.higher_is_better)
         variants = (timed or exact).variants[1:]
         size_cell: list[Inline] = []
         texts = {sizes[(v, target, compiler)][0] for v in variants if (v, target, compiler) in sizes}
