@@ -32,6 +32,7 @@ class Options:
     seed: int | None = None
     fmt: str = "text"
     quiet: bool = False
+    aa_control: bool = False                 # each bench's baseline measured twice (run/noise.aa_control)
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -67,6 +68,9 @@ def run(path: Path, opts: Options):
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
+            if opts.aa_control:
+                from flagbench.run.noise import aa_control
+                cells += aa_control(cells, order)
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=exp.hash,
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)

@@ -25,6 +25,8 @@ def register(sub):
     p.add_argument("--fresh", action="store_true", help="start a new run instead of resuming the latest")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
     p.add_argument("--seed", type=int, help="seed of the randomised sample order")
+    p.add_argument("--aa-control", action="store_true",
+                   help="measure each bench's baseline twice (A/A): only changes beyond its reach are called")
     p.add_argument("--format", choices=FORMATS, default="text")
     return p
 
@@ -34,7 +36,8 @@ def run(args) -> int:
 
     procs.install()
     opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
-                            jobs=args.jobs, seed=args.seed, fmt=args.format)
+                            jobs=args.jobs, seed=args.seed, fmt=args.format,
+                            aa_control=args.aa_control)
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored
