@@ -87,8 +87,18 @@ def _html_beside_md_and_stdout_ends_with_the_summary(demo):
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and 'id="summary"' in page
     assert "&lt;b&gt;not bold&lt;/b&gt;" in page
-    printed = done.stdout   # each case as it finishes, then the one-screen summary of them all
-    assert printed.rindex("## Summary") > printed.rindex("## same")
+    printed = done.stdout   # the one-screen summary and where the full report is, not the report
+    assert "## Summary" in printed and "## same" not in printed and "](#" not in printed
+    assert len(printed.splitlines()) < 40 and printed.rstrip().splitlines()[-1].startswith("full report: ")
+
+
+def test_cases_come_in_seed_order(tmp_path):
+    from flagbench.cli.demo import seed_order
+    for name, seed in (("b-case", 3), ("a-case", 4), ("kernel-x", 0), ("c-case", 0)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "experiment.toml").write_text(f"# Seed {seed:03d}: a thread\n")
+    order = sorted((p.parent for p in tmp_path.glob("*/experiment.toml")), key=seed_order)
+    assert [p.name for p in order] == ["c-case", "b-case", "a-case", "kernel-x"]
 
 
 def test_progress_lines_from_threads_are_written_whole(monkeypatch):

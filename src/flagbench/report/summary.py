@@ -1,6 +1,8 @@
 """The summary at the top of a case: one line per bench and target, like the first paragraph of a
-commit message: each variant's verdict and change in time, its exact-count change, its size
-change; every number a link to the table it comes from.
+commit message: each variant's verdict and change in time, its exact-count change (work: what the
+program executed, never a speed verdict), its size change; every number a link to the table it
+comes from. Where work and time point different ways (more instructions, yet faster) the line
+says so: both are true, and the time is the speed.
 
 A sweep (several rows) is summarised as benchstat does, by the geometric mean of the per-row
 ratios, with how many rows were faster, slower or `~`; with more than three compared columns
@@ -116,13 +118,27 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
                 size_cell += (["; "] if size_cell else []) + [Link(text if len(variants) == 1 else f"{v} {text}",
                                                                     anchor)]
                 covered.add((v, target, compiler))
+        work = _entries(exact, prefix, _exact_entry, False)
+        if timed and exact and len(timed.variants) == 2 and _disagree(timed, exact):
+            work += ["; work and time disagree: the time is the speed"]
         rows.append([[bench], [f"{target}/{compiler}"], _entries(timed, prefix, _timed_entry, up),
-                     _entries(exact, prefix, _exact_entry, False), size_cell or ["-"]])
+                     work, size_cell or ["-"]])
     for (v, target, compiler), (text, anchor) in sizes.items():   # cells without a bench: size only
         if (v, target, compiler) not in covered and not any(k[1:] == (target, compiler) for k in covered):
             alone = sum(1 for k in sizes if k[1:] == (target, compiler)) == 1
             rows.append([["(size only)"], [f"{target}/{compiler}"], ["-"], ["-"],
                          [Link(text if alone else f"{v} {text}", anchor)]])
     against = f" vs {baseline}" if all(t.variants[0] == baseline for t in tables) else ""   # else each cell says
-    return Grid(["bench", "target", f"time{against}", f"exact count{against}", f"size{against}"], rows,
+    return Grid(["bench", "target", f"time{against}", f"work (exact count){against}", f"size{against}"], rows,
                 align="lllll")
+
+
+def _disagree(timed: Table, exact: Table) -> bool:
+    """The variant does more work yet is faster, or less work yet slower (one compared variant)."""
+    v = timed.variants[1]
+    verdicts = {r.changes[v].verdict for r in timed.rows if v in r.changes} - {"~"}
+    found = _exact_entry(exact, v)
+    if len(verdicts) != 1 or found is None or found[1] == 1.0:
+        return False
+    more_work = found[1] > 1.0
+    return (verdicts == {"faster"} and more_work) or (verdicts == {"slower"} and not more_work)
