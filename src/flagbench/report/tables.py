@@ -139,10 +139,18 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
             if not exact or any(row.median(v) for v in variants):   # counters that stayed 0 say nothing
                 rows.append(row)
         rows.sort(key=lambda r: [_natural(r.params.get(k, "")) for k in param_keys])
+        if exact and rows and all(":" in r.params.get("count", "") for r in rows) and len(variants) > 1:
+            rows.sort(key=lambda r: -_moved(r, variants[0], variants[1]))   # a profile: largest change first
         tables.append(Table(bench, metric, "" if exact else measure.unit, target, compiler, variants,
                             param_keys, rows, exact, layouts, measure))
     tables.sort(key=lambda t: (t.bench, t.target, t.compiler, t.exact, t.metric))
     return tables
+
+
+def _moved(row: Row, base: str, other: str) -> float:
+    """How far a count moved between two columns (0 when one is missing)."""
+    a, b = row.median(base), row.median(other)
+    return 0.0 if a is None or b is None else abs(b - a)
 
 
 def _split_layouts(columns: list[str]) -> tuple[list[str], dict[str, list[str]]]:
