@@ -145,9 +145,20 @@ def gather_objects(exp, path: Path, args, say):
             case.pairs.append(Pair(other.cell.variant.name, target, compiler, base.cell.key, other.cell.key,
                                    size_facts(str(build.archive(base)), str(build.archive(other))),
                                    base.objects, other.objects))
+    case.facts += toolchains(builds)
     status = run_benches(case, path, args)
     case.profiles = _profiles(exp, builds, args, say)
     return case, status
+
+
+def toolchains(builds) -> list[str]:
+    """One line per target and compiler: the tool versions its cells were built with (the seed
+    thread's matrix had a gcc and a binutils axis: this says which the matrix here has)."""
+    seen: dict[str, str] = {}
+    for b in builds:
+        versions = "; ".join(f"{tool}: {v}" for tool, v in b.tools.items())
+        seen.setdefault(f"{b.cell.target}/{b.cell.compiler}", versions)
+    return [f"toolchain {cell}: {versions}" for cell, versions in seen.items()]
 
 
 def run_benches(case, path: Path, args) -> int:
@@ -157,13 +168,34 @@ def run_benches(case, path: Path, args) -> int:
     from flagbench.spec import load
     from flagbench.store import Store
 
-    if not load(path).benches:
+    benches = load(path).benches
+    if not benches:
         return 0
     outcome, _ = run_experiment(path, db=args.db, samples=args.samples, fresh=args.fresh, fmt="json")
     with Store(args.db, create=False) as store:
         case.tables = run_tables(store, outcome.run_id)
         case.failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]
+    case.facts += checked(benches, case.failures)
     return outcome.status
+
+
+def checked(benches, failures: list[dict]) -> list[str]:
+    """What the memory benches' correctness gate (harness/memcheck.c) found, said in the report:
+    an implementation is measured only after it passed, so a table without it is a failure."""
+    out = []
+    for b in benches:
+        if b.kind not in ("memcpy", "memmove", "memset"):
+            continue
+        bad = sorted({f["cell"].split("/")[0] for f in failures if f["bench"] == b.name and
+                      "FAIL" in (f.get("reason") or "")})
+        good = [f for f in b.functions if f not in bad]
+        if good:
+            out.append(f"{b.name}: {', '.join(good)} passed the exhaustive alignment x length check before "
+                       f"being measured (harness/memcheck.c: every dst x src alignment 0..31 for lengths 0..99, "
+                       f"148 alignment pairs for lengths up to 64 KiB + 1, guard bytes around the destination)")
+        if bad:
+            out.append(f"{b.name}: {', '.join(bad)} FAILED that check (see the failed cells): not measured")
+    return out
 
 
 # -- kernel cases: built by the kernel stage, laid out like any other (report/case.py)

@@ -163,11 +163,33 @@ def notes(t: Table) -> list[str]:
         what = f"reach up to +-{max(known):.1%}" if known else "no interval"
         out.append(f"A/A control ({t.variants[0]} measured twice in the same rounds): {what}; "
                    f"a change within its reach is not called")
+    out += _band_shrinks(t)
     if t.layouts:
         out.append("layout band: min..max of median / the variant's median over the variant and its relinks "
                    "with code moved; p: do the layouts differ at all (Kruskal-Wallis); beyond = the whole CI "
                    "lies outside the baseline's band")
     return out
+
+
+def _band_shrinks(t: Table) -> list[str]:
+    """The baseline's layout band beside each other relinked variant's, and whether it shrank."""
+    base, out = t.variants[0], []
+    for r in t.rows:
+        before = r.bands.get(base)
+        for v, after in r.bands.items():
+            if v == base or before is None:
+                continue
+            verdict, p = stats.band_shrink(before, after)
+            label = ",".join(f"{k}={val}" for k, val in r.params.items())
+            where = f" ({label})" if label else ""
+            test = "" if p is None else f", Fligner-Killeen p={p:.3f}"
+            out.append(f"layout band{where}: {base} {before.as_percent()} (width {_width(before)}) -> "
+                       f"{v} {after.as_percent()} (width {_width(after)}): {verdict}{test}")
+    return out
+
+
+def _width(band: LayoutBand) -> str:
+    return f"{(band.high - band.low) * 100:.1f} pt"
 
 
 def _undecided(t: Table) -> list[str]:
