@@ -331,3 +331,58 @@ def test_case_summary_of_a_booted_guest():
     grid = case_summary(tables, prefix="k", baseline="default")
     assert [r[0][0] for r in grid.rows] == ["page_fault"]
     assert [x.text for x in grid.rows[0][3]] == [f"{(2188 / 2140 - 1) * 100:+.2f} % kernel insns/iter"]
+
+
+def test_a_runs_values_are_one_sample_and_carry_their_contention(tmp_path):
+    """Through the real engine: a will-it-scale-like job emits several rates per run; the table
+    holds one sample per run (their mean), each with the CPU share the engine measured, and an
+    A/A control column sets the row's reach instead of being a variant."""
+    import io
+
+    from rich.console import Console
+
+    from flagbench.run.engine import BenchCell, run_cells
+    from flagbench.run.executors import NativeExecutor
+    from flagbench.run.noise import aa_control
+
+    busy = tmp_path / "busy.c"
+    busy.write_text("int main(void) { volatile unsigned long s = 0; for (unsigned long i = 0; i < 20000000; i++) s += i; return 0; }\n")
+    exe = tmp_path / "busy"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(busy)], check=True)
+    executor = NativeExecutor(parse_stdout=False)
+    rates = iter(range(1, 10_000))
+
+    def timed(emit):
+        m = executor.measure([str(exe)])
+        for _ in range(3):                      # three "per-second" values a run, as wis emits
+            emit("per_second", float(next(rates)), "iter/s")
+        return m.failure
+
+    cells = [BenchCell(bench="b", variant=v, target="x86_64", compiler="gcc", params={"tasks": n}, timed=timed,
+                       samples=6, warmup=0, timed_metric="per_second", per_invocation=3)
+             for n in ("1", "2") for v in ("A", "B")]
+    cells += aa_control(cells, ["A", "B"])
+    assert [c.variant for c in cells] == ["A", "B", "A", "B", "A@aa", "A@aa"]
+    with Store(tmp_path / "fb.db") as s:
+        out = run_cells(s, cells, experiment="e", experiment_hash="h", seed=3, progress=False,
+                        console=Console(file=io.StringIO()))
+        samples = s.samples(out.run_id)
+    assert out.status == 0 and len(samples) == 2 * 3 * 6 * 3
+    for sample in samples:
+        c = sample["provenance"]["contention"]
+        assert c["wall_s"] > 0 and c["cpu_s"] > 0 and 0 < c["cpu_share"] <= 1.2   # one single-threaded program
+    [t] = build_tables(samples, ["A", "B"])
+    assert t.variants == ["A", "B"] and t.measure.higher_is_better and not t.measure.exact
+    assert len(t.rows) == 2
+    row = t.rows[0]
+    by_run = {}
+    for sample in samples:
+        if sample["params"] == {"tasks": "1"}:
+            by_run.setdefault((sample["variant"], sample["provenance"]["sample"]), []).append(sample["value"])
+    assert sorted(row.values["A"]) == sorted(sum(v) / 3 for (var, _), v in by_run.items() if var == "A")
+    assert len(row.shares["B"]) == 6 and all(x is not None for x in row.shares["B"])
+    assert row.control is not None and row.control.n_old == row.control.n_new == 6
+    # each round visited a row's three columns back to back: a burst of load hits them alike
+    order = [(sample["params"]["tasks"], sample["variant"]) for sample in samples][::3]
+    triples = [order[i:i + 3] for i in range(0, len(order), 3)]
+    assert all(len({n for n, _ in t3}) == 1 and sorted(v for _, v in t3) == ["A", "A@aa", "B"] for t3 in triples)
