@@ -36,10 +36,10 @@ import numpy as np
 MIN_SAMPLES_CI = 6        # below this: no interval, no p-value, verdict "~"
 MIN_SAMPLES_QUIET = 9     # below this: a "too few samples" warning (as compare.py)
 HIGH_SPREAD = 0.10        # IQR/median above this: a "high spread" warning
-# A timed sample whose programs got less than this fraction of the best CPU share seen in its
-# row (noise.Contention: CPU time over wall time) ran beside something else: set aside.
+# A timed sample whose programs got less than this fraction of the typical good CPU share of
+# its comparison (the upper quartile of both sides' shares; noise.Contention: CPU time over
+# wall time) ran beside a burst of something else: set aside when enough samples remain.
 CONTENDED = 0.85
-MOST_CONTENDED = 0.25     # more than this share contended and too few left: no verdict
 RESOLVE_AT_LEAST = 0.02   # the smallest change the advice on a wide interval aims to resolve
 
 
@@ -201,9 +201,9 @@ def ratio_estimate_interval(old: Sequence[float], new: Sequence[float],
 
 def uncontended(shares_old: Sequence[float | None] | None, shares_new: Sequence[float | None] | None,
                 limit: float = CONTENDED) -> tuple[np.ndarray, np.ndarray] | None:
-    """Which samples ran without contention: their CPU share is at least `limit` of the best
-    share of both sides (the same rule for A and B, so setting samples aside favours neither).
-    None when a share is unknown.
+    """Which samples ran without a burst of contention: their CPU share is at least `limit` of the
+    upper quartile of both sides' shares (one lucky sample does not set the bar; the same rule
+    for A and B, so setting samples aside favours neither). None when a share is unknown.
 
     >>> [m.tolist() for m in uncontended([1.0, 0.5, 0.98], [0.99, 1.0, 0.6])]
     [[True, False, True], [True, True, False]]
@@ -211,10 +211,26 @@ def uncontended(shares_old: Sequence[float | None] | None, shares_new: Sequence[
     if not shares_old or not shares_new or any(x is None for x in (*shares_old, *shares_new)):
         return None
     a, b = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
-    best = max(a.max(), b.max())
-    if best <= 0:
+    typical = float(np.percentile(np.concatenate([a, b]), 75))
+    if typical <= 0:
         return None
-    return a >= limit * best, b >= limit * best
+    return a >= limit * typical, b >= limit * typical
+
+
+def contention_differs(shares_old: Sequence[float], shares_new: Sequence[float], alpha: float = 0.05) -> float | None:
+    """p of "A's and B's samples got different CPU shares" (Mann-Whitney): when they did, a
+    difference in speed may be the machine's, not the variant's. None when it cannot be said.
+
+    >>> contention_differs([1.0] * 6, [0.5] * 6) < 0.05, contention_differs([1.0, 0.9] * 3, [0.9, 1.0] * 3)
+    (True, 1.0)
+    """
+    a, b = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
+    if min(a.size, b.size) < MIN_SAMPLES_CI:
+        return None
+    if np.unique(np.concatenate([a, b])).size == 1:
+        return 1.0
+    from scipy.stats import mannwhitneyu
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
 def samples_needed(n: int, ci_low: float, ci_high: float, change: float) -> int:
@@ -244,17 +260,20 @@ def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool
     refuse = None
     keep = uncontended(shares_old, shares_new) if len(a) == len(shares_old or ()) \
         and len(b) == len(shares_new or ()) else None
-    if keep is not None and not (keep[0].all() and keep[1].all()):
+    if keep is not None:
+        sa, sb = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
         n_cont = int((~keep[0]).sum() + (~keep[1]).sum())
-        what = f"{n_cont} of {a.size + b.size} samples ran contended (< {CONTENDED:.0%} of the best CPU share)"
-        if min(keep[0].sum(), keep[1].sum()) >= MIN_SAMPLES_CI:
-            a, b = a[keep[0]], b[keep[1]]
+        what = f"{n_cont} of {a.size + b.size} samples ran contended (< {CONTENDED:.0%} of the typical CPU share)"
+        if n_cont and min(keep[0].sum(), keep[1].sum()) >= MIN_SAMPLES_CI:
+            a, b, sa, sb = a[keep[0]], b[keep[1]], sa[keep[0]], sb[keep[1]]
             warnings.append(f"{what}: set aside")
-        elif n_cont > MOST_CONTENDED * (a.size + b.size):
-            refuse = f"{what}: too many to call a change; measure on a quieter machine or take more samples"
-            warnings.append(refuse)
-        else:
+        elif n_cont:
             warnings.append(what)
+        p_share = contention_differs(sa, sb)
+        if p_share is not None and p_share < alpha:
+            refuse = (f"A and B ran under different contention (their CPU shares differ, p={p_share:.3f}): "
+                      f"not called; measure on a quieter machine")
+            warnings.append(refuse)
     med_a, med_b = float(np.median(a)), float(np.median(b))
     n_min = min(a.size, b.size)
     if n_min < MIN_SAMPLES_CI:
