@@ -331,6 +331,26 @@ def test_case_summary_of_a_booted_guest():
     grid = case_summary(tables, prefix="k", baseline="default")
     assert [r[0][0] for r in grid.rows] == ["page_fault"]
     assert [x.text for x in grid.rows[0][3]] == [f"{(2188 / 2140 - 1) * 100:+.2f} % kernel insns/iter"]
+    assert grid.rows[0][2] == ["no timing verdict: a booted guest's time is emulated"]   # work is not speed
+
+
+def test_work_and_time_that_disagree_are_both_shown_and_labelled():
+    """Seed 003's copy: twice the instructions, half the time. The summary gives both, in columns
+    named time and work, and says they disagree rather than making the count a speed verdict."""
+    from flagbench.report.doc import Link
+    from flagbench.report.summary import case_summary
+    rng = np.random.default_rng(5)
+    samples = [dict(bench="copy", metric="ns_per_iter", unit="ns", variant=v, target="x86_64", compiler="gcc",
+                    params={}, value=x) for v, base in (("default", 12.0), ("unrolled", 6.3))
+               for x in base * np.exp(rng.normal(0, 0.01, 10))]
+    samples += [dict(bench="copy", metric="insns_per_iter", unit="insns", variant=v, target="x86_64",
+                     compiler="gcc", params={}, value=x) for v, x in (("default", 42.0), ("unrolled", 90.0))]
+    grid = case_summary(build_tables(samples, ["default", "unrolled"]), prefix="c", baseline="default")
+    assert grid.header[2].startswith("time") and grid.header[3].startswith("work")
+    [row] = grid.rows
+    assert row[2][0].text.endswith("faster") and "%" in row[2][0].text
+    assert isinstance(row[3][0], Link) and row[3][0].text == f"{(90 / 42 - 1) * 100:+.2f} % insns/iter"
+    assert "disagree" in row[3][-1] and not any(w in row[3][0].text for w in ("faster", "slower"))
 
 
 def test_a_runs_values_are_one_sample_and_carry_their_contention(tmp_path):

@@ -121,8 +121,10 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
         work = _entries(exact, prefix, _exact_entry, False)
         if timed and exact and len(timed.variants) == 2 and _disagree(timed, exact):
             work += ["; work and time disagree: the time is the speed"]
-        rows.append([[bench], [f"{target}/{compiler}"], _entries(timed, prefix, _timed_entry, up),
-                     work, size_cell or ["-"]])
+        time_cell = _entries(timed, prefix, _timed_entry, up)
+        if timed is None and exact and any(r.params.get("count") == "kernel_insns_per_iter" for r in exact.rows):
+            time_cell = ["no timing verdict: a booted guest's time is emulated"]
+        rows.append([[bench], [f"{target}/{compiler}"], time_cell, work, size_cell or ["-"]])
     for (v, target, compiler), (text, anchor) in sizes.items():   # cells without a bench: size only
         if (v, target, compiler) not in covered and not any(k[1:] == (target, compiler) for k in covered):
             alone = sum(1 for k in sizes if k[1:] == (target, compiler)) == 1
