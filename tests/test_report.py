@@ -406,3 +406,23 @@ def test_a_runs_values_are_one_sample_and_carry_their_contention(tmp_path):
     order = [(sample["params"]["tasks"], sample["variant"]) for sample in samples][::3]
     triples = [order[i:i + 3] for i in range(0, len(order), 3)]
     assert all(len({n for n, _ in t3}) == 1 and sorted(v for _, v in t3) == ["A", "A@aa", "B"] for t3 in triples)
+
+
+def test_kernel_summary_leads_with_bloat_o_meters_total():
+    """A pair whose functions grew 3.84 % while .text hardly moved (zero call-used registers):
+    the first percentage printed is bloat-o-meter's, then functions alone, padding, the sections
+    and why they differ, and whose rules made the table."""
+    from flagbench.kernel.summary import Summary, render
+    s = Summary("default/x86_64/gcc", "zero/x86_64/gcc", text_old=4_194_560, text_new=4_198_914,
+                padding_old=260_000, padding_new=110_000, covered_old=3_900_000, covered_new=4_053_600,
+                bom_old=4_000_000, bom_new=4_153_600, fn_old=3_900_000, fn_new=4_053_600,
+                rules="the tree's scripts/bloat-o-meter", functions={"changed": 5862}, config_delta=[],
+                objects=[], compiler="gcc 12", tree="debian:6.1", string_ops=[])
+    lines = render(s).splitlines()
+    assert lines[0] == "default/x86_64/gcc -> zero/x86_64/gcc"
+    first = re.search(r"\(([+-][\d.]+) %\)", "\n".join(lines[1:])).group(1)
+    assert first == f"{(4_153_600 / 4_000_000 - 1) * 100:+.2f}" and "5862 functions changed" in lines[1]
+    assert f"{(4_053_600 / 3_900_000 - 1) * 100:+.2f} % of function bytes" in lines[2]
+    assert "padding between functions -150 000 B" in lines[2]
+    assert lines[3].startswith("  code sections 4194560 -> 4198914 B (+4 354, +0.10 %)") and "grew into the alignment padding" in lines[3]
+    assert "bloat-o-meter rules: the tree's scripts/bloat-o-meter" in lines[4]

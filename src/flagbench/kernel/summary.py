@@ -138,6 +138,9 @@ def _why_sections(s: Summary) -> str:
     inside, between = s.covered_new - s.covered_old, s.padding_new - s.padding_old
     if s.text_delta == inside + between and not between:
         return "the growth inside functions, no padding moved"
+    if inside and between and (inside > 0) != (between > 0) and abs(between) * 2 >= abs(inside):
+        return (f"inside functions {_signed(inside)} B, between them {_signed(between)} B: the functions "
+                f"grew into the alignment padding that followed them, so the section hardly moved")
     if abs(s.text_delta) < abs(inside + between):
         return (f"inside functions {_signed(inside)} B, between them {_signed(between)} B; the section grew "
                 f"less because its end is aligned and the slack there absorbed the growth")
