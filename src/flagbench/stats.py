@@ -40,6 +40,9 @@ HIGH_SPREAD = 0.10        # IQR/median above this: a "high spread" warning
 # its comparison (the upper quartile of both sides' shares; noise.Contention: CPU time over
 # wall time) ran beside a burst of something else: set aside when enough samples remain.
 CONTENDED = 0.85
+# Below this typical share the job mostly waited (start-up, perf's attach, a harness that times
+# only its own loop): its CPU share says nothing about the samples' contention, and is not used.
+CPU_BOUND = 0.5
 RESOLVE_AT_LEAST = 0.02   # the smallest change the advice on a wide interval aims to resolve
 
 
@@ -203,16 +206,19 @@ def uncontended(shares_old: Sequence[float | None] | None, shares_new: Sequence[
                 limit: float = CONTENDED) -> tuple[np.ndarray, np.ndarray] | None:
     """Which samples ran without a burst of contention: their CPU share is at least `limit` of the
     upper quartile of both sides' shares (one lucky sample does not set the bar; the same rule
-    for A and B, so setting samples aside favours neither). None when a share is unknown.
+    for A and B, so setting samples aside favours neither). None when a share is unknown, or
+    when the jobs were not CPU-bound (typical share below CPU_BOUND).
 
     >>> [m.tolist() for m in uncontended([1.0, 0.5, 0.98], [0.99, 1.0, 0.6])]
     [[True, False, True], [True, True, False]]
+    >>> uncontended([0.1, 0.12, 0.07], [0.11, 0.1, 0.13]) is None
+    True
     """
     if not shares_old or not shares_new or any(x is None for x in (*shares_old, *shares_new)):
         return None
     a, b = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
     typical = float(np.percentile(np.concatenate([a, b]), 75))
-    if typical <= 0:
+    if typical < CPU_BOUND:
         return None
     return a >= limit * typical, b >= limit * typical
 

@@ -91,21 +91,52 @@ def run(args) -> int:
         html_out.write_text(Html().render(top + sections, "flagbench demo"), encoding="utf-8")
     except OSError as e:
         raise UserError(f"{args.out}: cannot write the report: {e.strerror or e}") from None
-    print(plain(Markdown().render(top[1:-1])), end="", flush=True)
+    print(plain(top[1:-1]), end="", flush=True)
     print(f"\nfull report: {args.out} and {html_out}; samples in {args.db} "
           f"(`flagbench report --list --db {args.db}`)")
     return status
 
 
-def plain(markdown: str) -> str:
-    """Markdown for a terminal: links as their text, anchors and escapes gone.
+def plain(blocks) -> str:
+    """Report blocks as terminal text: headings and paragraphs as lines, grids as aligned columns,
+    links as their text (there is nothing to click on a terminal).
 
-    >>> plain('<a id="x"></a>\\n[memcpy](#memcpy): a \\\\| b')
-    'memcpy: a | b'
+    >>> from flagbench.report.doc import Grid, Heading, Link, Para
+    >>> print(plain([Heading(2, "Summary"), Para([Link("memcpy", "m"), ": a | b"]),
+    ...              Grid(["bench", "time"], [[["x"], [Link("+1.0 % slower", "t")]]])]), end="")
+    Summary
+    <BLANKLINE>
+    memcpy: a | b
+    <BLANKLINE>
+    bench  time
+    -----  -------------
+    x      +1.0 % slower
+    <BLANKLINE>
     """
-    text = re.sub(r'<a id="[^"]*"></a>\n?', "", markdown)
-    text = re.sub(r"\[([^\]]*)\]\(#[^)]*\)", r"\1", text)
-    return re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>~])", r"\1", text)
+    from flagbench.report.doc import Bullets, Code, Grid, Heading, Para
+
+    def text(cell) -> str:
+        parts = cell if isinstance(cell, list) else [cell]
+        return "".join(p if isinstance(p, str) else p.text for p in parts)
+
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out += [b.text, ""]
+        elif isinstance(b, Para):
+            out += [text(b.parts), ""]
+        elif isinstance(b, Bullets):
+            out += [f"- {item}" for item in b.items] + [""]
+        elif isinstance(b, Code):
+            out += [f"    {line}" for line in b.lines] + [""]
+        elif isinstance(b, Grid):
+            rows = [b.header] + [[text(c) for c in r] for r in b.rows]
+            widths = [max(len(r[i]) for r in rows) for i in range(len(b.header))]
+            line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()   # noqa: E731
+            out += [b.title] if b.title else []
+            out += [line(rows[0]), line(["-" * w for w in widths])] + [line(r) for r in rows[1:]]
+            out += [f"- {n}" for n in b.notes] + [""]
+    return "\n".join(out) + "\n"
 
 
 def gather(path: Path, args):

@@ -75,8 +75,7 @@ def _experiment_page(args) -> str:
     section, _ = case_blocks(case)
     if args.format == "html":
         return Html().render(section, f"flagbench: {case.name}")
-    text = Markdown().render(section)
-    return plain(text) if args.format == "text" else text
+    return plain(section) if args.format == "text" else Markdown().render(section)
 
 
 def _write(args, text: str) -> int:
