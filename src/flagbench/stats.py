@@ -12,8 +12,16 @@ same U test we report, so the interval excludes 1 exactly when the test rejects
 (ties aside). Fewer than 6 samples on a side cannot give a 95 % interval that can
 exclude anything useful, so then we report no interval, no p-value, and `~`.
 
+On a shared machine the samples of A and B are not alike by default: each sample should be one
+run of the program (the report averages the values one run emits), and `change` takes each
+sample's CPU share (CPU time over wall time, run/noise.py) to set aside samples that ran through
+a burst of load, and refuses a verdict when A and B ran under different load. An A/A control
+(the baseline measured twice) gives `reach`, the smallest change a run may call. A `~` with an
+interval says how many samples per side would resolve the change seen (`needed`).
+
 The result is a `Change` (`change` for noisy samples, `exact_change` for deterministic counts);
-the size and asm stages have their own `SizeComparison` and `AsmComparison`.
+the size and asm stages have their own `SizeComparison` and `AsmComparison`. A `Metric` says what
+a number is: its unit, whether it is exact work or noisy time, and which direction is better.
 
 >>> c = change([10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.1, 10.0],
 ...            [12.1, 11.9, 12.0, 12.2, 12.0, 11.8, 12.3, 12.1, 12.0])
@@ -256,7 +264,8 @@ def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool
     """The change between two samples of a noisy metric (times by default: lower is better).
 
     `shares_old`/`shares_new`: each sample's CPU share (noise.Contention.cpu_share); samples that
-    ran contended are set aside when enough remain, and no verdict is given when too many did.
+    ran through a burst of contention are set aside when enough remain, and no verdict is given
+    when A's and B's shares differ (the machine, not the variant, may explain the change).
     `floor`: the smallest relative change this run may call (an A/A control's reach): the
     whole interval must lie beyond +-floor for a verdict."""
     a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
