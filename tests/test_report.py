@@ -422,7 +422,7 @@ def test_kernel_summary_leads_with_bloat_o_meters_total():
     assert lines[0] == "default/x86_64/gcc -> zero/x86_64/gcc"
     first = re.search(r"\(([+-][\d.]+) %\)", "\n".join(lines[1:])).group(1)
     assert first == f"{(4_153_600 / 4_000_000 - 1) * 100:+.2f}" and "5862 functions changed" in lines[1]
-    assert f"{(4_053_600 / 3_900_000 - 1) * 100:+.2f} % of function bytes" in lines[2]
+    assert f"{(4_053_600 / 3_900_000 - 1) * 100:+.2f} % of the code in functions" in lines[2]
     assert "padding between functions -150 000 B" in lines[2]
     assert lines[3].startswith("  code sections 4194560 -> 4198914 B (+4 354, +0.10 %)") and "grew into the alignment padding" in lines[3]
     assert "bloat-o-meter rules: the tree's scripts/bloat-o-meter" in lines[4]

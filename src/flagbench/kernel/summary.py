@@ -2,7 +2,7 @@
 
     default/x86_64/gcc -> new/x86_64/gcc
     code +N bytes (+x.xx %), bloat-o-meter total: Before=.., After=.., chg +x.xx%; K functions changed
-      functions alone +F B (+f.ff % of function bytes); padding between functions +P B;
+      functions alone +F B (+f.ff % of the code in functions); padding between functions +P B;
       code sections +T B (+t.tt %): ...why they differ
       bloat-o-meter rules: ...which script's
     config A vs B: ...
@@ -171,7 +171,7 @@ def render(s: Summary, *, objects_top: int = 10, config_top: int = 20) -> str:
     pad_delta = s.padding_new - s.padding_old
     lines = [f"{s.old_label} -> {s.new_label}",
              f"code {_signed(bom_delta)} bytes ({_pct(bom_delta, s.bom_old)}), bloat-o-meter total: {s.bom_line}; {fn}",
-             f"  functions alone {_signed(fn_delta)} B ({_pct(fn_delta, s.fn_old)} of function bytes); "
+             f"  functions alone {_signed(fn_delta)} B ({_pct(fn_delta, s.covered_old)} of the code in functions); "
              f"padding between functions {_signed(pad_delta)} B",
              f"  code sections {s.text_old} -> {s.text_new} B ({_signed(s.text_delta)}, {_pct(s.text_delta, s.text_old)}): "
              + _why_sections(s),
