@@ -256,8 +256,9 @@ def test_case_summary_lines():
     assert 90 < float(timed[0].split()[1]) < 110 and 290 < float(timed[2].split()[1]) < 310   # 2x, 4x
     assert [x.text for x in loop[3]] == ["all 3: +0.00 % insns/iter"] and loop[4][0].text == "all 3: +8 B"
     sweep = rows[("sweep", "x86_64/gcc")][2]
-    assert sweep[0] == "vs bytes: best " and re.fullmatch(r"libc geomean \+14\d\d\.\d % \(2 faster of 2\)", sweep[1].text)
-    assert re.fullmatch(r"two geomean \+9\d\.\d % \(2 faster of 2\)", sweep[3].text)   # about 2x: the worst
+    assert sweep[0] == "vs bytes: " and re.fullmatch(r"words geomean \+2\d\d\.\d % \(2 faster of 2\)", sweep[1].text)
+    assert sweep[2] == "; best " and re.fullmatch(r"libc geomean \+14\d\d\.\d % \(2 faster of 2\)", sweep[3].text)
+    assert re.fullmatch(r"two geomean \+9\d\.\d % \(2 faster of 2\)", sweep[5].text)   # about 2x: the worst
     assert rows[("(size only)", "hppa64/gcc")][4][0].text == "+4 B"
     assert all(x.anchor.startswith("case-") for r in grid.rows for cell in r for x in cell if isinstance(x, Link))
 

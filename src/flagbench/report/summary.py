@@ -6,7 +6,8 @@ says so: both are true, and the time is the speed.
 
 A sweep (several rows) is summarised as benchstat does, by the geometric mean of the per-row
 ratios, with how many rows were faster, slower or `~`; with more than three compared columns
-(memcpy implementations) only the best and the worst are named.
+(memcpy implementations) the first compared one (the file's "new") and the best and the worst of
+the others are named.
 """
 from __future__ import annotations
 
@@ -75,12 +76,12 @@ def _entries(t: Table | None, prefix: str, pick, higher_better: bool) -> list[In
         return [Link(found[0][1][0], anchor)]
     if len(found) > 1 and len({text for _, (text, _) in found}) == 1:   # all alike: say it once
         return [Link(f"all {len(found)}: {found[0][1][0]}", anchor)]
-    if len(found) > MAX_NAMED:
-        ranked = sorted(found, key=lambda ve: ve[1][1], reverse=higher_better)
-        found = [ranked[0], ranked[-1]]
-        out: list[Inline] = [f"vs {t.variants[0]}: best "]
-        out += [Link(f"{found[0][0]} {found[0][1][0]}", anchor), ", worst ",
-                Link(f"{found[1][0]} {found[1][1][0]}", anchor)]
+    if len(found) > MAX_NAMED:   # the first compared column (the file's "new"), then best and worst
+        first = found[0]
+        ranked = sorted(found[1:], key=lambda ve: ve[1][1], reverse=higher_better)
+        out: list[Inline] = [f"vs {t.variants[0]}: ", Link(f"{first[0]} {first[1][0]}", anchor), "; best "]
+        out += [Link(f"{ranked[0][0]} {ranked[0][1][0]}", anchor), ", worst ",
+                Link(f"{ranked[-1][0]} {ranked[-1][1][0]}", anchor)]
         return out
     out = []
     for i, (v, (text, _)) in enumerate(found):
