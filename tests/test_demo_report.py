@@ -87,8 +87,19 @@ def _html_beside_md_and_stdout_ends_with_the_summary(demo):
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and 'id="summary"' in page
     assert "&lt;b&gt;not bold&lt;/b&gt;" in page
-    printed = done.stdout   # each case as it finishes, then the one-screen summary of them all
-    assert printed.rindex("## Summary") > printed.rindex("## same")
+    printed = done.stdout   # the one-screen summary and where the full report is, not the report
+    assert printed.startswith("Summary\n") and "## " not in printed and "](#" not in printed
+    assert "same/x86_64/gcc vs base/x86_64/gcc" not in printed     # the case's section is in the files only
+    assert len(printed.splitlines()) < 40 and printed.rstrip().splitlines()[-1].startswith("full report: ")
+
+
+def test_cases_come_in_seed_order(tmp_path):
+    from flagbench.cli.demo import seed_order
+    for name, seed in (("b-case", 3), ("a-case", 4), ("kernel-x", 0), ("c-case", 0)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "experiment.toml").write_text(f"# Seed {seed:03d}: a thread\n")
+    order = sorted((p.parent for p in tmp_path.glob("*/experiment.toml")), key=seed_order)
+    assert [p.name for p in order] == ["c-case", "b-case", "a-case", "kernel-x"]
 
 
 def test_progress_lines_from_threads_are_written_whole(monkeypatch):
@@ -119,3 +130,17 @@ def test_progress_lines_from_threads_are_written_whole(monkeypatch):
         t.join()
     assert len(recorder.writes) == 8 * 200
     assert all(re.fullmatch(r"flagbench demo: case: cc worker \d file \d+\.c\n", w) for w in recorder.writes)
+
+
+def test_report_gives_any_experiment_the_demo_page(demo):
+    """`flagbench report EXPERIMENT` writes the page the demo wrote for that case, from one command."""
+    root, md, _, _ = demo
+    case = root / "cases" / "same"
+    page = flagbench("report", str(case), "--db", str(root / "fb.db"), "--format", "md", cwd=root)
+    assert page.returncode == 0, page.stderr
+    assert "same/x86_64/gcc vs base/x86_64/gcc" in page.stdout and "no symbol changed size" in page.stdout
+    assert page.stdout.strip() == md[md.index('<a id="same"></a>'):].strip()
+    text = flagbench("report", str(case), "--db", str(root / "fb.db"), "--format", "text", cwd=root)
+    assert text.returncode == 0 and "](#" not in text.stdout and "same/x86_64/gcc vs base/x86_64/gcc" in text.stdout
+    bad = flagbench("report", str(case), "--db", str(root / "fb.db"), "--format", "csv", cwd=root)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

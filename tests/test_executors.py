@@ -9,7 +9,7 @@ import pytest
 
 from flagbench.errors import UserError
 from flagbench.run.executors import (CallgrindExecutor, NativeExecutor, QemuExecutor,
-                                     executor_for, interleave, parse_metrics, perf_available)
+                                     executor_for, parse_metrics, perf_available)
 
 PROGRAM = r"""
 #define _GNU_SOURCE
@@ -193,14 +193,3 @@ def test_parse_metrics():
     assert parse_metrics("a 1\n\n# c\nb.c 2.5e3\n") == ({"a": 1.0, "b.c": 2500.0}, None)
     assert parse_metrics("a 1\nb nan\n")[1] == "b nan"
     assert parse_metrics("a 1 2\n")[1] == "a 1 2"
-
-
-def test_interleave_is_seeded_and_mixed():
-    order = interleave(["A", "B"], 20, seed=7)
-    assert order == interleave(["A", "B"], 20, seed=7)
-    assert order != interleave(["A", "B"], 20, seed=8)
-    assert order.count("A") == order.count("B") == 20
-    # Every round holds each cell once: A never lags B by more than one sample.
-    for i in range(0, 40, 2):
-        assert sorted(order[i:i + 2]) == ["A", "B"]
-    assert order[:20] != ["A"] * 20

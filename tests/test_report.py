@@ -230,9 +230,9 @@ def test_case_summary_lines():
     best and worst; sizes linked; a target with objects only: its size line."""
     from flagbench.report.doc import Link
     from flagbench.report.summary import case_summary
-    samples = [dict(bench="loop", metric=m, unit="", variant=v, target="x86_64", compiler="gcc", params={}, value=x)
+    samples = [dict(bench="loop", metric=m, unit=u, variant=v, target="x86_64", compiler="gcc", params={}, value=x)
                for v, base in (("a", 10.0), ("b", 20.0), ("c", 30.0), ("d", 40.0))
-               for m, x in [("ns_per_iter", base + i / 10) for i in range(6)] + [("insns_per_iter", 7.0)]]
+               for m, u, x in [("ns_per_iter", "ns", base + i / 10) for i in range(6)] + [("insns_per_iter", "insns", 7.0)]]
     samples += [dict(bench="sweep", metric="MB/s", unit="MB/s", variant=v, target="x86_64", compiler="gcc",
                      params={"size": str(size)}, value=speed * size + i)
                 for v, speed in (("bytes", 1.0), ("words", 4.0), ("rep", 9.0), ("libc", 16.0), ("two", 2.0))
@@ -248,8 +248,9 @@ def test_case_summary_lines():
     assert 90 < float(timed[0].split()[1]) < 110 and 290 < float(timed[2].split()[1]) < 310   # 2x, 4x
     assert [x.text for x in loop[3]] == ["all 3: +0.00 % insns/iter"] and loop[4][0].text == "all 3: +8 B"
     sweep = rows[("sweep", "x86_64/gcc")][2]
-    assert sweep[0] == "vs bytes: best " and re.fullmatch(r"libc geomean \+14\d\d\.\d % \(2 faster of 2\)", sweep[1].text)
-    assert re.fullmatch(r"two geomean \+9\d\.\d % \(2 faster of 2\)", sweep[3].text)   # about 2x: the worst
+    assert sweep[0] == "vs bytes: " and re.fullmatch(r"words geomean \+2\d\d\.\d % \(2 faster of 2\)", sweep[1].text)
+    assert sweep[2] == "; best " and re.fullmatch(r"libc geomean \+14\d\d\.\d % \(2 faster of 2\)", sweep[3].text)
+    assert re.fullmatch(r"two geomean \+9\d\.\d % \(2 faster of 2\)", sweep[5].text)   # about 2x: the worst
     assert rows[("(size only)", "hppa64/gcc")][4][0].text == "+4 B"
     assert all(x.anchor.startswith("case-") for r in grid.rows for cell in r for x in cell if isinstance(x, Link))
 
@@ -323,3 +324,98 @@ def test_case_summary_of_a_booted_guest():
     grid = case_summary(tables, prefix="k", baseline="default")
     assert [r[0][0] for r in grid.rows] == ["page_fault"]
     assert [x.text for x in grid.rows[0][3]] == [f"{(2188 / 2140 - 1) * 100:+.2f} % kernel insns/iter"]
+    assert grid.rows[0][2] == ["no timing verdict: a booted guest's time is emulated"]   # work is not speed
+
+
+def test_work_and_time_that_disagree_are_both_shown_and_labelled():
+    """Seed 003's copy: twice the instructions, half the time. The summary gives both, in columns
+    named time and work, and says they disagree rather than making the count a speed verdict."""
+    from flagbench.report.doc import Link
+    from flagbench.report.summary import case_summary
+    rng = np.random.default_rng(5)
+    samples = [dict(bench="copy", metric="ns_per_iter", unit="ns", variant=v, target="x86_64", compiler="gcc",
+                    params={}, value=x) for v, base in (("default", 12.0), ("unrolled", 6.3))
+               for x in base * np.exp(rng.normal(0, 0.01, 10))]
+    samples += [dict(bench="copy", metric="insns_per_iter", unit="insns", variant=v, target="x86_64",
+                     compiler="gcc", params={}, value=x) for v, x in (("default", 42.0), ("unrolled", 90.0))]
+    grid = case_summary(build_tables(samples, ["default", "unrolled"]), prefix="c", baseline="default")
+    assert grid.header[2].startswith("time") and grid.header[3].startswith("work")
+    [row] = grid.rows
+    assert row[2][0].text.endswith("faster") and "%" in row[2][0].text
+    assert isinstance(row[3][0], Link) and row[3][0].text == f"{(90 / 42 - 1) * 100:+.2f} % insns/iter"
+    assert "disagree" in row[3][-1] and not any(w in row[3][0].text for w in ("faster", "slower"))
+
+
+def test_a_runs_values_are_one_sample_and_carry_their_contention(tmp_path):
+    """Through the real engine: a will-it-scale-like job emits several rates per run; the table
+    holds one sample per run (their mean), each with the CPU share the engine measured, and an
+    A/A control column sets the row's reach instead of being a variant."""
+    import io
+
+    from rich.console import Console
+
+    from flagbench.run.engine import BenchCell, run_cells
+    from flagbench.run.executors import NativeExecutor
+    from flagbench.run.noise import aa_control
+
+    busy = tmp_path / "busy.c"
+    busy.write_text("int main(void) { volatile unsigned long s = 0; for (unsigned long i = 0; i < 20000000; i++) s += i; return 0; }\n")
+    exe = tmp_path / "busy"
+    subprocess.run(["gcc", "-O1", "-o", str(exe), str(busy)], check=True)
+    executor = NativeExecutor(parse_stdout=False)
+    rates = iter(range(1, 10_000))
+
+    def timed(emit):
+        m = executor.measure([str(exe)])
+        for _ in range(3):                      # three "per-second" values a run, as wis emits
+            emit("per_second", float(next(rates)), "iter/s")
+        return m.failure
+
+    cells = [BenchCell(bench="b", variant=v, target="x86_64", compiler="gcc", params={"tasks": n}, timed=timed,
+                       samples=6, warmup=0, timed_metric="per_second", per_invocation=3)
+             for n in ("1", "2") for v in ("A", "B")]
+    cells += aa_control(cells, ["A", "B"])
+    assert [c.variant for c in cells] == ["A", "B", "A", "B", "A@aa", "A@aa"]
+    with Store(tmp_path / "fb.db") as s:
+        out = run_cells(s, cells, experiment="e", experiment_hash="h", seed=3, progress=False,
+                        console=Console(file=io.StringIO()))
+        samples = s.samples(out.run_id)
+    assert out.status == 0 and len(samples) == 2 * 3 * 6 * 3
+    for sample in samples:
+        c = sample["provenance"]["contention"]
+        assert c["wall_s"] > 0 and c["cpu_s"] > 0 and 0 < c["cpu_share"] <= 1.2   # one single-threaded program
+    [t] = build_tables(samples, ["A", "B"])
+    assert t.variants == ["A", "B"] and t.measure.higher_is_better and not t.measure.exact
+    assert len(t.rows) == 2
+    row = t.rows[0]
+    by_run = {}
+    for sample in samples:
+        if sample["params"] == {"tasks": "1"}:
+            by_run.setdefault((sample["variant"], sample["provenance"]["sample"]), []).append(sample["value"])
+    assert sorted(row.values["A"]) == sorted(sum(v) / 3 for (var, _), v in by_run.items() if var == "A")
+    assert len(row.shares["B"]) == 6 and all(x is not None for x in row.shares["B"])
+    assert row.control is not None and row.control.n_old == row.control.n_new == 6
+    # each round visited a row's three columns back to back: a burst of load hits them alike
+    order = [(sample["params"]["tasks"], sample["variant"]) for sample in samples][::3]
+    triples = [order[i:i + 3] for i in range(0, len(order), 3)]
+    assert all(len({n for n, _ in t3}) == 1 and sorted(v for _, v in t3) == ["A", "A@aa", "B"] for t3 in triples)
+
+
+def test_kernel_summary_leads_with_bloat_o_meters_total():
+    """A pair whose functions grew 3.84 % while .text hardly moved (zero call-used registers):
+    the first percentage printed is bloat-o-meter's, then functions alone, padding, the sections
+    and why they differ, and whose rules made the table."""
+    from flagbench.kernel.summary import Summary, render
+    s = Summary("default/x86_64/gcc", "zero/x86_64/gcc", text_old=4_194_560, text_new=4_198_914,
+                padding_old=260_000, padding_new=110_000, covered_old=3_900_000, covered_new=4_053_600,
+                bom_old=4_000_000, bom_new=4_153_600, fn_old=3_900_000, fn_new=4_053_600,
+                rules="the tree's scripts/bloat-o-meter", functions={"changed": 5862}, config_delta=[],
+                objects=[], compiler="gcc 12", tree="debian:6.1", string_ops=[])
+    lines = render(s).splitlines()
+    assert lines[0] == "default/x86_64/gcc -> zero/x86_64/gcc"
+    first = re.search(r"\(([+-][\d.]+) %\)", "\n".join(lines[1:])).group(1)
+    assert first == f"{(4_153_600 / 4_000_000 - 1) * 100:+.2f}" and "5862 functions changed" in lines[1]
+    assert f"{(4_053_600 / 3_900_000 - 1) * 100:+.2f} % of the code in functions" in lines[2]
+    assert "padding between functions -150 000 B" in lines[2]
+    assert lines[3].startswith("  code sections 4194560 -> 4198914 B (+4 354, +0.10 %)") and "grew into the alignment padding" in lines[3]
+    assert "bloat-o-meter rules: the tree's scripts/bloat-o-meter" in lines[4]

@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from flagbench import stats
-from flagbench.stats import higher_is_better, ratio_interval
+from flagbench.stats import metric, ratio_interval
 
 
 def lognormal(rng, n, median, sigma=0.03):
@@ -28,7 +28,7 @@ def test_throughput_direction_is_reversed():
     rng = np.random.default_rng(2)
     old, new = lognormal(rng, 12, 500.0), lognormal(rng, 12, 600.0)   # MB/s went up
     assert stats.change(old, new, higher_is_better=True).verdict == "faster"
-    assert stats.change(old, new, higher_is_better=higher_is_better("MB/s")).verdict == "faster"
+    assert stats.change(old, new, higher_is_better=metric("MB/s", "MB/s").higher_is_better).verdict == "faster"
     assert stats.change(old, new).verdict == "slower"   # as a time it would be worse
 
 
@@ -81,9 +81,9 @@ def test_exact_counts():
     c = stats.exact_change(1_000_000, 1_170_000, metric="insns")
     assert c.verdict == "exact" and c.ratio == pytest.approx(1.17) and c.relative == pytest.approx(0.17)
     assert stats.exact_change(0, 0).ratio == 1.0
-    assert stats.is_exact_metric("insns") and not stats.is_exact_metric("MB/s")
-    # what a booted guest counts (kernel/guest.py) is exact too: a change, never a timing verdict
-    assert stats.is_exact_metric("kernel_insns_per_iter") and stats.is_exact_metric("user_insns_per_iter")
+    assert metric("insns", "insns").exact and not metric("MB/s", "MB/s").exact
+    # what a booted guest counts (kernel/guest.py) is exact too: work, never a timing verdict
+    assert metric("kernel_insns_per_iter", "insns").kind == "work" == metric("user_insns_per_iter", "insns").kind
 
 
 # -- issue 11: a number outside its own interval -------------------------------------------------
@@ -133,3 +133,73 @@ def test_bimodal_samples_whose_ratio_of_medians_lies_outside_the_interval():
     est, low, high = (float(x) for x in re.match(r"~? ?([+-][\d.]+) % \[([+-][\d.]+), ([+-][\d.]+)\]",
                                                  fmt_change(c)).groups())
     assert low <= est <= high
+
+
+# -- verdicts under contention -------------------------------------------------------------------
+
+def test_contended_samples_are_set_aside_when_enough_remain():
+    """Samples whose programs got a small share of a CPU ran beside something else; without them
+    the two sides are the same, with them a burst of load on one side looks like a slowdown."""
+    rng = np.random.default_rng(11)
+    old, new = lognormal(rng, 16, 100.0, 0.01), lognormal(rng, 16, 100.0, 0.01)
+    shares_old, shares_new = [1.0] * 16, [1.0] * 16
+    for i in range(10):                     # ten of B's runs took twice as long, at half a CPU
+        new[i] *= 2.0
+        shares_new[i] = 0.5
+    assert stats.change(old, new).verdict == "slower"
+    c = stats.change(old, new, shares_old=shares_old, shares_new=shares_new)
+    assert c.verdict == "~" and c.n_new == 6 and c.n_old == 16
+    assert any("10 of 32 samples ran contended" in w and "set aside" in w for w in c.warnings)
+
+
+def test_different_contention_on_each_side_gives_no_verdict():
+    """B ran at a lower CPU share than A throughout: its slowness may be the machine's."""
+    rng = np.random.default_rng(12)
+    old, new = lognormal(rng, 8, 100.0, 0.01), lognormal(rng, 8, 130.0, 0.01)
+    c = stats.change(old, new, shares_old=[1.0] * 8, shares_new=[0.6] * 8)
+    assert c.verdict == "~" and c.ci_low is not None and c.needed is None
+    assert any("different contention" in w for w in c.warnings)
+    # the same contention on both sides (bursts that hit A and B alike) leaves the change to be called
+    alike = [1.0, 0.5] * 4
+    assert stats.change(old, new, shares_old=alike, shares_new=alike[::-1]).verdict == "slower"
+
+
+def test_unknown_shares_change_nothing():
+    rng = np.random.default_rng(13)
+    old, new = lognormal(rng, 10, 100.0), lognormal(rng, 10, 120.0)
+    assert stats.change(old, new, shares_old=[None] * 10, shares_new=[1.0] * 10) == stats.change(old, new)
+
+
+def test_aa_control_reach_is_the_smallest_change_called():
+    rng = np.random.default_rng(14)
+    base, again = lognormal(rng, 12, 100.0, 0.05), lognormal(rng, 12, 100.0, 0.05)
+    control = stats.change(base, again)
+    reach = stats.reach(control)
+    assert reach == pytest.approx(max(control.ci_high, 1 / control.ci_low) - 1) and reach > 0
+    quiet = lognormal(rng, 12, 100.0, 0.002)
+    small = lognormal(rng, 12, 100.0 * (1 + reach / 2), 0.002)   # real, and smaller than the control's reach
+    assert stats.change(quiet, small).verdict == "slower"
+    c = stats.change(quiet, small, floor=reach)
+    assert c.verdict == "~" and any("A/A control's reach" in w for w in c.warnings)
+    big = lognormal(rng, 12, 100.0 * (1 + 3 * reach), 0.002)
+    assert stats.change(quiet, big, floor=reach).verdict == "slower"
+
+
+def test_an_undecided_interval_says_how_many_samples_would_decide_it():
+    rng = np.random.default_rng(15)
+    old, new = lognormal(rng, 10, 100.0, 0.2), lognormal(rng, 10, 103.0, 0.2)
+    c = stats.change(old, new)
+    assert c.verdict == "~" and c.needed > 10 and c.resolve >= stats.RESOLVE_AT_LEAST
+    # at that many samples the interval's half-width (in log space, shrinking as 1/sqrt(n)) is the change
+    half = (np.log(c.ci_high) - np.log(c.ci_low)) / 2 * np.sqrt(10 / c.needed)
+    assert half <= np.log1p(c.resolve) + 1e-9
+    assert stats.change(old, [x * 2 for x in old]).needed is None     # decided: no advice
+
+
+def test_band_shrink_needs_the_spreads_to_differ():
+    wide = stats.LayoutBand(12, 0.88, 1.13, tuple(1 + 0.02 * k for k in range(-6, 7) if k))
+    narrow = stats.LayoutBand(12, 0.999, 1.001, tuple(1 + 0.0001 * k for k in range(-6, 7) if k))
+    verdict, p = stats.band_shrink(wide, narrow)
+    assert verdict == stats.SHRANK and p < 0.05
+    assert stats.band_shrink(narrow, wide)[0] == stats.GREW
+    assert stats.band_shrink(wide, wide)[0] == stats.NOT_SHOWN

@@ -1,4 +1,5 @@
-/* memcpy implementations compared by the copy-template case (seed 004).
+/* memcpy implementations compared by the copy-template case (seed 004): the old
+ * word copy the thread replaced (the baseline), the template, and others for scale.
  * Build with -fno-builtin (and gcc's -fno-tree-loop-distribute-patterns) so
  * the compiler does not turn these loops back into calls to memcpy. */
 #include <stddef.h>
@@ -7,6 +8,47 @@
 typedef uint64_t __attribute__((may_alias)) word_t;
 typedef uint64_t __attribute__((may_alias, aligned(1))) uword_t;
 #define WORD sizeof(word_t)
+
+/* The copy the thread replaced (arch/arm/lib/memcpy.S before the template): a
+ * machine-word copy that aligns the destination byte by byte, then copies blocks
+ * of four words when the source is aligned too, and otherwise reads aligned source
+ * words and merges each pair with shifts (the old code's "src not aligned" paths,
+ * one per misalignment); the tail goes byte by byte. Little-endian merge. */
+void *memcpy_old(void *dst, const void *src, size_t n)
+{
+	typedef unsigned long __attribute__((may_alias)) ulong;
+	const size_t w = sizeof(ulong);
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+	while (n && ((uintptr_t)d & (w - 1))) {
+		*d++ = *s++;
+		n--;
+	}
+	size_t off = (uintptr_t)s & (w - 1);
+	if (off == 0) {
+		for (; n >= 4 * w; n -= 4 * w, d += 4 * w, s += 4 * w) {
+			ulong a = ((const ulong *)s)[0], b = ((const ulong *)s)[1];
+			ulong c = ((const ulong *)s)[2], e = ((const ulong *)s)[3];
+			((ulong *)d)[0] = a; ((ulong *)d)[1] = b;
+			((ulong *)d)[2] = c; ((ulong *)d)[3] = e;
+		}
+		for (; n >= w; n -= w, d += w, s += w)
+			*(ulong *)d = *(const ulong *)s;
+	} else if (n >= 2 * w) {
+		/* whole aligned source words only: never read a word past the source's end */
+		const ulong *as = (const ulong *)(s - off);
+		unsigned lo = 8 * off, hi = 8 * (w - off);
+		ulong cur = *as++;
+		for (; n >= 2 * w; n -= w, d += w, s += w) {
+			ulong next = *as++;
+			*(ulong *)d = (cur >> lo) | (next << hi);
+			cur = next;
+		}
+	}
+	while (n--)
+		*d++ = *s++;
+	return dst;
+}
 
 /* The simplest correct copy: one byte at a time. */
 void *memcpy_bytes(void *dst, const void *src, size_t n)

@@ -39,6 +39,7 @@ class Options:
     hosts: Sequence[str] = ()                # ssh destinations (else the experiment's `hosts`)
     replicate: bool = False                  # every host times every cell
     cpu: int | None = None                   # pin timed programs to this CPU (taskset on hosts)
+    aa_control: bool = False                 # each bench's baseline measured twice (run/noise.aa_control)
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -76,6 +77,9 @@ def run(path: Path, opts: Options):
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
+            if opts.aa_control:
+                from flagbench.run.noise import aa_control
+                cells += aa_control(cells, order)
             hosts = fleet.provenance() if fleet else {}
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,

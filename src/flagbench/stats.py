@@ -12,8 +12,16 @@ same U test we report, so the interval excludes 1 exactly when the test rejects
 (ties aside). Fewer than 6 samples on a side cannot give a 95 % interval that can
 exclude anything useful, so then we report no interval, no p-value, and `~`.
 
+On a shared machine the samples of A and B are not alike by default: each sample should be one
+run of the program (the report averages the values one run emits), and `change` takes each
+sample's CPU share (CPU time over wall time, run/noise.py) to set aside samples that ran through
+a burst of load, and refuses a verdict when A and B ran under different load. An A/A control
+(the baseline measured twice) gives `reach`, the smallest change a run may call. A `~` with an
+interval says how many samples per side would resolve the change seen (`needed`).
+
 The result is a `Change` (`change` for noisy samples, `exact_change` for deterministic counts);
-the size and asm stages have their own `SizeComparison` and `AsmComparison`.
+the size and asm stages have their own `SizeComparison` and `AsmComparison`. A `Metric` says what
+a number is: its unit, whether it is exact work or noisy time, and which direction is better.
 
 >>> c = change([10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.1, 10.0],
 ...            [12.1, 11.9, 12.0, 12.2, 12.0, 11.8, 12.3, 12.1, 12.0])
@@ -36,7 +44,49 @@ import numpy as np
 MIN_SAMPLES_CI = 6        # below this: no interval, no p-value, verdict "~"
 MIN_SAMPLES_QUIET = 9     # below this: a "too few samples" warning (as compare.py)
 HIGH_SPREAD = 0.10        # IQR/median above this: a "high spread" warning
-EXACT_METRIC_PREFIXES = ("insns", "instructions", "loads", "stores", "kernel_insns", "user_insns")
+# A timed sample whose programs got less than this fraction of the typical good CPU share of
+# its comparison (the upper quartile of both sides' shares; noise.Contention: CPU time over
+# wall time) ran beside a burst of something else: set aside when enough samples remain.
+CONTENDED = 0.85
+# Below this typical share the job mostly waited (start-up, perf's attach, a harness that times
+# only its own loop): its CPU share says nothing about the samples' contention, and is not used.
+CPU_BOUND = 0.5
+RESOLVE_AT_LEAST = 0.02   # the smallest change the advice on a wide interval aims to resolve
+
+
+@dataclass(frozen=True)
+class Metric:
+    """What a number measures, carried with it as benchstat's units do: its unit, whether it is
+    an exact count (work, the same every run) or a noisy measurement (time), and which way is better.
+
+    >>> metric("MB/s", "MB/s").higher_is_better, metric("ns_per_iter", "ns").higher_is_better
+    (True, False)
+    >>> metric("insns_per_iter", "insns").exact, metric("loads_4_per_iter", "loads").exact
+    (True, True)
+    >>> metric("per_second", "iter/s").kind, metric("kernel_insns_per_iter", "insns").kind
+    ('time', 'work')
+    """
+    name: str
+    unit: str = ""
+    exact: bool = False
+    higher_is_better: bool = False
+
+    @property
+    def kind(self) -> str:
+        """"work" for exact counts of what the program did, "time" for how fast it did it."""
+        return "work" if self.exact else "time"
+
+
+# Units of exact counts (instructions, loads and stores by width): work, not speed.
+EXACT_UNITS = frozenset({"insns", "loads", "stores"})
+
+
+def metric(name: str, unit: str = "") -> Metric:
+    """The Metric of a stored sample from its name and unit: rates ("/s") are better higher,
+    times and counts lower; counted units are exact."""
+    u = (unit or "").lower()
+    rate = u.endswith("/s") or name.lower().endswith(("/s", "per_second", "per_sec")) or name == "throughput"
+    return Metric(name, unit, exact=u in EXACT_UNITS, higher_is_better=rate)
 
 
 @dataclass(frozen=True)
@@ -63,6 +113,10 @@ class Change:
     # The ratio of medians can fall outside that interval (-49.0 % [-50.1, -49.2] was printed
     # once); print this one beside an interval. None where there is no interval.
     hl_ratio: float | None = None
+    # When the verdict is "~" with an interval: samples per side that would narrow the interval
+    # to +-resolve (the observed change, at least RESOLVE_AT_LEAST) at the spread seen.
+    needed: int | None = None
+    resolve: float | None = None
 
     @property
     def relative(self) -> float:
@@ -73,25 +127,6 @@ class Change:
     def estimate(self) -> float:
         """The ratio to print: the interval's own estimate when there is an interval, else medians'."""
         return self.ratio if self.hl_ratio is None else self.hl_ratio
-
-
-def higher_is_better(metric: str) -> bool:
-    """Throughput metrics (MB/s, per_second, ops/s) improve upwards; times and counts downwards.
-
-    >>> higher_is_better("MB/s"), higher_is_better("per_second"), higher_is_better("ns_per_iter")
-    (True, True, False)
-    """
-    m = metric.lower()
-    return m.endswith("/s") or m.endswith("per_second") or m.endswith("per_sec") or m in ("throughput",)
-
-
-def is_exact_metric(metric: str) -> bool:
-    """Deterministic counts (callgrind / qemu plugin) need no statistics.
-
-    >>> is_exact_metric("insns_per_iter"), is_exact_metric("loads_4"), is_exact_metric("wall_ns")
-    (True, True, False)
-    """
-    return metric.lower().startswith(EXACT_METRIC_PREFIXES)
 
 
 def _ratio(new: float, old: float) -> float:
@@ -175,14 +210,86 @@ def ratio_estimate_interval(old: Sequence[float], new: Sequence[float],
             float(math.exp(diffs[m * n - k])))
 
 
+def uncontended(shares_old: Sequence[float | None] | None, shares_new: Sequence[float | None] | None,
+                limit: float = CONTENDED) -> tuple[np.ndarray, np.ndarray] | None:
+    """Which samples ran without a burst of contention: their CPU share is at least `limit` of the
+    upper quartile of both sides' shares (one lucky sample does not set the bar; the same rule
+    for A and B, so setting samples aside favours neither). None when a share is unknown, or
+    when the jobs were not CPU-bound (typical share below CPU_BOUND).
+
+    >>> [m.tolist() for m in uncontended([1.0, 0.5, 0.98], [0.99, 1.0, 0.6])]
+    [[True, False, True], [True, True, False]]
+    >>> uncontended([0.1, 0.12, 0.07], [0.11, 0.1, 0.13]) is None
+    True
+    """
+    if not shares_old or not shares_new or any(x is None for x in (*shares_old, *shares_new)):
+        return None
+    a, b = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
+    typical = float(np.percentile(np.concatenate([a, b]), 75))
+    if typical < CPU_BOUND:
+        return None
+    return a >= limit * typical, b >= limit * typical
+
+
+def contention_differs(shares_old: Sequence[float], shares_new: Sequence[float], alpha: float = 0.05) -> float | None:
+    """p of "A's and B's samples got different CPU shares" (Mann-Whitney): when they did, a
+    difference in speed may be the machine's, not the variant's. None when it cannot be said.
+
+    >>> contention_differs([1.0] * 6, [0.5] * 6) < 0.05, contention_differs([1.0, 0.9] * 3, [0.9, 1.0] * 3)
+    (True, 1.0)
+    """
+    a, b = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
+    if min(a.size, b.size) < MIN_SAMPLES_CI:
+        return None
+    if np.unique(np.concatenate([a, b])).size == 1:
+        return 1.0
+    from scipy.stats import mannwhitneyu
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def samples_needed(n: int, ci_low: float, ci_high: float, change: float) -> int:
+    """Samples per side that would narrow an interval of the ratio seen with n per side to
+    +-`change` (a relative change, 0.05 for 5 %): its width shrinks as 1/sqrt(n).
+
+    >>> samples_needed(10, 0.9, 1.1, 0.05)
+    43
+    """
+    half = (math.log(ci_high) - math.log(ci_low)) / 2
+    return max(n + 1, math.ceil(n * (half / math.log1p(change)) ** 2))
+
+
 def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = False,
-           alpha: float = 0.05, metric: str = "") -> Change:
-    """The change between two samples of a noisy metric (times by default: lower is better)."""
+           alpha: float = 0.05, metric: str = "", shares_old: Sequence[float | None] | None = None,
+           shares_new: Sequence[float | None] | None = None, floor: float | None = None) -> Change:
+    """The change between two samples of a noisy metric (times by default: lower is better).
+
+    `shares_old`/`shares_new`: each sample's CPU share (noise.Contention.cpu_share); samples that
+    ran through a burst of contention are set aside when enough remain, and no verdict is given
+    when A's and B's shares differ (the machine, not the variant, may explain the change).
+    `floor`: the smallest relative change this run may call (an A/A control's reach): the
+    whole interval must lie beyond +-floor for a verdict."""
     a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError("change needs at least one sample on each side")
-    med_a, med_b = float(np.median(a)), float(np.median(b))
     warnings: list[str] = []
+    refuse = None
+    keep = uncontended(shares_old, shares_new) if len(a) == len(shares_old or ()) \
+        and len(b) == len(shares_new or ()) else None
+    if keep is not None:
+        sa, sb = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
+        n_cont = int((~keep[0]).sum() + (~keep[1]).sum())
+        what = f"{n_cont} of {a.size + b.size} samples ran contended (< {CONTENDED:.0%} of the typical CPU share)"
+        if n_cont and min(keep[0].sum(), keep[1].sum()) >= MIN_SAMPLES_CI:
+            a, b, sa, sb = a[keep[0]], b[keep[1]], sa[keep[0]], sb[keep[1]]
+            warnings.append(f"{what}: set aside")
+        elif n_cont:
+            warnings.append(what)
+        p_share = contention_differs(sa, sb)
+        if p_share is not None and p_share < alpha:
+            refuse = (f"A and B ran under different contention (their CPU shares differ, p={p_share:.3f}): "
+                      f"not called; measure on a quieter machine")
+            warnings.append(refuse)
+    med_a, med_b = float(np.median(a)), float(np.median(b))
     n_min = min(a.size, b.size)
     if n_min < MIN_SAMPLES_CI:
         warnings.append(f"too few samples for a confidence interval (n={n_min} < {MIN_SAMPLES_CI})")
@@ -205,15 +312,34 @@ def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool
         else:
             p_value = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
-    verdict = "~"
-    if ci is not None and p_value is not None and p_value < alpha and not (ci[0] <= 1.0 <= ci[1]):
-        new_is_bigger = ci[0] > 1.0
-        verdict = "faster" if new_is_bigger == higher_is_better else "slower"
+    verdict, needed = "~", None
+    reach = 1.0 + (floor or 0.0)
+    if ci is not None and p_value is not None and p_value < alpha and refuse is None:
+        if ci[0] > reach or ci[1] < 1 / reach:
+            verdict = "faster" if (ci[0] > 1.0) == higher_is_better else "slower"
+        elif not ci[0] <= 1.0 <= ci[1]:
+            warnings.append(f"within the A/A control's reach (+-{floor:.1%}): not called")
+    if verdict == "~" and ci is not None and refuse is None:
+        target = max(abs(math.log(hl)), math.log(reach), math.log1p(RESOLVE_AT_LEAST))
+        needed = samples_needed(n_min, ci[0], ci[1], math.expm1(target))
     return Change(metric=metric, n_old=int(a.size), n_new=int(b.size), median_old=med_a,
                   median_new=med_b, ratio=_ratio(med_b, med_a),
                   ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],
                   p_value=p_value, verdict=verdict, warnings=tuple(warnings),
-                  higher_is_better=higher_is_better, alpha=alpha, hl_ratio=hl)
+                  higher_is_better=higher_is_better, alpha=alpha, hl_ratio=hl, needed=needed,
+                  resolve=None if needed is None else math.expm1(target))
+
+
+def reach(control: Change | None) -> float | None:
+    """The smallest relative change a run may call, from its A/A control (the baseline against
+    itself): the farther end of the control's interval. None without a control interval.
+
+    >>> reach(change([10, 10.1, 9.9, 10, 10.2, 9.8], [10.1, 10.3, 9.9, 10, 10.2, 10.0])) > 0
+    True
+    """
+    if control is None or control.ci_low is None:
+        return None
+    return max(control.ci_high, 1 / control.ci_low) - 1
 
 
 def exact_change(old: float, new: float, *, metric: str = "") -> Change:
@@ -288,3 +414,30 @@ def band_verdict(ci_low: float | None, ci_high: float | None, band: LayoutBand |
     if ci_low is None or ci_high is None or band is None:
         return None
     return BEYOND if ci_low > band.high or ci_high < band.low else WITHIN
+
+
+SHRANK, NOT_SHOWN, GREW = "shrank", "no evidence it shrank", "grew"
+
+
+def band_shrink(before: LayoutBand, after: LayoutBand, alpha: float = 0.05) -> tuple[str, float | None]:
+    """Did the layout band shrink from `before` to `after` (seed 002: isolating a function)?
+    The spread of each band's layout ratios (the unshifted layout's 1 included) is compared with
+    the Fligner-Killeen test, robust to outliers and to non-normal spreads: "shrank" when the
+    after-band is narrower and the test says the spreads differ, "grew" the other way.
+
+    >>> wide = LayoutBand(6, 0.88, 1.13, (0.88, 1.13, 0.95, 1.07, 0.91, 1.1))
+    >>> narrow = LayoutBand(6, 0.998, 1.003, (0.999, 1.001, 1.003, 0.998, 1.0, 1.002))
+    >>> band_shrink(wide, narrow)[0], band_shrink(narrow, wide)[0], band_shrink(wide, wide)[0]
+    ('shrank', 'grew', 'no evidence it shrank')
+    """
+    a, b = np.log([1.0, *before.ratios]), np.log([1.0, *after.ratios])
+    if a.size < 3 or b.size < 3:
+        return NOT_SHOWN, None
+    if np.ptp(a) == 0 and np.ptp(b) == 0:
+        return NOT_SHOWN, 1.0
+    from scipy.stats import fligner
+    p = float(fligner(a, b).pvalue)
+    narrower = (after.high - after.low) < (before.high - before.low)
+    if p < alpha:
+        return (SHRANK if narrower else GREW), p
+    return NOT_SHOWN, p

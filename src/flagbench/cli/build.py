@@ -13,7 +13,7 @@ def register(sub):
     p.add_argument("experiment", help="experiment directory (with experiment.toml) or .toml file")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr, one line per cell")
     return p
 
 
@@ -45,16 +45,18 @@ def run(args) -> int:
         print(json.dumps({"experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
                           "cells": cells}, indent=2))
     else:
-        _print_kernels(kernels)
+        _print_kernels(kernels, args.quiet)
         width = max(len(b.cell.key) for b in builds) if builds else 0
         for b in builds:
             state = "cached" if b.cached else "built"
             print(f"{b.cell.key:<{width}}  {state:<6}  {b.dir}" + ("  (C sources)" if kernels else ""))
+            if args.quiet:   # one line per cell: what was built and where
+                continue
             print(f"{'':<{width}}  objects {' '.join(o.name for o in b.objects)}")
             print(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
             for tool, version in b.tools.items():
                 print(f"{'':<{width}}  {tool}: {version}")
-        for note in notes:
+        for note in notes if not args.quiet else ():
             print(f"note: {note}")
     return 0 if all(k.ok for k in kernels) else 1
 
@@ -66,12 +68,14 @@ def _c_cell(b, kind: bool) -> dict:
             "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached}
 
 
-def _print_kernels(kernels) -> None:
+def _print_kernels(kernels, quiet: bool = False) -> None:
     """Kernel cells and their artifacts, one block each (a failed one shows its error lines)."""
     width = max((len(k.cell.key) for k in kernels), default=0)
     for k in kernels:
         state = "FAILED" if not k.ok else "cached" if k.cached else f"built in {k.seconds:.0f} s ({k.compiled} compiled)"
         print(f"{k.cell.key:<{width}}  {state}  {k.dir}")
+        if quiet and k.ok:
+            continue
         if k.ok:
             print(f"{'':<{width}}  vmlinux {k.vmlinux}" + (f"  image {k.image}" if k.image else ""))
             if k.modules:

@@ -6,13 +6,13 @@ padding) and `asm` (changed functions, instruction mix, the case's `show` functi
 side when they changed); then `run` its benchmarks into the SQLite store (resuming what an
 earlier demo measured). One report, a summary first (one line per bench and target, every
 number a link to its table), written as Markdown to --out and as one HTML page with plots
-beside it (out/demo.md, out/demo.html).
+beside it (out/demo.md, out/demo.html); the terminal gets the summary and where the report is.
+Cases come in the order of the seed threads; kernel cases that need --full are named, not run.
 """
 from __future__ import annotations
 
-import sys
+import re
 from pathlib import Path
-
 
 
 def default_cases_dir() -> Path:
@@ -37,28 +37,41 @@ def register(sub):
     return p
 
 
+def seed_order(case: Path) -> tuple:
+    """C cases first, then kernel cases, each in the order of the seed threads they come from
+    ("Seed 003" in the experiment's first comment), then by name."""
+    head = (case / "experiment.toml").read_text(errors="replace")[:400]
+    m = re.search(r"[Ss]eed (\d+)", head)
+    return (case.name.startswith("kernel-"), int(m.group(1)) if m else 999, case.name)
+
+
 def run(args) -> int:
     from flagbench.errors import UserError
+    from flagbench.report.case import case_blocks
+    from flagbench.report.cells import LEGEND
     from flagbench.report.doc import Heading, Html, Markdown, Para
 
     root = args.cases_dir or default_cases_dir()
-    found = sorted(p.parent for p in root.glob("*/experiment.toml"))
+    found = sorted((p.parent for p in root.glob("*/experiment.toml")), key=seed_order)
     if not found:
         raise UserError(f"{root}: no case studies (*/experiment.toml) here; give --cases-dir")
     unknown = set(args.cases) - {p.name for p in found}
     if unknown:
         raise UserError(f"no case named {', '.join(sorted(unknown))} (cases: {', '.join(p.name for p in found)})")
     chosen = [p for p in found if not args.cases or p.name in args.cases]
-    status, summaries, sections = 0, [], []
-    for case in chosen:
-        case_blocks, summary, case_status = demo_case(case, args)
-        sections += case_blocks
-        summaries += summary
+    status, summaries, sections, skipped = 0, [], [], []
+    for path in chosen:
+        case, case_status = gather(path, args)
+        if isinstance(case, str):   # not run (a kernel case that needs --full): a line, not a heading
+            skipped.append(case)
+            continue
+        section, overview = case_blocks(case)
+        sections += section
+        summaries += overview
         status = max(status, case_status)
-        print(Markdown().render(case_blocks), flush=True)
-    from flagbench.report.cells import LEGEND
+    if skipped:
+        summaries.append(Para([f"not run: {'; '.join(skipped)}"]))
     top = [Heading(1, "flagbench demo"), Heading(2, "Summary", "summary")] + summaries + [Para([LEGEND])]
-    print(Markdown().render(top[1:]), flush=True)
     html_out = args.out.with_suffix(".html")
     try:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -66,82 +79,198 @@ def run(args) -> int:
         html_out.write_text(Html().render(top + sections, "flagbench demo"), encoding="utf-8")
     except OSError as e:
         raise UserError(f"{args.out}: cannot write the report: {e.strerror or e}") from None
-    print(f"report written to {args.out} and {html_out}; samples in {args.db} "
-          f"(`flagbench report --list --db {args.db}`)", file=sys.stderr)
+    print(plain(top[1:-1]), end="", flush=True)
+    print(f"\nfull report: {args.out} and {html_out}; samples in {args.db} "
+          f"(`flagbench report --list --db {args.db}`)")
     return status
 
 
-def demo_case(case: Path, args):
-    """(blocks of the case's section, its summary blocks, exit status)."""
-    from flagbench import build, spec
-    from flagbench.pipeline import run_experiment
-    from flagbench.report import blocks, failure_blocks, run_tables
-    from flagbench.report.doc import Bullets, Heading, Link, Para
-    from flagbench.report.sections import asm_blocks, pair_anchor, size_blocks, size_doc, size_summary
-    from flagbench.report.summary import case_summary
-    from flagbench.store import Store
-    from flagbench.textsafe import sayer
+def plain(blocks) -> str:
+    """Report blocks as terminal text: headings and paragraphs as lines, grids as aligned columns,
+    links as their text (there is nothing to click on a terminal).
 
-    exp = spec.load(case)
+    >>> from flagbench.report.doc import Grid, Heading, Link, Para
+    >>> print(plain([Heading(2, "Summary"), Para([Link("memcpy", "m"), ": a | b"]),
+    ...              Grid(["bench", "time"], [[["x"], [Link("+1.0 % slower", "t")]]])]), end="")
+    Summary
+    <BLANKLINE>
+    memcpy: a | b
+    <BLANKLINE>
+    bench  time
+    -----  -------------
+    x      +1.0 % slower
+    <BLANKLINE>
+    """
+    from flagbench.report.doc import Bullets, Code, Grid, Heading, Para
+
+    def text(cell) -> str:
+        parts = cell if isinstance(cell, list) else [cell]
+        return "".join(p if isinstance(p, str) else p.text for p in parts)
+
+    out: list[str] = []
+    for b in blocks:
+        if isinstance(b, Heading):
+            out += [b.text, ""]
+        elif isinstance(b, Para):
+            out += [text(b.parts), ""]
+        elif isinstance(b, Bullets):
+            out += [f"- {item}" for item in b.items] + [""]
+        elif isinstance(b, Code):
+            out += [f"    {line}" for line in b.lines] + [""]
+        elif isinstance(b, Grid):
+            rows = [b.header] + [[text(c) for c in r] for r in b.rows]
+            widths = [max(len(r[i]) for r in rows) for i in range(len(b.header))]
+            line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()   # noqa: E731
+            out += [b.title] if b.title else []
+            out += [line(rows[0]), line(["-" * w for w in widths])] + [line(r) for r in rows[1:]]
+            out += [f"- {n}" for n in b.notes] + [""]
+    return "\n".join(out) + "\n"
+
+
+def gather(path: Path, args):
+    """(report.case.Case of one experiment, exit status), or (a line saying why it was not run, 0)."""
+    from flagbench import spec
+    from flagbench.textsafe import sayer
+    exp = spec.load(path)
     say = sayer(f"flagbench demo: {exp.name}: ")
-    if exp.kernel is not None:
-        return kernel_case(exp, args, say)
+    if exp.kernel is None:
+        return gather_objects(exp, path, args, say)
+    from flagbench.errors import UserError
+    from flagbench.report.doc import Para
+    case, status = gather_kernel(exp, args, say)
+    if not isinstance(case, str) and exp.benches and status == 0:
+        try:
+            status = run_benches(case, path, args)
+        except UserError as e:   # the benches could not run: the comparison of the builds still stands
+            case.extra.append(Para([f"benchmarks not run: {e}"]))
+    return case, status
+
+
+def gather_objects(exp, path: Path, args, say):
+    """Build every cell, compare the baseline with each variant, run the benches, take the profiles."""
+    from flagbench import build
+    from flagbench.report.case import Case, Pair
+    from flagbench.report.sections import size_facts
+
     notes = list(exp.notes)
     builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=say)
-    baseline = exp.variants[0].name if exp.variants else ""
-    details, sizes = [], {}
+    case = Case(exp.name, exp.description, exp.variants[0].name if exp.variants else "", notes=notes,
+                show=tuple(exp.show))
     by_pair: dict[tuple[str, str], list] = {}
     for b in builds:
         by_pair.setdefault((b.cell.target, b.cell.compiler), []).append(b)
     for (target, compiler), cells in by_pair.items():
         base = cells[0]
         for other in cells[1:]:
-            old_label = f"{base.cell.variant.name}/{target}/{compiler}"
-            new_label = f"{other.cell.variant.name}/{target}/{compiler}"
-            key = (other.cell.variant.name, target, compiler)
-            size_anchor = pair_anchor(exp.name, "size", *key)
-            doc = size_doc(str(build.archive(base)), str(build.archive(other)))
-            sizes[key] = (size_summary(doc), size_anchor)
-            details += [Heading(3, f"{new_label} vs {old_label}", pair_anchor(exp.name, "pair", *key))]
-            details += size_blocks(doc, anchor=size_anchor, label=f"{new_label} vs {old_label}")
-            details += asm_blocks(base.objects, other.objects, old_label=old_label, new_label=new_label,
-                                  show=tuple(exp.show), anchor=pair_anchor(exp.name, "asm", *key))
-    status, tables, failures = 0, [], []
-    if exp.benches:
-        outcome, _ = run_experiment(case, db=args.db, samples=args.samples, fresh=args.fresh, fmt="json")
-        status = outcome.status
-        with Store(args.db, create=False) as store:
-            tables = run_tables(store, outcome.run_id)
-            failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]
-    profiled = _profiles(exp, builds, args, say)
-    summary = case_summary(tables, prefix=exp.name, baseline=baseline, sizes=sizes)
-    overview = [Para([Link(exp.name, exp.name), f": {exp.description}"]), summary]
-    section = [Heading(2, exp.name, exp.name), Para([exp.description]), summary]
-    if notes:
-        section.append(Bullets([f"note: {n}" for n in notes]))
-    section += details
-    if tables or failures:
-        section += [Heading(3, f"{exp.name}: benchmarks", f"{exp.name}-benchmarks")]
-        section += blocks(tables, prefix=exp.name, figures=True) + failure_blocks(failures)
-    if profiled:
-        section += [Heading(3, f"{exp.name}: where the instructions and the time go", f"{exp.name}-profiles")]
-        section += profiled
-    return section, overview, status
+            case.pairs.append(Pair(other.cell.variant.name, target, compiler, base.cell.key, other.cell.key,
+                                   size_facts(str(build.archive(base)), str(build.archive(other))),
+                                   base.objects, other.objects))
+    case.facts += toolchains(builds)
+    status = run_benches(case, path, args)
+    case.profiles = _profiles(exp, builds, args, say)
+    return case, status
 
 
-def kernel_case(exp, args, say):
-    """A kernel experiment's section comes from the kernel stage (`flagbench.kernel.demo.case_section`,
-    returning the same three things as demo_case); until it is there, a line that says so."""
-    from flagbench.report.doc import Heading, Link, Para
-    try:
-        from flagbench.kernel.demo import case_section
-    except ImportError:
-        say("a kernel case: not in this demo yet (flagbench build/size/asm take it)")
-        note = Para([f"{exp.name}: a kernel case, not part of this demo yet: `flagbench size {exp.path}` and "
-                     f"`flagbench asm {exp.path}` compare its builds"])
-        return [Heading(2, exp.name, exp.name), Para([exp.description]), note], \
-            [Para([Link(exp.name, exp.name), f": {exp.description} (kernel case: not run by this demo yet)"])], 0
-    return case_section(exp, args, say)
+def toolchains(builds) -> list[str]:
+    """One line per target and compiler: the tool versions its cells were built with (the seed
+    thread's matrix had a gcc and a binutils axis: this says which the matrix here has)."""
+    seen: dict[str, str] = {}
+    for b in builds:
+        versions = "; ".join(f"{tool}: {v}" for tool, v in b.tools.items())
+        seen.setdefault(f"{b.cell.target}/{b.cell.compiler}", versions)
+    return [f"toolchain {cell}: {versions}" for cell, versions in seen.items()]
+
+
+def run_benches(case, path: Path, args) -> int:
+    """Run the experiment's benches into the store (resuming) and put their tables in the case."""
+    from flagbench.pipeline import run_experiment
+    from flagbench.report import run_tables
+    from flagbench.spec import load
+    from flagbench.store import Store
+
+    benches = load(path).benches
+    if not benches:
+        return 0
+    outcome, _ = run_experiment(path, db=args.db, samples=args.samples, fresh=args.fresh, fmt="json")
+    with Store(args.db, create=False) as store:
+        case.tables = run_tables(store, outcome.run_id)
+        case.failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]
+    case.facts += checked(benches, case.failures)
+    return outcome.status
+
+
+def checked(benches, failures: list[dict]) -> list[str]:
+    """What the memory benches' correctness gate (harness/memcheck.c) found, said in the report:
+    an implementation is measured only after it passed, so a table without it is a failure."""
+    out = []
+    for b in benches:
+        if b.kind not in ("memcpy", "memmove", "memset"):
+            continue
+        bad = sorted({f["cell"].split("/")[0] for f in failures if f["bench"] == b.name and
+                      "FAIL" in (f.get("reason") or "")})
+        good = [f for f in b.functions if f not in bad]
+        if good:
+            out.append(f"{b.name}: {', '.join(good)} passed the exhaustive alignment x length check before "
+                       f"being measured (harness/memcheck.c: every dst x src alignment 0..31 for lengths 0..99, "
+                       f"148 alignment pairs for lengths up to 64 KiB + 1, guard bytes around the destination)")
+        if bad:
+            out.append(f"{b.name}: {', '.join(bad)} FAILED that check (see the failed cells): not measured")
+    return out
+
+
+# -- kernel cases: built by the kernel stage, laid out like any other (report/case.py)
+
+DEMO_TARGETS = ("x86_64",)
+
+
+def _boots(exp) -> bool:
+    """Whether a bench of the case runs inside its booted kernels (guest = true)."""
+    return any(getattr(b, "guest", False) for b in exp.benches)
+
+
+def in_quick_demo(exp) -> bool:
+    """`make demo` builds the kernel cases that boot (their guest numbers are what no C case
+    can give) on x86_64; the others are two more cold kernel builds each: --full."""
+    return _boots(exp) and all(t in DEMO_TARGETS for t in exp.targets)
+
+
+def gather_kernel(exp, args, say):
+    """(report.case.Case, exit status: 1 when a kernel did not build), or (why it was not run, 0)
+    for a case that needs --full. The benches are the caller's to run (the run stage comes later)."""
+    from flagbench.kernel import kbuild, objects, summary
+    from flagbench.report.case import Case, Pair
+    from flagbench.report.doc import Code, Para
+    from flagbench.report.sections import size_facts
+
+    if not in_quick_demo(exp) and not getattr(args, "full", False):
+        say("a kernel case with two more cold kernel builds: only with --full")
+        return f"{exp.name} (kernel, {', '.join(exp.targets)}: flagbench demo --full)", 0
+    from flagbench.kernel import boot   # the kernels the guest benches boot are the compared ones
+    extra = boot.boot_fragments(exp) if _boots(exp) else []
+    builds = kbuild.build_kernels(exp, jobs=None, progress=True, extra_fragments=extra)
+    case = Case(exp.name, exp.description, exp.variants[0].name if exp.variants else "", show=tuple(exp.show))
+    by_pair: dict[tuple[str, str], list] = {}
+    for b in builds:
+        if b.ok:
+            by_pair.setdefault((b.cell.target, b.cell.compiler), []).append(b)
+    for (target, compiler), cells in by_pair.items():
+        base = cells[0]
+        rules, legacy = summary.rules_of(base.src)
+        types = summary.LEGACY_BOM_TABLES[None][0][1] if legacy else None
+        for other in cells[1:]:
+            s = summary.summarize(base, other)
+            case.pairs.append(Pair(other.cell.variant.name, target, compiler, base.cell.key, other.cell.key,
+                                   size_facts(str(base.vmlinux), str(other.vmlinux), types=types, rules=rules),
+                                   [base.vmlinux], [other.vmlinux],
+                                   before=[Code(summary.render(s).rstrip().splitlines())],
+                                   after=[Code(objects.render(s.objects, top=10).rstrip().splitlines())],
+                                   what="vmlinux "))
+    failed = [b for b in builds if not b.ok]
+    for b in failed:
+        case.extra += [Para([f"{b.cell.key} did not build:"]), Code((b.error or "").splitlines())]
+    built = ", ".join(f"{b.cell.key} {'cached' if b.cached else f'{b.seconds:.0f} s'}" for b in builds)
+    case.facts = [f"built: {built}", f"tree: {builds[0].tree}" if builds else "no cells"]
+    return case, 1 if failed else 0
 
 
 def wants_profile(bench) -> bool:

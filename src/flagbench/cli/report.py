@@ -1,7 +1,9 @@
 """`flagbench report [RUN]`: the tables of a stored run again, as text, md, json, csv or html.
 
 RUN is a run id (see `flagbench report --list`) or an experiment name (its latest run);
-without it, the latest run in the database.
+without it, the latest run in the database. Given an experiment (a directory or .toml file),
+the whole page a demo case gets: summary, size and asm of each pair, benchmarks (built and
+run, resuming what the database has), as text, md or html.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ FORMATS = ("text", "md", "json", "csv", "html")
 
 def register(sub):
     p = sub.add_parser("report", help="print the tables of a stored run (default: the latest)")
-    p.add_argument("run_ref", nargs="?", metavar="RUN", help="run id or experiment name (default: latest run)")
+    p.add_argument("run_ref", nargs="?", metavar="RUN",
+                   help="run id or experiment name (default: latest run), or an experiment directory: its whole page")
     p.add_argument("--db", type=Path, default=Path("flagbench.db"), help="results database (default ./flagbench.db)")
     p.add_argument("--format", choices=FORMATS, default="text",
                    help="html: one self-contained page with plots (inline SVG, nothing fetched)")
@@ -39,10 +42,13 @@ def _pick_run(runs: list[dict], ref: str | None, db: Path) -> int:
 
 
 def run(args) -> int:
+    from flagbench.cli import is_experiment
     from flagbench.errors import UserError
     from flagbench.report import report_run
     from flagbench.store import Store
 
+    if args.run_ref and is_experiment(args.run_ref) and not args.list:
+        return _write(args, _experiment_page(args))
     with Store(args.db, create=False) as store:
         runs = store.runs()
         if args.list:
@@ -51,6 +57,29 @@ def run(args) -> int:
                       f"{r['n_samples']} samples, {r['n_failed']} failed cells")
             return 0
         text = report_run(store, _pick_run(runs, args.run_ref, args.db), args.format)
+    return _write(args, text)
+
+
+def _experiment_page(args) -> str:
+    """The page `flagbench demo` writes for a case, for any experiment."""
+    from argparse import Namespace
+
+    from flagbench.cli.demo import gather, plain
+    from flagbench.errors import UserError
+    from flagbench.report.case import case_blocks
+    from flagbench.report.doc import Html, Markdown
+
+    if args.format not in ("text", "md", "html"):
+        raise UserError(f"{args.run_ref}: an experiment's page is text, md or html, not {args.format}")
+    case, _ = gather(Path(args.run_ref), Namespace(db=args.db, samples=None, fresh=False, full=True))
+    section, _ = case_blocks(case)
+    if args.format == "html":
+        return Html().render(section, f"flagbench: {case.name}")
+    return plain(section) if args.format == "text" else Markdown().render(section)
+
+
+def _write(args, text: str) -> int:
+    from flagbench.errors import UserError
     if args.output is None:
         print(text, end="")
         return 0

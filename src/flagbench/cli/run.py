@@ -32,6 +32,8 @@ def register(sub):
                         "repeatable: a fleet shares the cells; FLAGBENCH_SSH replaces the ssh command)")
     p.add_argument("--replicate", action="store_true", help="with several --host: every host times every cell")
     p.add_argument("--cpu", type=int, metavar="N", help="pin the timed programs to CPU N (taskset on a host)")
+    p.add_argument("--aa-control", action="store_true",
+                   help="measure each bench's baseline twice (A/A): only changes beyond its reach are called")
     p.add_argument("--format", choices=FORMATS, default="text")
     return p
 
@@ -42,7 +44,7 @@ def run(args) -> int:
     procs.install()
     opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
                             jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
-                            replicate=args.replicate, cpu=args.cpu)
+                            replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control)
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored

@@ -31,6 +31,8 @@ def register(sub):
     exp.add_argument("--compiler", help="the compiler (default: the target's first)")
     exp.add_argument("--objects", action="store_true", help="kernel: which built objects' code changed, ranked")
     exp.add_argument("--summary", action="store_true", help="kernel: the short summary to paste under a patch")
+    exp.add_argument("--bom-rules", choices=("tree", "newest"),
+                     help="kernel: bloat-o-meter's rules from the tree's own script (default) or the newest one")
     return p
 
 
@@ -49,7 +51,7 @@ def run(args) -> int:
         raise UserError(f"--match {args.match!r}: {e}") from None
     if args.top is not None and args.top < 0:
         raise UserError("--top must be 0 or more")
-    types = size.SYMBOL_KINDS[args.kind] if args.kind else None
+    types = size.SYMBOL_KINDS[args.kind] if args.kind else getattr(args, "kind_types", None)
     if args.format == "bom":
         out = size.bom(args.old, args.new, args.mode, match, args.top, types)
         if sys.stdout.isatty():   # byte for byte bloat-o-meter, except control characters on a terminal
@@ -71,7 +73,8 @@ def _experiment(args) -> bool:
     from flagbench.cli import is_experiment
     from flagbench.errors import UserError
 
-    chosen = [f"--{k}" for k in ("variants", "target", "compiler", "objects", "summary") if getattr(args, k)]
+    chosen = [f"--{k.replace('_', '-')}" for k in ("variants", "target", "compiler", "objects", "summary", "bom_rules")
+              if getattr(args, k)]
     if not is_experiment(args.old):
         if chosen:
             raise UserError(f"{', '.join(chosen)} go with an experiment, not with two ELF files")
@@ -81,23 +84,26 @@ def _experiment(args) -> bool:
     if args.new is not None:
         raise UserError(f"{args.old} is an experiment: give it alone (choose with --variants A,B)")
     from flagbench import spec, variants
-    exp = spec.load(args.old)
-    if exp.kernel is None:
-        if args.objects or args.summary:
-            raise UserError(f"{exp.path}: --objects and --summary go with a kernel experiment")
-        from flagbench.build import archive
-        pair = variants.variant_pair(args.old, args.variants, args.target, args.compiler)
-        args.old, args.new = str(archive(pair.old)), str(archive(pair.new))
-        return False
     import re
     import sys
 
+    exp = spec.load(args.old)
+    if exp.kernel is None:
+        if args.objects or args.summary or args.bom_rules:
+            raise UserError(f"{exp.path}: --objects, --summary and --bom-rules go with a kernel experiment")
+        from flagbench.build import archive
+        pair = variants.variant_pair(args.old, args.variants, args.target, args.compiler)
+        _name_pair(args, pair)
+        args.old, args.new = str(archive(pair.old)), str(archive(pair.new))
+        return False
+
+    from flagbench.kernel import summary
     pair = variants.kernel_pair(exp, args.variants, args.target, args.compiler)
-    for note in pair.notes:
-        print(f"flagbench size: {note}", file=sys.stderr)
+    rules = args.bom_rules or "tree"
+    label, legacy = summary.rules_of(pair.old.src, rules)
+    _name_pair(args, pair, f"bloat-o-meter rules: {label}")
     if args.summary:
-        from flagbench.kernel import summary
-        sys.stdout.write(summary.render(summary.summarize(pair.old, pair.new)))
+        sys.stdout.write(summary.render(summary.summarize(pair.old, pair.new, rules=rules)))
         return True
     if args.objects:
         from flagbench.kernel import objects
@@ -110,7 +116,22 @@ def _experiment(args) -> bool:
             match = re.compile(args.match) if args.match else None
         except re.error as e:
             raise UserError(f"--match {args.match!r}: {e}") from None
-        sys.stdout.write(tree_bom(pair.old.vmlinux, pair.new.vmlinux, pair.old.src, args.mode, match, args.top))
+        sys.stdout.write(tree_bom(pair.old.vmlinux, pair.new.vmlinux, pair.old.src, args.mode, match, args.top,
+                                  rules=rules))
         return True
+    if legacy and not args.kind:   # the same rules as the summary and --format=bom: one total
+        args.kind_types = summary.LEGACY_BOM_TABLES[None][0][1]
     args.old, args.new = str(pair.old.vmlinux), str(pair.new.vmlinux)
     return False
+
+
+def _name_pair(args, pair, *more: str) -> None:
+    """Which two cells were compared (as `asm` says), on stdout before a text table, else on stderr."""
+    import sys
+    lines = [f"old: {pair.old.cell.key}", f"new: {pair.new.cell.key}", *more]
+    for note in pair.notes:
+        print(f"flagbench size: {note}", file=sys.stderr)
+    if args.format == "text" and not (args.summary or args.objects):
+        print("\n".join(lines))
+    else:
+        print("\n".join(f"flagbench size: {line}" for line in lines), file=sys.stderr)

@@ -1,8 +1,17 @@
 """The few lines a kernel developer pastes under the patch, from two built cells:
 
-    vmlinux text +N bytes (+x.xx %), padding +P, K functions changed, bloat-o-meter total: ...
+    default/x86_64/gcc -> new/x86_64/gcc
+    code +N bytes (+x.xx %), bloat-o-meter total: Before=.., After=.., chg +x.xx%; K functions changed
+      functions alone +F B (+f.ff % of the code in functions); padding between functions +P B;
+      code sections +T B (+t.tt %): ...why they differ
+      bloat-o-meter rules: ...which script's
     config A vs B: ...
     built with <compiler> on <tree>
+
+The first number is bloat-o-meter's total, as the kernel's own script prints it: growth inside
+functions. The `.text` section can hardly move while functions grow (alignment slack at its end
+absorbs it), so the section total comes after, with the padding that explains the difference.
+Which script's rules made the table is said (the tree's, or the newest with weak symbols).
 
 The numbers come from the size stage (sections, padding, bloat-o-meter's table), the asm
 stage (functions changed, string operations) and kernel.objects (per-object ranking); nothing
@@ -29,6 +38,9 @@ class Summary:
     covered_new: int
     bom_old: int                    # bloat-o-meter's Total: Before / After
     bom_new: int
+    fn_old: int                     # ... of its function symbols alone (bloat-o-meter -t)
+    fn_new: int
+    rules: str                      # which script's rules made the table (BOM_RULES)
     functions: dict[str, int]       # asm: changed / added / removed / same
     config_delta: list[tuple[str, str, str]]
     objects: list[kobjects.ObjectChange]
@@ -50,15 +62,28 @@ class Summary:
 # scripts/bloat-o-meter before the weak-symbol change (Linux 6.1 has this one): no w/W/v/V.
 LEGACY_BOM_TABLES = {None: (("Function", "tTdDbBrR"),), "t": (("Function", "tT"),), "d": (("Data", "dDbBrR"),),
                      "c": (("Function", "tT"), ("Data", "dDbB"), ("RO Data", "rR"))}
+BOM_RULES = {"tree": "the tree's own scripts/bloat-o-meter", "newest": "the newest scripts/bloat-o-meter"}
+
+
+def rules_of(tree_src: Path | None, rules: str = "tree") -> tuple[str, bool]:
+    """(what to call the rules, whether they are the legacy ones without weak symbols)."""
+    if rules == "newest":
+        return "newest scripts/bloat-o-meter (weak symbols w/W/v/V counted)", False
+    script = tree_src / "scripts" / "bloat-o-meter" if tree_src else None
+    if script is None or not script.is_file():
+        return "newest scripts/bloat-o-meter (the tree has none)", False
+    if '"tTwW"' in script.read_text(errors="replace"):
+        return "the tree's scripts/bloat-o-meter (weak symbols counted)", False
+    return "the tree's scripts/bloat-o-meter (older: weak symbols w/W/v/V not counted)", True
 
 
 def tree_bom(old_path, new_path, tree_src: Path | None, mode: str | None = None, match=None,
-             top: int | None = None) -> str:
-    """What the tree's own scripts/bloat-o-meter prints for OLD and NEW: the size stage's bom,
-    with the older symbol types when the tree's script predates weak symbols."""
+             top: int | None = None, rules: str = "tree") -> str:
+    """What the tree's own scripts/bloat-o-meter prints for OLD and NEW (`rules="newest"`: what
+    the newest script prints): the size stage's bom, with the older symbol types when the
+    tree's script predates weak symbols."""
     from flagbench import size
-    script = tree_src / "scripts" / "bloat-o-meter" if tree_src else None
-    if script is None or not script.is_file() or '"tTwW"' in script.read_text(errors="replace"):
+    if not rules_of(tree_src, rules)[1]:
         return size.bom(str(old_path), str(new_path), mode, match, top)
     out = []
     for label, types in LEGACY_BOM_TABLES[mode]:
@@ -73,8 +98,8 @@ def _bom_totals(text: str) -> tuple[int, int]:
     return before, after
 
 
-def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True) -> Summary:
-    """OLD and NEW are kbuild.KernelBuild cells (ok ones)."""
+def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rules: str = "tree") -> Summary:
+    """OLD and NEW are kbuild.KernelBuild cells (ok ones); `rules`: "tree" or "newest" (BOM_RULES)."""
     from flagbench import size
     c = size.compare(str(old.vmlinux), str(new.vmlinux))
     counts, string_ops = {}, []
@@ -84,10 +109,12 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True) -> 
         counts = asm.counts()
         string_ops = _string_ops(asm)
     compiler = next(iter(new.tools.values()), "")
-    bom_old, bom_new = _bom_totals(tree_bom(old.vmlinux, new.vmlinux, old.src))
+    bom_old, bom_new = _bom_totals(tree_bom(old.vmlinux, new.vmlinux, old.src, rules=rules))
+    fn_old, fn_new = _bom_totals(tree_bom(old.vmlinux, new.vmlinux, old.src, "t", rules=rules))
     return Summary(
         old.cell.key, new.cell.key, c.old.code, c.new.code, c.old.padding, c.new.padding,
-        c.old.covered, c.new.covered, bom_old, bom_new, counts, kconfig_file.delta(old.config, new.config),
+        c.old.covered, c.new.covered, bom_old, bom_new, fn_old, fn_new, rules_of(old.src, rules)[0],
+        counts, kconfig_file.delta(old.config, new.config),
         kobjects.compare_trees(old.dir, new.dir) if with_objects else [], compiler, new.tree, string_ops)
 
 
@@ -106,22 +133,49 @@ def _string_ops(asm) -> list[tuple[str, dict, dict]]:
     return rows
 
 
+def _why_sections(s: Summary) -> str:
+    """Why the sections' total and bloat-o-meter's differ, in the words that fit this pair."""
+    inside, between = s.covered_new - s.covered_old, s.padding_new - s.padding_old
+    if s.text_delta == inside + between and not between:
+        return "the growth inside functions, no padding moved"
+    if inside and between and (inside > 0) != (between > 0) and abs(between) * 2 >= abs(inside):
+        return (f"inside functions {_signed(inside)} B, between them {_signed(between)} B: the functions "
+                f"grew into the alignment padding that followed them, so the section hardly moved")
+    if abs(s.text_delta) < abs(inside + between):
+        return (f"inside functions {_signed(inside)} B, between them {_signed(between)} B; the section grew "
+                f"less because its end is aligned and the slack there absorbed the growth")
+    return f"inside functions {_signed(inside)} B, between them {_signed(between)} B, the rest unsized code and section tails"
+
+
 def _signed(n: int) -> str:
     return f"{n:+,d}".replace(",", " ") if n else "0"
 
 
+def _pct(delta: int, base: int) -> str:
+    return f"{delta * 100.0 / base:+.2f} %" if base else "n/a"
+
+
 def render(s: Summary, *, objects_top: int = 10, config_top: int = 20) -> str:
-    """Plain text, short enough to paste under a patch."""
-    pct = s.text_delta * 100.0 / s.text_old if s.text_old else 0.0
+    """Plain text, short enough to paste under a patch; bloat-o-meter's total first.
+
+    >>> s = Summary("a", "b", 4194560, 4194560, 56020, 257118, 4000000, 4153600, 4000000, 4153600,
+    ...             3900000, 4053600, "the tree's scripts/bloat-o-meter", {"changed": 5862}, [], [], "gcc", "t", [])
+    >>> print(render(s).splitlines()[1])
+    code +153 600 bytes (+3.84 %), bloat-o-meter total: Before=4000000, After=4153600, chg +3.84%; 5862 functions changed
+    """
     f = s.functions
     fn = (f"{f.get('changed', 0)} functions changed"
           + (f", {f['added']} added" if f.get("added") else "")
           + (f", {f['removed']} removed" if f.get("removed") else "")) if f else "functions not compared"
+    bom_delta, fn_delta = s.bom_new - s.bom_old, s.fn_new - s.fn_old
+    pad_delta = s.padding_new - s.padding_old
     lines = [f"{s.old_label} -> {s.new_label}",
-             f"vmlinux text {_signed(s.text_delta)} bytes ({pct:+.2f} %), padding "
-             f"{_signed(s.padding_new - s.padding_old)}, {fn}, bloat-o-meter total: {s.bom_line}",
-             f"  (code sections {s.text_old} -> {s.text_new} B; inside functions {_signed(s.covered_new - s.covered_old)} B,"
-             f" between them {_signed(s.padding_new - s.padding_old)} B: a section can absorb growth in its alignment slack)"]
+             f"code {_signed(bom_delta)} bytes ({_pct(bom_delta, s.bom_old)}), bloat-o-meter total: {s.bom_line}; {fn}",
+             f"  functions alone {_signed(fn_delta)} B ({_pct(fn_delta, s.covered_old)} of the code in functions); "
+             f"padding between functions {_signed(pad_delta)} B",
+             f"  code sections {s.text_old} -> {s.text_new} B ({_signed(s.text_delta)}, {_pct(s.text_delta, s.text_old)}): "
+             + _why_sections(s),
+             f"  bloat-o-meter rules: {s.rules} (flagbench size --bom-rules tree|newest)"]
     if s.config_delta:
         shown = ", ".join(f"{k} {a}->{b}" for k, a, b in s.config_delta[:config_top])
         more = f" (+{len(s.config_delta) - config_top} more)" if len(s.config_delta) > config_top else ""
@@ -137,27 +191,3 @@ def render(s: Summary, *, objects_top: int = 10, config_top: int = 20) -> str:
         lines.append(f"  {name}: " + ", ".join(f"{op} {a.get(op, 0)}->{b.get(op, 0)}" for op in ops))
     lines.append(f"built with {s.compiler}; tree {s.tree}")
     return "\n".join(lines) + "\n"
-
-
-def demo_section(case_dir: str | Path, *, jobs: int | None = None, progress: bool = True) -> str:
-    """Markdown for one kernel case: build its first two variants (first target and
-    compiler), then the summary, bloat-o-meter's table head and the objects that changed."""
-    from flagbench import spec, variants
-    from flagbench.kernel.kbuild import build_kernels
-    exp = spec.load(case_dir)
-    old_cell, new_cell, notes = variants.choose(exp)
-    old, new = build_kernels(exp, [old_cell, new_cell], jobs=jobs, progress=progress)
-    title = f"### Kernel case `{exp.name}`"
-    if not (old.ok and new.ok):
-        bad = old if not old.ok else new
-        return f"{title}\n\n{bad.cell.key} did not build:\n\n```\n{bad.error}\n```\n"
-    s = summarize(old, new)
-    bom = tree_bom(old.vmlinux, new.vmlinux, old.src).splitlines()
-    head = bom[:2] + bom[2:-1][:15] + (["..."] if len(bom) > 18 else []) + bom[-1:]
-    built = "cached" if old.cached and new.cached else f"{old.seconds:.0f} s + {new.seconds:.0f} s"
-    out = [title, "", exp.description or "", "",
-           f"Built {old.cell.key} and {new.cell.key} ({built}).", "", "```", render(s).rstrip(), "```", "",
-           "bloat-o-meter (vmlinux):", "", "```", *head, "```", "", "```", kobjects.render(s.objects, top=10).rstrip(),
-           "```", ""]
-    out += [f"note: {n}" for n in notes]
-    return "\n".join(out) + "\n"

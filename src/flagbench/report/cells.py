@@ -156,11 +156,69 @@ def notes(t: Table) -> list[str]:
         more = f" and {len(distinct) - 3} more" if len(distinct) > 3 else ""
         out.append(f"high spread (IQR/median above 10 %) in {len(distinct)} cell{'s' * (len(distinct) > 1)}: "
                    f"{worst}{more}")
+    out += _undecided(t)
+    reaches = [(stats.reach(r.control), r) for r in t.rows if r.control is not None]
+    if reaches:
+        known = [x for x, _ in reaches if x is not None]
+        what = f"reach up to +-{max(known):.1%}" if known else "no interval"
+        out.append(f"A/A control ({t.variants[0]} measured twice in the same rounds): {what}; "
+                   f"a change within its reach is not called")
+    out += _band_shrinks(t)
     if t.layouts:
         out.append("layout band: min..max of median / the variant's median over the variant and its relinks "
                    "with code moved; p: do the layouts differ at all (Kruskal-Wallis); beyond = the whole CI "
                    "lies outside the baseline's band")
     return out
+
+
+def _band_shrinks(t: Table) -> list[str]:
+    """The baseline's layout band beside each other relinked variant's, and whether it shrank."""
+    base, out = t.variants[0], []
+    for r in t.rows:
+        before = r.bands.get(base)
+        for v, after in r.bands.items():
+            if v == base or before is None:
+                continue
+            verdict, p = stats.band_shrink(before, after)
+            label = ",".join(f"{k}={val}" for k, val in r.params.items())
+            where = f" ({label})" if label else ""
+            test = "" if p is None else f", Fligner-Killeen p={p:.3f}"
+            out.append(f"layout band{where}: {base} {before.as_percent()} (width {_width(before)}) -> "
+                       f"{v} {after.as_percent()} (width {_width(after)}): {verdict}{test}")
+    return out
+
+
+def _width(band: LayoutBand) -> str:
+    return f"{(band.high - band.low) * 100:.1f} pt"
+
+
+def _undecided(t: Table) -> list[str]:
+    """What would decide the intervals too wide to call: samples per side (and time) to resolve
+    the change seen, at the spread seen."""
+    wide = []
+    for r in t.rows:
+        label = ",".join(f"{k}={val}" for k, val in r.params.items()) or "all"
+        for v, c in r.changes.items():
+            if c.needed is None:
+                continue
+            seconds = sum(r.seconds.get(x, 0.0) for x in (t.variants[0], v)) * c.needed
+            when = f", about {_duration(seconds)}" if seconds else ""
+            wide.append(f"{v}@{label}: ~{c.needed} samples per side{when} to resolve +-{c.resolve:.1%} "
+                        f"(now {c.n_old}+{c.n_new})")
+    if not wide:
+        return []
+    more = f" and {len(wide) - 3} more" if len(wide) > 3 else ""
+    return [f"too wide to call: {'; '.join(wide[:3])}{more} (--samples N)"]
+
+
+def _duration(seconds: float) -> str:
+    """
+    >>> _duration(42), _duration(600), _duration(9000)
+    ('42 s', '10 min', '2.5 h')
+    """
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 LEGEND = ("change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % Moses interval [low, high] "

@@ -39,7 +39,7 @@ def table_figures(t: Table) -> list[Figure]:
     keys = set(t.param_keys) - {"count"}
     if "size" in keys:
         out += _sweep(t)
-    elif {"mode", "tasks"} <= keys:
+    elif {"mode", "tasks"} <= keys and not t.exact:   # counts of different things are no line against tasks
         out += _wis(t)
     if t.layouts:
         out += _layouts(t)
@@ -66,7 +66,7 @@ def _sweep(t: Table) -> list[Figure]:
             if m is not None:
                 panel.setdefault(v, []).append((size, m))
     ylabel = "instructions per byte" if count else (t.unit or t.metric)
-    body = plots.lines(sorted(panels.items(), key=lambda kv: kv[0] != "aligned"), xlabel="size (bytes)",
+    body = plots.lines(sorted(_lines_only(panels).items(), key=lambda kv: kv[0] != "aligned"), xlabel="size (bytes)",
                        ylabel=ylabel, logx=True, size_ticks=True)
     return [Figure(body, f"{t.bench} · {t.target}/{t.compiler}: {ylabel} by size")] if body else []
 
@@ -83,8 +83,23 @@ def _wis(t: Table) -> list[Figure]:
             if m is not None:
                 panel.setdefault(v, []).append((tasks, m))
     ylabel = "operations per second" if t.metric == "per_second" else (t.unit or t.metric)
-    body = plots.lines(sorted(panels.items()), xlabel="tasks", ylabel=ylabel)
+    body = plots.lines(sorted(_lines_only(panels).items()), xlabel="tasks", ylabel=ylabel)
     return [Figure(body, f"{t.bench} · {t.target}/{t.compiler}: {ylabel} against tasks")] if body else []
+
+
+def _lines_only(panels: dict[str, dict[str, list]]) -> dict[str, dict[str, list]]:
+    """Panels without the series that have fewer than two points on the x axis: one point
+    draws no line (and two values at one x draw a vertical one).
+
+    >>> _lines_only({"p": {"a": [(1, 5.0), (2, 6.0)], "b": [(1, 2140.0), (1, 6.0)]}, "q": {"a": [(1, 1.0)]}})
+    {'p': {'a': [(1, 5.0), (2, 6.0)]}}
+    """
+    out = {}
+    for name, series in panels.items():
+        kept = {v: pts for v, pts in series.items() if len({x for x, _ in pts}) >= 2}
+        if kept:
+            out[name] = kept
+    return out
 
 
 def _label(variant: str, params: dict[str, str]) -> str:

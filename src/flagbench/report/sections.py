@@ -8,11 +8,12 @@ case's chosen functions side by side only when they changed. Cells are named
 """
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass
 
 from flagbench.report import plots
 from flagbench.report.cells import slug
 from flagbench.report.doc import Block, Code, Figure, Grid, Para
+from flagbench.size.rules import CODE_LETTERS
 
 TOP_SYMBOLS = 10        # symbol rows in the md table (html bars show more)
 BAR_SYMBOLS = 20
@@ -21,67 +22,88 @@ SIDE_BY_SIDE_LINES = 80
 CONTEXT = 3             # equal lines kept around each change in a side-by-side
 
 
-def size_doc(old_archive: str, new_archive: str) -> dict:
-    """`flagbench size OLD NEW --format json` of two object sets, as data."""
+@dataclass
+class SizeFacts:
+    """What a case report says about the size of one pair, read from the size stage's comparison."""
+    symbols: list[tuple[str, str, int | None, int | None, int]]   # name, nm letter, old, new, delta (changed only)
+    total: tuple[int, int]          # bloat-o-meter's Total: Before, After
+    in_symbols: tuple[int, int]     # code bytes inside sized symbols (the denominator of code %)
+    moved: list[tuple[str, int, int]]   # section groups, padding, .cold, ... (name, old, new)
+    line: str                       # the size stage's one-line padding account
+    rules: str                      # which bloat-o-meter's rules made the table
+
+    @property
+    def code_delta(self) -> int:
+        """Bytes the functions (nm t/T/w/W) grew by, in bloat-o-meter's table."""
+        return sum(d for _, letter, _, _, d in self.symbols if letter in CODE_LETTERS)
+
+
+def size_facts(old: str, new: str, *, types: str | None = None, rules: str = "newest scripts/bloat-o-meter") -> SizeFacts:
+    """Compare two ELF files or archives with the size stage (`types`: bloat-o-meter's letters)."""
     from flagbench import size
-    return json.loads(size.render(size.compare(old_archive, new_archive), "json", None))
+    from flagbench.size.render import summary
+    c = size.compare(old, new, types=types)
+    t = c.table
+    symbols = [(t.names[i], t.letters[i], None if t.olds[i] == "-" else t.olds[i],
+                None if t.news[i] == "-" else t.news[i], t.deltas[i]) for i in range(len(t.deltas)) if t.deltas[i]]
+    moved = [(f"{k} (sections)", c.old.groups[k], c.new.groups.get(k, 0)) for k in c.old.groups]
+    moved += [("padding in code", c.old.padding, c.new.padding),
+              ("code in sized symbols", c.old.covered, c.new.covered),
+              (".cold symbols", c.old.cold, c.new.cold), (".text.unlikely", c.old.unlikely, c.new.unlikely)]
+    return SizeFacts(symbols, (t.total_old, t.total_new), (c.old.covered, c.new.covered),
+                     [m for m in moved if m[1] != m[2]], summary(c), rules)
 
 
-def size_change(doc: dict) -> tuple[int, int]:
-    """(delta, old total) of the code and data in sized symbols (bloat-o-meter's Total)."""
-    total = doc.get("total") or {}
-    return int(total.get("new", 0)) - int(total.get("old", 0)), int(total.get("old", 0))
+def size_summary(f: SizeFacts) -> str:
+    """The size change in a few words: the code in functions first, as a share of code (never
+    diluted by data or .bss), then data, and padding when it is a good part of the story
+    (-falign-functions=64 is +0 B in symbols).
 
-
-def size_summary(doc: dict) -> str:
-    """The size change in a few words: symbols' bytes, and the code span with padding when padding
-    moved (what bloat-o-meter cannot see: -falign-functions=64 is +0 B in symbols).
-
-    >>> size_summary({"total": {"old": 100, "new": 110}, "code": {"old": 200, "new": 210},
-    ...               "padding": {"old": 4, "new": 4}})
-    '+10 B (+10.00 %)'
-    >>> size_summary({"total": {"old": 100, "new": 100}, "code": {"old": 200, "new": 264},
-    ...               "padding": {"old": 4, "new": 68}})
-    '+0 B, code +64 B (padding +64)'
+    >>> f = SizeFacts([("f", "T", 100, 110, 10), ("buf", "b", 4000, 4008, 8)], (8100, 8118), (1000, 1010),
+    ...               [("padding in code", 4, 4)], "", "")
+    >>> size_summary(f)
+    'code +10 B (+1.00 %), data +8 B'
+    >>> size_summary(SizeFacts([], (100, 100), (200, 200), [("padding in code", 4, 68)], "", ""))
+    'code +0 B, padding +64 B'
     """
-    delta, old_total = size_change(doc)
-    text = f"{delta:+d} B" + (f" ({100 * delta / old_total:+.2f} %)" if old_total else "")
-    code, pad = doc.get("code") or {}, doc.get("padding") or {}
-    d_pad = pad.get("new", 0) - pad.get("old", 0)
-    if d_pad and abs(d_pad) * 2 >= abs(delta):   # padding is (a good part of) the story
-        text = f"{delta:+d} B, code {code.get('new', 0) - code.get('old', 0):+d} B (padding {d_pad:+d})"
+    code = f.code_delta
+    data = f.total[1] - f.total[0] - code
+    text = f"code {code:+d} B" + (f" ({100 * code / f.in_symbols[0]:+.2f} %)" if code and f.in_symbols[0] else "")
+    if data:
+        text += f", data {data:+d} B"
+    pad = next((n - o for name, o, n in f.moved if name == "padding in code"), 0)
+    if pad and abs(pad) * 2 >= abs(code):   # padding is (a good part of) the story
+        text += f", padding {pad:+d} B"
     return text
 
 
-def size_blocks(doc: dict, *, anchor: str, label: str) -> list[Block]:
-    symbols = [s for s in doc.get("symbols", []) if s.get("delta")]
-    up = sum(s["delta"] for s in symbols if s["delta"] > 0)
-    down = sum(s["delta"] for s in symbols if s["delta"] < 0)
-    added = sum(1 for s in symbols if s.get("old") is None)
-    removed = sum(1 for s in symbols if s.get("new") is None)
-    delta, old_total = size_change(doc)
+def size_blocks(f: SizeFacts, *, anchor: str, label: str) -> list[Block]:
+    changed = f.symbols
+    up = sum(d for *_, d in changed if d > 0)
+    down = sum(d for *_, d in changed if d < 0)
+    added = sum(1 for _, _, o, _, _ in changed if o is None)
+    removed = sum(1 for _, _, _, n, _ in changed if n is None)
+    delta, old_total = f.total[1] - f.total[0], f.total[0]
     pct = f" ({100 * delta / old_total:+.2f} %)" if old_total else ""
-    out: list[Block] = [Para([f"size of {label}: symbols {delta:+d} bytes{pct}; add/remove {added}/{removed}, "
-                              f"grow/shrink {sum(1 for s in symbols if s['delta'] > 0) - added}/"
-                              f"{sum(1 for s in symbols if s['delta'] < 0) - removed}, up/down {up}/{down}. "
-                              f"{doc.get('summary', '')}"], anchor=anchor)]
-    if not symbols:
+    out: list[Block] = [Para([f"size of {label}: {size_summary(f)}; bloat-o-meter total {delta:+d} bytes{pct} "
+                              f"({f.rules}); add/remove {added}/{removed}, "
+                              f"grow/shrink {sum(1 for *_, d in changed if d > 0) - added}/"
+                              f"{sum(1 for *_, d in changed if d < 0) - removed}, up/down {up}/{down}. {f.line}"],
+                             anchor=anchor)]
+    if not changed:
         out.append(Para(["no symbol changed size"]))
     else:
-        rows = [[s["name"], _dash(s.get("old")), _dash(s.get("new")), f"{s['delta']:+d}"]
-                for s in symbols[:TOP_SYMBOLS]]
-        more = [f"{len(symbols) - TOP_SYMBOLS} more symbols changed size (flagbench size)"] \
-            if len(symbols) > TOP_SYMBOLS else []
+        rows = [[name, _dash(o), _dash(n), f"{d:+d}"] for name, _, o, n, d in changed[:TOP_SYMBOLS]]
+        more = [f"{len(changed) - TOP_SYMBOLS} more symbols changed size (flagbench size)"] \
+            if len(changed) > TOP_SYMBOLS else []
         out.append(Grid(["symbol", "old", "new", "delta"], rows, notes=more))
-    moved = [(name, o, n) for name, o, n in _extras(doc) if o != n]
-    if moved:
-        out.append(Grid(["", "old", "new", "delta"], [[name, str(o), str(n), f"{n - o:+d}"] for name, o, n in moved]))
-    elif not symbols:
+    if f.moved:
+        out.append(Grid(["", "old", "new", "delta"], [[name, str(o), str(n), f"{n - o:+d}"] for name, o, n in f.moved]))
+    elif not changed:
         out.append(Para(["sections, padding and symbols: all the same size"]))
-    bars = plots.bars([(s["name"], s["delta"]) for s in sorted(symbols, key=lambda s: -abs(s["delta"]))
-                       [:BAR_SYMBOLS]], title=f"largest symbol deltas · {label}")
-    pads = plots.bars([(name, n - o) for name, o, n in moved if name in ("padding in code",
-                                                                         "code in sized symbols")],
+    bars = plots.bars([(name, d) for name, _, _, _, d in sorted(changed, key=lambda s: -abs(s[4]))[:BAR_SYMBOLS]],
+                      title=f"largest symbol deltas · {label}")
+    pads = plots.bars([(name, n - o) for name, o, n in f.moved if name in ("padding in code", "code in sized symbols")],
                       title=f"padding apart · {label}")
     if bars or pads:
         out.append(Figure(bars + pads))
@@ -90,15 +112,6 @@ def size_blocks(doc: dict, *, anchor: str, label: str) -> list[Block]:
 
 def _dash(v) -> str:
     return "-" if v is None else str(v)
-
-
-def _extras(doc: dict) -> list[tuple[str, int, int]]:
-    out = [(f"{k} (sections)", v["old"], v["new"]) for k, v in (doc.get("groups") or {}).items()]
-    for key, name in (("padding", "padding in code"), ("in_symbols", "code in sized symbols"),
-                      ("cold", ".cold symbols"), ("text_unlikely", ".text.unlikely")):
-        if key in doc:
-            out.append((name, doc[key]["old"], doc[key]["new"]))
-    return out
 
 
 def asm_blocks(old_objects, new_objects, *, old_label: str, new_label: str, show: tuple[str, ...],

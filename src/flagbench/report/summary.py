@@ -1,10 +1,13 @@
 """The summary at the top of a case: one line per bench and target, like the first paragraph of a
-commit message: each variant's verdict and change in time, its exact-count change, its size
-change; every number a link to the table it comes from.
+commit message: each variant's verdict and change in time, its exact-count change (work: what the
+program executed, never a speed verdict), its size change; every number a link to the table it
+comes from. Where work and time point different ways (more instructions, yet faster) the line
+says so: both are true, and the time is the speed.
 
 A sweep (several rows) is summarised as benchstat does, by the geometric mean of the per-row
 ratios, with how many rows were faster, slower or `~`; with more than three compared columns
-(memcpy implementations) only the best and the worst are named.
+(memcpy implementations) the first compared one (the file's "new") and the best and the worst of
+the others are named.
 """
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from collections import Counter
 from flagbench.report.cells import geomean_ratio, pct, table_anchor
 from flagbench.report.doc import Grid, Inline, Link
 from flagbench.report.tables import Table
-from flagbench.stats import higher_is_better
 
 AUXILIARY = ("page_faults", "task_clock_ms")   # perf's side metrics: in the tables, not the summary
 # the exact count a summary line gives, first found first; a booted guest's is the kernel's
@@ -74,12 +76,12 @@ def _entries(t: Table | None, prefix: str, pick, higher_better: bool) -> list[In
         return [Link(found[0][1][0], anchor)]
     if len(found) > 1 and len({text for _, (text, _) in found}) == 1:   # all alike: say it once
         return [Link(f"all {len(found)}: {found[0][1][0]}", anchor)]
-    if len(found) > MAX_NAMED:
-        ranked = sorted(found, key=lambda ve: ve[1][1], reverse=higher_better)
-        found = [ranked[0], ranked[-1]]
-        out: list[Inline] = [f"vs {t.variants[0]}: best "]
-        out += [Link(f"{found[0][0]} {found[0][1][0]}", anchor), ", worst ",
-                Link(f"{found[1][0]} {found[1][1][0]}", anchor)]
+    if len(found) > MAX_NAMED:   # the first compared column (the file's "new"), then best and worst
+        first = found[0]
+        ranked = sorted(found[1:], key=lambda ve: ve[1][1], reverse=higher_better)
+        out: list[Inline] = [f"vs {t.variants[0]}: ", Link(f"{first[0]} {first[1][0]}", anchor), "; best "]
+        out += [Link(f"{ranked[0][0]} {ranked[0][1][0]}", anchor), ", worst ",
+                Link(f"{ranked[-1][0]} {ranked[-1][1][0]}", anchor)]
         return out
     out = []
     for i, (v, (text, _)) in enumerate(found):
@@ -102,7 +104,7 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
             continue
         timed = next((t for t in ts if not t.exact and t.metric not in AUXILIARY), None)
         exact = next((t for t in ts if t.exact), None)
-        up = higher_is_better(timed.metric) if timed else False
+        up = bool(timed and timed.measure and timed.measure.higher_is_better)
         variants = (timed or exact).variants[1:]
         size_cell: list[Inline] = []
         texts = {sizes[(v, target, compiler)][0] for v in variants if (v, target, compiler) in sizes}
@@ -117,13 +119,29 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
                 size_cell += (["; "] if size_cell else []) + [Link(text if len(variants) == 1 else f"{v} {text}",
                                                                     anchor)]
                 covered.add((v, target, compiler))
-        rows.append([[bench], [f"{target}/{compiler}"], _entries(timed, prefix, _timed_entry, up),
-                     _entries(exact, prefix, _exact_entry, False), size_cell or ["-"]])
+        work = _entries(exact, prefix, _exact_entry, False)
+        if timed and exact and len(timed.variants) == 2 and _disagree(timed, exact):
+            work += ["; work and time disagree: the time is the speed"]
+        time_cell = _entries(timed, prefix, _timed_entry, up)
+        if timed is None and exact and any(r.params.get("count") == "kernel_insns_per_iter" for r in exact.rows):
+            time_cell = ["no timing verdict: a booted guest's time is emulated"]
+        rows.append([[bench], [f"{target}/{compiler}"], time_cell, work, size_cell or ["-"]])
     for (v, target, compiler), (text, anchor) in sizes.items():   # cells without a bench: size only
         if (v, target, compiler) not in covered and not any(k[1:] == (target, compiler) for k in covered):
             alone = sum(1 for k in sizes if k[1:] == (target, compiler)) == 1
             rows.append([["(size only)"], [f"{target}/{compiler}"], ["-"], ["-"],
                          [Link(text if alone else f"{v} {text}", anchor)]])
     against = f" vs {baseline}" if all(t.variants[0] == baseline for t in tables) else ""   # else each cell says
-    return Grid(["bench", "target", f"time{against}", f"exact count{against}", f"size{against}"], rows,
+    return Grid(["bench", "target", f"time{against}", f"work (exact count){against}", f"size{against}"], rows,
                 align="lllll")
+
+
+def _disagree(timed: Table, exact: Table) -> bool:
+    """The variant does more work yet is faster, or less work yet slower (one compared variant)."""
+    v = timed.variants[1]
+    verdicts = {r.changes[v].verdict for r in timed.rows if v in r.changes} - {"~"}
+    found = _exact_entry(exact, v)
+    if len(verdicts) != 1 or found is None or found[1] == 1.0:
+        return False
+    more_work = found[1] > 1.0
+    return (verdicts == {"faster"} and more_work) or (verdicts == {"slower"} and not more_work)

@@ -18,22 +18,26 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from flagbench import stats
-from flagbench.stats import Change, LayoutBand, band_verdict, higher_is_better, is_exact_metric, layout_band
+from flagbench.stats import Change, LayoutBand, Metric, band_verdict, layout_band, metric as metric_of
 
 FORMATS = ("text", "md", "json", "csv")
 # Sweep axes go last so rows group by alignment (memcpy) or by mode (will-it-scale).
 EXACT_TABLE = "exact counts"
 _INNER_AXES = ("size", "len", "length", "tasks", "threads")
+AA_SUFFIX = "@aa"      # the column of an A/A control (run/noise.py names it so)
 
 
 @dataclass
 class Row:
     params: dict[str, str]
-    values: dict[str, list[float]]                      # variant -> samples
+    values: dict[str, list[float]]                      # variant -> samples (one per run of the program)
+    shares: dict[str, list] = field(default_factory=dict)               # variant -> each sample's CPU share
     changes: dict[str, Change] = field(default_factory=dict)           # variant -> vs baseline
     bands: dict[str, LayoutBand] = field(default_factory=dict)          # variant -> its layout band
     band_verdicts: dict[str, str] = field(default_factory=dict)         # variant -> vs the baseline's band
     layout_ratios: dict[str, float] = field(default_factory=dict)       # relink column -> median / its variant's
+    seconds: dict[str, float] = field(default_factory=dict)             # variant -> mean wall seconds of one sample
+    control: Change | None = None       # the baseline against itself run again (an A/A control column)
 
     def median(self, variant: str) -> float | None:
         values = sorted(self.values.get(variant, ()))
@@ -55,6 +59,7 @@ class Table:
     rows: list[Row]
     exact: bool
     layouts: dict[str, list[str]] = field(default_factory=dict)   # variant -> its relinks' columns ("v@L1", ...)
+    measure: Metric | None = None                       # unit, exactness, better direction (None: exact table)
 
     @property
     def title(self) -> str:
@@ -67,19 +72,44 @@ def _natural(value: str):
     return [(0, int(p), "") if p.isdecimal() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
 
 
+def _runs(samples: list[dict]):
+    """Samples as (sample, Metric, [values of one run of the program], its contention): the values
+    one run emits together (a will-it-scale run's per-second rates) are not independent samples,
+    so a run is one sample, the mean of its values."""
+    runs: dict[tuple, tuple[dict, Metric, list[float], dict]] = {}
+    for i, s in enumerate(samples):
+        prov = s.get("provenance") or {}
+        m = metric_of(s["metric"], s.get("unit", ""))
+        if prov.get("job") == "count" and not m.exact:
+            m = replace(m, exact=True)
+        one_run = prov.get("job") == "sample" and prov.get("sample") is not None
+        ident = (s["bench"], s.get("cell") or (s["variant"], s["target"], s["compiler"], str(s.get("params"))),
+                 s["metric"], prov.get("sample")) if one_run else i
+        if ident in runs:
+            runs[ident][2].append(float(s["value"]))
+        else:
+            runs[ident] = (s, m, [float(s["value"])], prov.get("contention") or {})
+    return runs.values()
+
+
 def build_tables(samples: list[dict], variant_order: list[str] | None = None, alpha: float = 0.05) -> list[Table]:
     """Group samples (as `Store.samples` returns them) into tables and compare each variant to the baseline."""
     groups: dict[tuple, dict[tuple, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    units: dict[tuple, str] = {}
+    shares: dict[tuple, list] = defaultdict(list)
+    seconds: dict[tuple, list] = defaultdict(list)
+    measures: dict[tuple, Metric] = {}
     keys_seen: dict[tuple, list[str]] = defaultdict(list)
     variants_seen: list[str] = []
-    for s in samples:
+    for s, m, values, contention in _runs(samples):
         metric, params = s["metric"], dict(s.get("params") or {})
-        if is_exact_metric(metric):   # every counter of a bench in one table, a row each
+        if m.exact:   # every counter of a bench in one table, a row each
             metric, params = EXACT_TABLE, {"count": metric, **params}
         key = (s["bench"], metric, s["target"], s["compiler"])
-        groups[key][tuple(params.items())][s["variant"]].append(float(s["value"]))
-        units.setdefault(key, "" if metric == EXACT_TABLE else s.get("unit", ""))
+        groups[key][tuple(params.items())][s["variant"]].append(sum(values) / len(values))
+        shares[(key, tuple(params.items()), s["variant"])].append(contention.get("cpu_share"))
+        if contention.get("wall_s"):
+            seconds[(key, tuple(params.items()), s["variant"])].append(contention["wall_s"])
+        measures.setdefault(key, m)
         keys_seen[key] += [k for k in params if k not in keys_seen[key]]
         if s["variant"] not in variants_seen:
             variants_seen.append(s["variant"])
@@ -92,22 +122,35 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
         param_keys = sorted(keys_seen[key], key=lambda k: k in _INNER_AXES)
         variants = [v for v in order if any(v in vals for vals in rows_by_params.values())]
         variants, layouts = _split_layouts(variants)
+        variants, controls = _split_controls(variants)
         exact = metric == EXACT_TABLE
+        measure = None if exact else measures[key]
         rows = []
         for params, values in rows_by_params.items():
-            row = Row(dict(params), dict(values))
+            row = Row(dict(params), dict(values), {v: shares[(key, params, v)] for v in values})
+            row.seconds = {v: sum(x) / len(x) for v in values if (x := seconds[(key, params, v)])}
             base = variants[0]
+            if base in controls and base in values and controls[base] in values and measure is not None:
+                row.control = _change(row, base, controls[base], measure, alpha)
             for v in variants[1:]:
                 if base in values and v in values:
-                    row.changes[v] = _change(values[base], values[v], row.params.get("count", metric), exact, alpha)
+                    row.changes[v] = _change(row, base, v, measure, alpha, stats.reach(row.control))
             _add_bands(row, variants[0], layouts)
             if not exact or any(row.median(v) for v in variants):   # counters that stayed 0 say nothing
                 rows.append(row)
         rows.sort(key=lambda r: [_natural(r.params.get(k, "")) for k in param_keys])
-        tables.append(Table(bench, metric, units[key], target, compiler, variants, param_keys, rows, exact,
-                            layouts))
+        if exact and rows and all(":" in r.params.get("count", "") for r in rows) and len(variants) > 1:
+            rows.sort(key=lambda r: -_moved(r, variants[0], variants[1]))   # a profile: largest change first
+        tables.append(Table(bench, metric, "" if exact else measure.unit, target, compiler, variants,
+                            param_keys, rows, exact, layouts, measure))
     tables.sort(key=lambda t: (t.bench, t.target, t.compiler, t.exact, t.metric))
     return tables
+
+
+def _moved(row: Row, base: str, other: str) -> float:
+    """How far a count moved between two columns (0 when one is missing)."""
+    a, b = row.median(base), row.median(other)
+    return 0.0 if a is None or b is None else abs(b - a)
 
 
 def _split_layouts(columns: list[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -127,6 +170,17 @@ def _split_layouts(columns: list[str]) -> tuple[list[str], dict[str, list[str]]]
     return [c for c in columns if c not in taken], {v: [c for _, c in sorted(r)] for v, r in layouts.items()}
 
 
+def _split_controls(columns: list[str]) -> tuple[list[str], dict[str, str]]:
+    """A/A control columns ("default@aa": the baseline measured again as if it were another
+    variant, noise.aa_control) leave the table's variants; they set the row's floor.
+
+    >>> _split_controls(["a", "b", "a@aa"])
+    (['a', 'b'], {'a': 'a@aa'})
+    """
+    controls = {c[:-len(AA_SUFFIX)]: c for c in columns if c.endswith(AA_SUFFIX) and c[:-len(AA_SUFFIX)] in columns}
+    return [c for c in columns if c not in controls.values()], controls
+
+
 def _add_bands(row: Row, base: str, layouts: dict[str, list[str]]) -> None:
     """Each relinked variant's band, and every change judged against the baseline's band."""
     for variant, columns in layouts.items():
@@ -141,11 +195,16 @@ def _add_bands(row: Row, base: str, layouts: dict[str, list[str]]) -> None:
             row.band_verdicts[variant] = verdict
 
 
-def _change(old: list[float], new: list[float], metric: str, exact: bool, alpha: float) -> Change:
-    """One variant's change against the baseline: exact counts by their minimum, samples by stats."""
-    if exact:
+def _change(row: Row, base: str, variant: str, measure: Metric | None, alpha: float,
+            floor: float | None = None) -> Change:
+    """One variant's change against the baseline: exact counts by their minimum, samples by stats
+    (with each sample's contention)."""
+    old, new = row.values[base], row.values[variant]
+    if measure is None:
+        metric = row.params.get("count", "")
         c = stats.exact_change(min(old), min(new), metric=metric)
         if len(set(old)) > 1 or len(set(new)) > 1:   # a count that moves is not exact: say so
             c = replace(c, warnings=("count differs from run to run",))
         return c
-    return stats.change(old, new, higher_is_better=higher_is_better(metric), alpha=alpha, metric=metric)
+    return stats.change(old, new, higher_is_better=measure.higher_is_better, alpha=alpha, metric=measure.name,
+                        shares_old=row.shares.get(base), shares_new=row.shares.get(variant), floor=floor)

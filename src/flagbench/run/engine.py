@@ -6,8 +6,10 @@ target and compiler, and parameters (the row: size, alignment, task count, ...).
 carries up to two jobs, plain callables that run a program and hand back values:
 - `counted`, run once: exact counts (callgrind, qemu + plugin) need no repetition;
 - `timed`, run `warmup + samples` times: each round visits every unfinished cell once
-  in a fresh random order (executors.interleave), so drifts of the machine hit all
-  variants alike; the first `warmup` runs of each cell are thrown away.
+  in a fresh random order, the variants of one table row back to back (noise.paired_round),
+  so drifts and bursts of load hit all variants alike; the first `warmup` runs of each
+  cell are thrown away. Each timed sample records the contention it ran under
+  (noise.Contention: CPU time against wall time) for the verdict to weigh.
 The values one job emits go to the Store in one transaction when the job ends, so a
 run killed by Ctrl-C, SIGTERM, SIGKILL or a crash keeps every finished sample and no
 part of one (a will-it-scale sample is a whole run of several per-second values).
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from flagbench.errors import UserError
-from flagbench.run.executors import interleave
+from flagbench.run import noise
 from flagbench.run.places import RESUME
 from flagbench.store import Store
 
@@ -182,7 +184,7 @@ class _Runner:
                     self._lanes(active, advance)
                     active = []
                 while active:
-                    for st in interleave(active, 1, self.rng.randrange(2**32)):
+                    for st in noise.paired_round(active, _row, self.rng):
                         bar.update(task, description=f"{st.cell.bench} {st.key} ({st.jobs[0]})")
                         before = len(st.jobs)
                         self._step(st)
@@ -215,7 +217,12 @@ class _Runner:
         if kind == "sample":
             st.taken += 1
         values: list[tuple] = []
+        start = noise.mark()
         reason = _guard(lambda: job(self._emitter(st, kind, executor, values)))
+        if kind == "sample" and not cell.lane:   # a remote program's CPU time is not ours to see
+            contention = noise.since(start).as_dict()
+            for value in values:
+                value[-1]["contention"] = contention
         return values, reason
 
     def _record(self, st: _State, values: list[tuple], reason: str | None) -> None:
@@ -240,7 +247,7 @@ class _Runner:
             rng = random.Random(seed)
             try:
                 while states and not stop.is_set():
-                    for st in interleave(states, 1, rng.randrange(2**32)):
+                    for st in noise.paired_round(states, _row, rng):
                         if stop.is_set():
                             break
                         if st.jobs:
@@ -295,6 +302,12 @@ class _Runner:
         st.jobs.clear()
         self.store.finish_cell(self.run_id, st.cell.bench, st.key, "failed", reason)
         self.console.print(f"failed: {st.cell.bench} {st.key}: {reason}", markup=False, highlight=False)
+
+
+def _row(st: _State) -> tuple:
+    """The table row a cell belongs to: its variants are compared with each other."""
+    cell = st.cell
+    return cell.bench, cell.target, cell.compiler, tuple(cell.params.items())
 
 
 def _guard(fn: Callable[[], "str | None"]) -> str | None:

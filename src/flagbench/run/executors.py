@@ -14,7 +14,6 @@ import functools
 import math
 import os
 import platform
-import random
 import re
 import select
 import shutil
@@ -24,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence, TypeVar
+from typing import Protocol, Sequence
 
 from flagbench import procs
 from flagbench.errors import UserError
@@ -433,18 +432,3 @@ def executor_for(target: str, kind: str) -> Executor:
         return QemuExecutor(target)
     raise UserError(f"unknown measurement kind {kind!r} (known: time, insns)")
 
-
-T = TypeVar("T")
-
-
-def interleave(cells: Sequence[T], samples_per_cell: int, seed: int) -> list[T]:
-    """Every cell `samples_per_cell` times, in rounds: each round is a fresh random
-    permutation of all cells, so no cell's samples bunch up at one end of the run
-    (slow drifts of the machine hit every variant alike)."""
-    rng = random.Random(seed)
-    order: list[T] = []
-    for _ in range(samples_per_cell):
-        round_ = list(cells)
-        rng.shuffle(round_)
-        order.extend(round_)
-    return order
