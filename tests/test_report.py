@@ -405,8 +405,8 @@ def test_kernel_summary_leads_with_bloat_o_meters_total():
     """A pair whose functions grew 3.84 % while .text hardly moved (zero call-used registers):
     the first percentage printed is bloat-o-meter's, then functions alone, padding, the sections
     and why they differ, and whose rules made the table."""
-    from flagbench.kernel.summary import Summary, render
-    s = Summary("default/x86_64/gcc", "zero/x86_64/gcc", text_old=4_194_560, text_new=4_198_914,
+    from flagbench.kernel.summary import PairSummary, render
+    s = PairSummary("default/x86_64/gcc", "zero/x86_64/gcc", text_old=4_194_560, text_new=4_198_914,
                 padding_old=260_000, padding_new=110_000, covered_old=3_900_000, covered_new=4_053_600,
                 bom_old=4_000_000, bom_new=4_153_600, fn_old=3_900_000, fn_new=4_053_600,
                 rules="the tree's scripts/bloat-o-meter", functions={"changed": 5862}, config_delta=[],

@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Sequence
 
 from flagbench import procs
 from flagbench.cache import CACHE_ENV, cache_dir  # noqa: F401 - re-exported: build.cache_dir is the common import
+from flagbench.elf.constants import ELF_MAGIC
 from flagbench.errors import DiskFull, UserError, disk_full
 from flagbench.spec import Cell, Experiment, files_digest
 from flagbench.toolchains import Target, get_target, install_hint, is_clang, tool_version
@@ -224,7 +225,7 @@ def _compile(job: _Job, progress: Progress) -> tuple[Path, bool]:
             raise UserError(f"{src} does not compile for {job.what}: "
                             f"{_first_errors(out.stderr) or f'exit status {out.returncode}'}")
         with open(tmp, "rb") as f:
-            if f.read(4) != b"\x7fELF":
+            if f.read(4) != ELF_MAGIC:
                 raise UserError(f"{src} for {job.what}: {job.argv[0]} exited 0 but wrote no ELF object "
                                 f"(is {job.argv[0]} a compiler?)")
         os.replace(tmp, obj)

@@ -151,18 +151,6 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            runnable=False),
 )}
 
-# ELF e_machine values (elf.h) to target names; PA-RISC splits on ELF class.
-EM_TARGETS = {62: "x86_64", 183: "aarch64", 40: "arm", 243: "riscv64", 258: "loongarch64"}
-EM_PARISC = 15
-
-
-def target_for_elf(e_machine: int, is64: bool) -> str | None:
-    """The target name an ELF header (machine, class) belongs to, or None."""
-    if e_machine == EM_PARISC:
-        return "hppa64" if is64 else "hppa"
-    return EM_TARGETS.get(e_machine)
-
-
 def get_target(name: str) -> Target:
     try:
         return TARGETS[name]

@@ -16,6 +16,17 @@ STT_PROC = tuple(range(STT_LOPROC, STT_HIPROC + 1))   # processor-specific (hppa
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 
 SHN_UNDEF, SHN_LORESERVE, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF2, 0xFFFF
+# e_machine values to flagbench's target names; PA-RISC splits on ELF class.
+EM_TARGETS = {EM_X86_64: "x86_64", 183: "aarch64", EM_ARM: "arm", 243: "riscv64", 258: "loongarch64"}
+
+
+def target_for_elf(e_machine: int, is64: bool) -> str | None:
+    """The target name an ELF header (machine, class) belongs to, or None."""
+    if e_machine == EM_PARISC:
+        return "hppa64" if is64 else "hppa"
+    return EM_TARGETS.get(e_machine)
+
+
 # Target-specific section indices BFD files under its common section (LCOMMON; ANSI/HUGE common).
 COMMON_INDICES = {EM_X86_64: (0xFF02,), EM_PARISC: (0xFF00, 0xFF01)}
 

@@ -27,7 +27,7 @@ from flagbench.kernel import objects as kobjects
 
 
 @dataclass
-class Summary:
+class PairSummary:
     old_label: str
     new_label: str
     text_old: int                   # bytes in executable sections of vmlinux
@@ -98,7 +98,7 @@ def _bom_totals(text: str) -> tuple[int, int]:
     return before, after
 
 
-def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rules: str = "tree") -> Summary:
+def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rules: str = "tree") -> PairSummary:
     """OLD and NEW are kbuild.KernelBuild cells (ok ones); `rules`: "tree" or "newest" (BOM_RULES)."""
     from flagbench import size
     c = size.compare(str(old.vmlinux), str(new.vmlinux))
@@ -111,7 +111,7 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rul
     compiler = next(iter(new.tools.values()), "")
     bom_old, bom_new = _bom_totals(tree_bom(old.vmlinux, new.vmlinux, old.src, rules=rules))
     fn_old, fn_new = _bom_totals(tree_bom(old.vmlinux, new.vmlinux, old.src, "t", rules=rules))
-    return Summary(
+    return PairSummary(
         old.cell.key, new.cell.key, c.old.code, c.new.code, c.old.padding, c.new.padding,
         c.old.covered, c.new.covered, bom_old, bom_new, fn_old, fn_new, rules_of(old.src, rules)[0],
         counts, kconfig_file.delta(old.config, new.config),
@@ -133,7 +133,7 @@ def _string_ops(asm) -> list[tuple[str, dict, dict]]:
     return rows
 
 
-def _why_sections(s: Summary) -> str:
+def _why_sections(s: PairSummary) -> str:
     """Why the sections' total and bloat-o-meter's differ, in the words that fit this pair."""
     inside, between = s.covered_new - s.covered_old, s.padding_new - s.padding_old
     if s.text_delta == inside + between and not between:
@@ -155,10 +155,10 @@ def _pct(delta: int, base: int) -> str:
     return f"{delta * 100.0 / base:+.2f} %" if base else "n/a"
 
 
-def render(s: Summary, *, objects_top: int = 10, config_top: int = 20) -> str:
+def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20) -> str:
     """Plain text, short enough to paste under a patch; bloat-o-meter's total first.
 
-    >>> s = Summary("a", "b", 4194560, 4194560, 56020, 257118, 4000000, 4153600, 4000000, 4153600,
+    >>> s = PairSummary("a", "b", 4194560, 4194560, 56020, 257118, 4000000, 4153600, 4000000, 4153600,
     ...             3900000, 4053600, "the tree's scripts/bloat-o-meter", {"changed": 5862}, [], [], "gcc", "t", [])
     >>> print(render(s).splitlines()[1])
     code +153 600 bytes (+3.84 %), bloat-o-meter total: Before=4000000, After=4153600, chg +3.84%; 5862 functions changed

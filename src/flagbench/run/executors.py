@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from flagbench import procs
+from flagbench.elf.constants import ELF_MAGIC
 from flagbench.errors import UserError
 from flagbench.run.places import FIXED_CWD, FIXED_ENV, LOCAL, Place
 from flagbench.toolchains import get_target
@@ -210,7 +211,7 @@ def _check_exec(path: str) -> None:
         raise UserError(f"{path}: cannot run: {e.strerror or e}") from None
     if not os.access(path, os.X_OK):
         raise UserError(f"{path}: cannot run: Permission denied")
-    if head != b"\x7fELF" and not head.startswith(b"#!"):
+    if head != ELF_MAGIC and not head.startswith(b"#!"):
         raise UserError(f"{path}: cannot run: Exec format error")
 
 

@@ -61,7 +61,7 @@ def open_pair(old_path: str, new_path: str, warn=None) -> tuple[elf.Input, elf.I
         old.close()
         raise
     if old.machine != new.machine:
-        from flagbench.toolchains import target_for_elf
+        from flagbench.elf.constants import target_for_elf
         a = target_for_elf(*old.machine) or f"machine {old.machine[0]}"
         b = target_for_elf(*new.machine) or f"machine {new.machine[0]}"
         (warn or _stderr)(f"warning: {old_path} is {a} but {new_path} is {b}; comparing anyway")
