@@ -11,7 +11,7 @@ from conftest import write_experiment
 from flagbench import build, spec
 from flagbench.errors import UserError
 from flagbench.cli import is_experiment
-from flagbench.variants import choose, parse_variants, variant_pair
+from flagbench.variants import choose, pair, parse_variants
 
 MATRIX = """
 sources = ["f.c"]
@@ -84,7 +84,7 @@ def test_one_variant_has_nothing_to_compare(tmp_path):
         choose(exp)
 
 
-def test_variant_pair_builds_both_cells_then_hits_the_cache(tmp_path):
+def test_pair_builds_both_cells_then_hits_the_cache(tmp_path):
     root = experiment(tmp_path, """
         sources = ["f.c", "g.c"]
         [variants]
@@ -92,7 +92,7 @@ def test_variant_pair_builds_both_cells_then_hits_the_cache(tmp_path):
         b = { defines = { SCALE = 9 } }
     """, "#ifndef SCALE\n#define SCALE 7\n#endif\nint f(int x) { return x * SCALE; }\n")
     (tmp_path / "g.c").write_text("int g(int x) { return x + 1; }\n")
-    old, new, notes = variant_pair(root)
+    old, new, notes, _ = pair(root)
     assert (old.cell.key, new.cell.key, notes) == ("a/x86_64/gcc", "b/x86_64/gcc", [])
     assert [o.name for o in old.objects] == [o.name for o in new.objects] == ["f.o", "g.o"]
     assert all(o.is_file() for o in old.objects + new.objects)
@@ -100,13 +100,13 @@ def test_variant_pair_builds_both_cells_then_hits_the_cache(tmp_path):
     # the objects differ where the define does: f's constant, not g
     assert old.objects[0].read_bytes() != new.objects[0].read_bytes()
     assert not old.cached and not new.cached
-    again = variant_pair(root / "experiment.toml", "a,b")
+    again = pair(root / "experiment.toml", "a,b")
     assert again.old.cached and again.new.cached and again.old.dir == old.dir
 
 
 def test_same_variant_twice_builds_once(tmp_path):
     root = experiment(tmp_path, 'sources = ["f.c"]\n[variants]\na = {}\nb = {}\n')
-    old, new, _ = variant_pair(root, "b,b")
+    old, new, _, _ = pair(root, "b,b")
     assert old is new
 
 

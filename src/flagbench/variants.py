@@ -16,12 +16,6 @@ from flagbench.build import Build, Progress, build
 from flagbench.errors import UserError
 
 
-class VariantPair(NamedTuple):
-    old: Build
-    new: Build
-    notes: list[str]          # what was chosen (when there was a choice) and what the build dropped
-
-
 def parse_variants(text: str | Sequence[str] | None) -> tuple[str, str] | None:
     """"A,B" (or ["A", "B"]) -> ("A", "B"); None stays None (the experiment's first two)."""
     if text is None:
@@ -74,37 +68,44 @@ def choose(exp: spec.Experiment, variants: str | Sequence[str] | None = None, ta
     return spec.Cell(old_v, target, compiler), spec.Cell(new_v, target, compiler), notes
 
 
-def variant_pair(path: str | Path, variants: str | Sequence[str] | None = None, target: str | None = None,
-                 compiler: str | None = None, *, jobs: int = 2, progress: Progress = None) -> VariantPair:
-    """Load the experiment at `path`, build the two chosen cells (cached: an unchanged
-    experiment runs no compiler) and return them as (old, new, notes)."""
-    exp = spec.load(path)
+class Pair(NamedTuple):
+    """Two builds of one experiment, made by the build stage, for size and asm to compare.
+    Each side is a build.Build (a C experiment's objects) or a kernel.kbuild.KernelBuild
+    (one vmlinux); `files(side)` is what an ELF reader reads either way."""
+    old: Build                # or KernelBuild
+    new: Build
+    notes: list[str]          # what was chosen (when there was a choice) and what the build dropped
+    kernel: bool              # the sides are kernels: a vmlinux each, and their build trees
+
+    @staticmethod
+    def files(side) -> list[Path]:
+        """The ELF files of one side: its objects, or its vmlinux."""
+        vmlinux = getattr(side, "vmlinux", None)
+        return [vmlinux] if vmlinux is not None else list(side.objects)
+
+
+def pair(path: str | Path | spec.Experiment, variants: str | Sequence[str] | None = None,
+         target: str | None = None, compiler: str | None = None, *, jobs: int | None = None,
+         progress: Progress = None, quiet: bool = False) -> Pair:
+    """Load the experiment (a path, or one already loaded), build its two chosen cells
+    (cached: an unchanged experiment runs no compiler and no make) and return them.
+    C builds report to `progress`; kernel builds show a bar unless `quiet`. A kernel cell
+    that fails to build is a UserError with its compiler's error lines."""
+    exp = path if isinstance(path, spec.Experiment) else spec.load(path)
     old_cell, new_cell, notes = choose(exp, variants, target, compiler)
+    cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
+    if exp.kernel is not None:
+        from flagbench.kernel.kbuild import build_kernels
+
+        builds = build_kernels(exp, cells, jobs=jobs, progress=not quiet)
+        for b in builds:
+            if not b.ok:
+                first = (b.error or "").splitlines()[:3]
+                raise UserError(f"{b.cell.key} did not build: {' / '.join(first)} "
+                                f"(log: {b.dir / 'flagbench-make.log'})")
+        return Pair(builds[0], builds[-1], notes, True)
     if not exp.sources and not (old_cell.variant.sources and new_cell.variant.sources):
         raise UserError(f"{exp.path}: no sources, so no objects to compare (size and asm compare the objects "
                         f"of two variants; name them with sources = [\"file.c\"])")
-    cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
-    builds = build(exp, cells, jobs=jobs, progress=progress, notes=notes)
-    return VariantPair(builds[0], builds[-1], notes)
-
-
-class KernelPair(NamedTuple):
-    old: "KernelBuild"        # flagbench.kernel.kbuild.KernelBuild, both built ok
-    new: "KernelBuild"
-    notes: list[str]
-
-
-def kernel_pair(exp: spec.Experiment, variants: str | Sequence[str] | None = None, target: str | None = None,
-                compiler: str | None = None, *, jobs: int | None = None, progress: bool = True) -> KernelPair:
-    """The two chosen cells of a kernel experiment, built (cached: an unchanged cell runs no
-    make); a cell that fails to build is a UserError with its compiler's error lines."""
-    from flagbench.kernel.kbuild import build_kernels
-
-    old_cell, new_cell, notes = choose(exp, variants, target, compiler)
-    cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
-    builds = build_kernels(exp, cells, jobs=jobs, progress=progress)
-    for b in builds:
-        if not b.ok:
-            first = (b.error or "").splitlines()[:3]
-            raise UserError(f"{b.cell.key} did not build: {' / '.join(first)} (log: {b.dir / 'flagbench-make.log'})")
-    return KernelPair(builds[0], builds[-1], notes)
+    builds = build(exp, cells, jobs=jobs or 2, progress=progress, notes=notes)
+    return Pair(builds[0], builds[-1], notes, False)

@@ -83,19 +83,16 @@ def run(args) -> int:
 
 
 def _experiment(args):
-    """The comparison of two variant builds, the functions to show and the notes."""
-    from flagbench.asm.compare import compare_object_sets
-    from flagbench.variants import variant_pair
+    """The comparison of an experiment's two variant builds (all their objects as one set, or
+    the two vmlinux function by function), the functions to show and the notes."""
+    from flagbench.asm.compare import compare, compare_object_sets
+    from flagbench.variants import pair
 
-    from flagbench import spec
-    exp = spec.load(args.inputs[0])
-    if exp.kernel is not None:   # a kernel experiment: the two vmlinux, function by function
-        from flagbench.asm.compare import compare
-        from flagbench.variants import kernel_pair
-        old, new, notes = kernel_pair(exp, args.variants, args.target, args.compiler)
-        c = compare(old.vmlinux, new.vmlinux)
-        c.old.label, c.new.label = old.cell.key, new.cell.key
-        return c, args.inputs[1:], notes
-    old, new, notes = variant_pair(args.inputs[0], args.variants, args.target, args.compiler)
-    c = compare_object_sets(old.objects, new.objects, old_label=old.cell.key, new_label=new.cell.key)
-    return c, args.inputs[1:], notes
+    p = pair(args.inputs[0], args.variants, args.target, args.compiler)
+    labels = {"old_label": p.old.cell.key, "new_label": p.new.cell.key}
+    if p.kernel:
+        c = compare(p.old.vmlinux, p.new.vmlinux)
+        c.old.label, c.new.label = labels["old_label"], labels["new_label"]
+    else:
+        c = compare_object_sets(p.files(p.old), p.files(p.new), **labels)
+    return c, args.inputs[1:], p.notes

@@ -88,17 +88,16 @@ def _experiment(args) -> bool:
     import sys
 
     exp = spec.load(args.old)
-    if exp.kernel is None:
-        if args.objects or args.summary or args.bom_rules:
-            raise UserError(f"{exp.path}: --objects, --summary and --bom-rules go with a kernel experiment")
+    if exp.kernel is None and (args.objects or args.summary or args.bom_rules):
+        raise UserError(f"{exp.path}: --objects, --summary and --bom-rules go with a kernel experiment")
+    pair = variants.pair(exp, args.variants, args.target, args.compiler)
+    if not pair.kernel:
         from flagbench.build import archive
-        pair = variants.variant_pair(args.old, args.variants, args.target, args.compiler)
         _name_pair(args, pair)
         args.old, args.new = str(archive(pair.old)), str(archive(pair.new))
         return False
 
     from flagbench.kernel import summary
-    pair = variants.kernel_pair(exp, args.variants, args.target, args.compiler)
     rules = args.bom_rules or "tree"
     label, legacy = summary.rules_of(pair.old.src, rules)
     _name_pair(args, pair, f"bloat-o-meter rules: {label}")
