@@ -8,7 +8,9 @@ repeatability, one through guest_cells with a crashing bench, one panic, one han
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -183,3 +185,48 @@ def test_boot_fragment_is_added_only_when_the_experiment_lacks_it(tmp_path):
     assert boots.boot_fragments(spec.load(bare)) == [boots.boot_fragment("x86_64")]
     case = Path(__file__).resolve().parent.parent / "cases" / "kernel-memcpy-strategy"
     assert boots.boot_fragments(spec.load(case)) == []   # it lists the fragment itself
+
+
+# -- the in-guest will-it-scale driver, run natively (x86_64 static, the same build as the guest's) --
+IDLE_TESTCASE = """
+#include <unistd.h>
+char *testcase_description = "idle";
+void testcase(unsigned long long *iterations, unsigned long nr) { (*iterations)++; for (;;) pause(); }
+"""
+GREEDY_TESTCASE = IDLE_TESTCASE + """
+void new_task(void *(*fn)(void *), void *arg);
+static void *idle(void *arg) { pause(); return arg; }
+void testcase_prepare(unsigned long nr) { for (int i = 0; i < 1100; i++) new_task(idle, 0); }
+"""
+
+
+def _wis_driver(tmp_path: Path, source: str, name: str) -> Path:
+    testcase = tmp_path / f"{name}.c"
+    testcase.write_text(source)
+    return guest.build_program(X86, name, [testcase], tmp_path / "bin", guest.WIS_GUEST_C)
+
+
+def test_the_guest_driver_runs_as_many_tasks_as_the_spec_allows(tmp_path):
+    """The spec allows 1024 tasks; the driver stopped at 256 ("bad arguments" in the guest)."""
+    from flagbench.benchspec import MAX_TASKS
+    exe = _wis_driver(tmp_path, IDLE_TESTCASE, "idle")
+    done = subprocess.run([str(exe), str(MAX_TASKS), "0", "50"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.match(r"FB region iterations=\d+ ns=\d+", done.stdout)
+
+
+def test_the_guest_driver_refuses_more_tasks_than_it_has_room_for(tmp_path):
+    """A testcase that starts tasks itself (new_task) wrote past the driver's pid array."""
+    from flagbench.benchspec import MAX_TASKS
+    exe = _wis_driver(tmp_path, GREEDY_TESTCASE, "greedy")
+    assert MAX_TASKS < 1100
+    done = subprocess.run([str(exe), "1", "0", "10"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and f"wis_guest: more than {MAX_TASKS} tasks" in done.stderr, done
+
+
+@pytest.mark.parametrize("args", [["2x", "0", "10"], ["1", "0", "10ms"], ["1", "-5", "10"], ["", "0", "10"],
+                                  ["99999999999999999999", "0", "10"]])
+def test_the_guest_driver_refuses_arguments_that_are_not_numbers(tmp_path, args):
+    exe = _wis_driver(tmp_path, IDLE_TESTCASE, "idle")
+    done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "bad arguments" in done.stderr, done
