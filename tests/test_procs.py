@@ -244,8 +244,8 @@ SIGNALLED_LOOP = textwrap.dedent("""
             pass
 
     os.register_at_fork(before=slow_hook, after_in_parent=slow_hook)
-    print("ready", flush=True)
     try:
+        print("ready", flush=True)
         while True:
             procs.run(["/bin/true"], timeout=30)
     except procs.Terminated as e:
