@@ -127,7 +127,9 @@ def install() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
             signal.signal(signum, _on_signal)
-    sweep_leftovers()
+    if not _tokens:   # once: what dead flagbenches left running (a scan of /proc, ~50 ms)
+        sweep_leftovers()
+        _token()
 
 
 def _on_signal(signum, frame) -> None:
