@@ -201,12 +201,23 @@ class Proc:
         (a little) until the rest of the group is gone too."""
         kill_group(self.pid)
         try:
-            self.popen.wait()
+            self._reap()
         finally:
             with _lock:
                 _live.pop(self.pid, None)
             kill_orphans()
             _wait_group_gone(self.pid)
+
+    def _reap(self) -> None:
+        """Wait for the (killed) child without Popen's lock: a signal handler that raised just
+        after Popen.wait took it leaves it held, and Popen.wait() would then block forever."""
+        if self.popen.returncode is not None:
+            return
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:   # Popen reaped it already
+            return
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
 
     def output(self) -> tuple[str, str]:
         """What it wrote (call after it ended)."""
