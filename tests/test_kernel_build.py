@@ -306,3 +306,38 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
             run.wait()
         for d in set(out.glob("kill9-*")) - before:
             shutil.rmtree(d, ignore_errors=True)
+
+
+STALE = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from flagbench import procs
+with procs.start(["/bin/sh", "-c", "sleep 120 & echo $! > " + sys.argv[2] + "; wait"]):
+    while not os.path.exists(sys.argv[2]) or not open(sys.argv[2]).read().strip():
+        pass
+    procs.record_owner(Path(sys.argv[3]))          # as a build in that cell records itself
+    os.kill(procs.watchdog_pid(), signal.SIGKILL)   # its watchdog died too: nothing ended the build
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_build_a_dead_flagbench_left_in_the_cell_is_ended_first(kernels, tmp_path):
+    """The next run finds the stale build of its cell (its owner recorded beside the O= directory)
+    and ends it before using the directory."""
+    odir = kernels["default"].dir
+    pidfile = tmp_path / "pid"
+    dead = subprocess.run([sys.executable, "-c", STALE, str(Path(spec.__file__).resolve().parents[1]),
+                           str(pidfile), str(odir.with_name(odir.name + ".owner"))], timeout=120)
+    assert dead.returncode == -9
+    stale = int(pidfile.read_text())
+    try:
+        assert os.path.exists(f"/proc/{stale}")
+        again = build_test_kernels(("default",))["default"]
+        assert again.ok and again.cached
+        state = Path(f"/proc/{stale}/stat").read_text().rsplit(")", 1)[1].split()[0] \
+            if os.path.exists(f"/proc/{stale}") else "gone"
+        assert state in ("gone", "Z")
+    finally:
+        if os.path.exists(f"/proc/{stale}"):
+            os.kill(stale, 9)
