@@ -150,8 +150,8 @@ def test_perf_runs_program_as_native_does(program, tmp_path):
     if not perf_available():
         pytest.skip("perf stat does not work here")
     ex = NativeExecutor(perf=True)
-    assert NativeExecutor().measure([str(program), "environ"]).metrics["env_vars"] == 2  # PATH, LC_ALL
-    assert ex.measure([str(program), "environ"]).metrics["env_vars"] == 2  # nothing added on the way
+    assert NativeExecutor().measure([str(program), "environ"]).metrics["env_vars"] == 3  # PATH, LC_ALL, procs.OWNER_VAR
+    assert ex.measure([str(program), "environ"]).metrics["env_vars"] == 3  # nothing added on the way
     assert ex.measure([str(program), "cpus"]).metrics["cpus"] == 1
     text = tmp_path / "notes.txt"
     text.write_text("echo not a program\n")

@@ -7,13 +7,17 @@ repeatability, one through guest_cells with a crashing bench, one panic, one han
 """
 from __future__ import annotations
 
+import io
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from conftest import bench
 from flagbench.kernel import boot as boots
 from flagbench.kernel import guest
 from flagbench.kernel.initramfs import file as initramfs_file
@@ -49,10 +53,13 @@ def _qemus_using(path: Path) -> list[int]:
     return found
 
 
+def _page_fault(**wis):
+    return bench({"name": "page_fault", "kind": "wis", "guest": True, "testcase": str(PAGE_FAULT),
+                  "tasks": [1], "modes": ["processes"], "duration": 0.3, "warmup_seconds": 0.05, **wis})
+
+
 def _rows(exp_dir: Path, **wis) -> tuple[list, dict]:
-    bench = {"name": "page_fault", "kind": "wis", "guest": True, "testcase": str(PAGE_FAULT),
-             "tasks": [1], "modes": ["processes"], "duration": 0.3, "warmup_seconds": 0.05, **wis}
-    return guest.plan_rows([bench], exp_dir)
+    return guest.plan_rows([_page_fault(**wis)], exp_dir)
 
 
 def test_newc_archive_layout():
@@ -93,12 +100,10 @@ def test_counts_repeat_bit_for_bit_and_profile_sums_to_kernel(kernel, tmp_path):
 
 def test_guest_cells_emit_exact_rows_and_a_crashing_bench_fails_alone(kernel, tmp_path):
     (tmp_path / "crash.c").write_text(CRASH_C)
-    benches = [{"name": "page_fault", "kind": "wis", "guest": True, "testcase": str(PAGE_FAULT), "tasks": [1],
-                "modes": ["processes"], "duration": 0.3, "warmup_seconds": 0.05},
-               {"name": "crash", "kind": "command", "guest": True, "command": ["crash.c"]}]
+    benches = [_page_fault(), bench({"name": "crash", "kind": "command", "guest": True, "command": ["crash.c"]})]
     notes: list[str] = []
     cells = guest.guest_cells(SimpleNamespace(root=tmp_path), benches, [kernel], workdir=tmp_path / "work",
-                              notes=notes, settings=QUICK, noise_floor=False, progress=False)
+                              notes=notes, settings=QUICK, noise_floor=False)
     by_bench = {c.bench: c for c in cells}
     emitted: list[tuple[str, float, str]] = []
     assert by_bench["page_fault"].counted(lambda *m: emitted.append(m)) is None
@@ -113,8 +118,101 @@ def test_guest_cells_emit_exact_rows_and_a_crashing_bench_fails_alone(kernel, tm
     assert len(names) == guest.PROFILE_TOP and "exc_page_fault" in names   # the fault entry is among the top
     assert all(v > 0 for _, v, _ in profile)
     reason = by_bench["crash"].counted(lambda *m: None)
-    assert reason and "signal=11" in reason and "FB bench crash" in reason   # with the console tail
+    assert reason and reason.startswith("in the guest: SIGSEGV") and "FB bench crash" in reason   # + console
     assert any("icount shift=4" in n for n in notes)
+
+
+OK_C = "int main(void) { volatile unsigned long x = 0; for (int i = 0; i < 100000; i++) x += i; return 0; }\n"
+HANG_C = "int main(void) { for (volatile int i = 0; ; i++) ; }\n"
+
+
+def _ok_crash_hang(tmp_path: Path, hang_timeout: float) -> list:
+    for name, text in (("ok", OK_C), ("crash", CRASH_C), ("hang", HANG_C)):
+        (tmp_path / f"{name}.c").write_text(text)
+    return [bench({"name": name, "kind": "command", "guest": True, "command": [f"{name}.c"],
+                   **({"timeout": hang_timeout} if name == "hang" else {})}) for name in ("ok", "crash", "hang")]
+
+
+def _run_jobs(cells) -> dict[str, tuple]:
+    """Every cell's counted job, as the engine runs it: bench -> (failure reason, metrics)."""
+    out = {}
+    for cell in cells:
+        emitted: list = []
+        reason = cell.counted(lambda metric, value, unit: emitted.append((metric, value)))
+        out[cell.bench] = (reason, dict(emitted))
+    return out
+
+
+def _booted(work: Path) -> list[str]:
+    return sorted(p.parent.name for p in work.rglob("console.log"))
+
+
+@pytest.mark.slow
+def test_each_guest_bench_fails_alone_in_one_boot(kernel, tmp_path):
+    """ok finishes, crash dies of SIGSEGV, hang spins past its timeout = 10: init kills it and goes
+    on (it ran to the boot's bound, and all three cells failed "timeout"). One boot of the kernel,
+    and one more of the baseline for the A/A floor, serve every row."""
+    work = tmp_path / "work"
+    cells = guest.guest_cells(SimpleNamespace(root=tmp_path), _ok_crash_hang(tmp_path, 10), [kernel],
+                              workdir=work, settings=QUICK)
+    assert _booted(work) == []                          # nothing boots while the cells are planned
+    results = _run_jobs(cells)
+    assert results["ok"][0] is None and results["ok"][1]["kernel_insns_per_iter"] > 0
+    assert results["crash"][0].startswith("in the guest: SIGSEGV")
+    assert results["hang"][0].startswith("timeout after 10 s of guest time (killed in the guest)")
+    assert results["ok kernel profile"][0] is None and results["ok kernel profile"][1]
+    assert _booted(work) == ["boot-aa", "boot-default"]
+    assert "FB done" in (work / "x86_64" / "boot-default" / "console.log").read_text()
+    assert not _qemus_using(work)
+
+
+@pytest.mark.slow
+def test_rows_on_the_console_are_kept_when_the_boot_times_out(kernel, tmp_path):
+    """The boot's own bound ends qemu while hang still spins: ok's and crash's results were
+    already on the console (and ok's counts in the plugin's file) and are kept."""
+    work = tmp_path / "work"
+    cells = guest.guest_cells(SimpleNamespace(root=tmp_path), _ok_crash_hang(tmp_path, 3600), [kernel],
+                              workdir=work, settings=boots.BootSettings(timeout=90), noise_floor=False)
+    results = _run_jobs([c for c in cells if not c.bench.endswith("profile")])
+    assert results["ok"][0] is None and results["ok"][1]["kernel_insns_per_iter"] > 0
+    assert results["crash"][0].startswith("in the guest: SIGSEGV")
+    assert results["hang"][0].startswith("timeout after 90 s (it did not finish)")
+    assert _booted(work) == ["boot-default"] and not _qemus_using(work)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_boots_no_kernel_for_rows_already_stored(kernel, tmp_path):
+    """Guest benches were measured while the cells were planned: a resumed run booted every
+    kernel again, and Ctrl-C during the boots stored nothing. Now a boot is a cell's job."""
+    from flagbench.run.engine import EXIT_INTERRUPTED, run_cells
+    from flagbench.store import Store
+    from rich.console import Console
+    benches = _ok_crash_hang(tmp_path, 10)[:2]
+
+    def session(name: str, interrupt_at: int | None = None):
+        work = tmp_path / name
+        cells = guest.guest_cells(SimpleNamespace(root=tmp_path), benches, [kernel], workdir=work,
+                                  settings=QUICK, noise_floor=False)
+        started = []
+        for cell in cells:
+            def job(emit, inner=cell.counted):
+                started.append(1)
+                if len(started) == interrupt_at:
+                    raise KeyboardInterrupt   # Ctrl-C, as the second job begins
+                return inner(emit)
+            cell.counted = job
+        with Store(tmp_path / "fb.db") as store:
+            out = run_cells(store, cells, experiment="guests", experiment_hash="h", progress=False,
+                            console=Console(file=io.StringIO()))
+            finished = [c for c in store.cells(out.run_id) if c["status"] in ("ok", "failed")]
+        return out, len(finished), _booted(work)
+
+    out, finished, booted = session("one", interrupt_at=2)
+    assert out.status == EXIT_INTERRUPTED and finished == 1 and booted == ["boot-default"]
+    out, finished, booted = session("two")          # the rows still missing: one boot
+    assert out.skipped == 1 and finished == 4 and booted == ["boot-default"]
+    out, finished, booted = session("three")        # every row stored: no boot at all
+    assert out.skipped == 4 and booted == []
 
 
 def test_panicking_kernel_fails_with_console_tail(kernel, tmp_path):
@@ -184,3 +282,48 @@ def test_boot_fragment_is_added_only_when_the_experiment_lacks_it(tmp_path):
     assert boots.boot_fragments(spec.load(bare)) == [boots.boot_fragment("x86_64")]
     case = Path(__file__).resolve().parent.parent / "cases" / "kernel-memcpy-strategy"
     assert boots.boot_fragments(spec.load(case)) == []   # it lists the fragment itself
+
+
+# -- the in-guest will-it-scale driver, run natively (x86_64 static, the same build as the guest's) --
+IDLE_TESTCASE = """
+#include <unistd.h>
+char *testcase_description = "idle";
+void testcase(unsigned long long *iterations, unsigned long nr) { (*iterations)++; for (;;) pause(); }
+"""
+GREEDY_TESTCASE = IDLE_TESTCASE + """
+void new_task(void *(*fn)(void *), void *arg);
+static void *idle(void *arg) { pause(); return arg; }
+void testcase_prepare(unsigned long nr) { for (int i = 0; i < 1100; i++) new_task(idle, 0); }
+"""
+
+
+def _wis_driver(tmp_path: Path, source: str, name: str) -> Path:
+    testcase = tmp_path / f"{name}.c"
+    testcase.write_text(source)
+    return guest.build_program(X86, name, [testcase], tmp_path / "bin", guest.WIS_GUEST_C)
+
+
+def test_the_guest_driver_runs_as_many_tasks_as_the_spec_allows(tmp_path):
+    """The spec allows 1024 tasks; the driver stopped at 256 ("bad arguments" in the guest)."""
+    from flagbench.benchspec import MAX_TASKS
+    exe = _wis_driver(tmp_path, IDLE_TESTCASE, "idle")
+    done = subprocess.run([str(exe), str(MAX_TASKS), "0", "50"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert re.match(r"FB region iterations=\d+ ns=\d+", done.stdout)
+
+
+def test_the_guest_driver_refuses_more_tasks_than_it_has_room_for(tmp_path):
+    """A testcase that starts tasks itself (new_task) wrote past the driver's pid array."""
+    from flagbench.benchspec import MAX_TASKS
+    exe = _wis_driver(tmp_path, GREEDY_TESTCASE, "greedy")
+    assert MAX_TASKS < 1100
+    done = subprocess.run([str(exe), "1", "0", "10"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and f"wis_guest: more than {MAX_TASKS} tasks" in done.stderr, done
+
+
+@pytest.mark.parametrize("args", [["2x", "0", "10"], ["1", "0", "10ms"], ["1", "-5", "10"], ["", "0", "10"],
+                                  ["99999999999999999999", "0", "10"]])
+def test_the_guest_driver_refuses_arguments_that_are_not_numbers(tmp_path, args):
+    exe = _wis_driver(tmp_path, IDLE_TESTCASE, "idle")
+    done = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "bad arguments" in done.stderr, done

@@ -220,3 +220,37 @@ def test_objects_without_the_benches_function_are_a_build_error(tmp_path):
         assert out.returncode == 2, out.stderr
         assert out.stderr.splitlines()[-1].startswith(f"flagbench {verb}: {exp / 'experiment.toml'}:10: bench quick: "
                                                       "no object of the build defines quik")
+
+
+DAEMON_TOML = """
+sources = ["hang.c"]
+[variants]
+base = {{}}
+[[bench]]
+name = "daemon"
+kind = "command"
+command = ["/bin/sh", "-c", "setsid /bin/sh -c 'echo $$ > {pidfile}; exec sleep 120' & sleep 120"]
+samples = 1
+warmup = 0
+"""
+
+
+def test_kill_9_during_a_command_bench_ends_the_daemon_it_started(tmp_path):
+    """A command bench double-forks a setsid child; flagbench is killed -9: the child kept running
+    (timeout and SIGTERM ended it, kill -9 did not), and the next flagbench did not end it either."""
+    pidfile = tmp_path / "daemon.pid"
+    exp = write_experiment(tmp_path / "exp", DAEMON_TOML.format(pidfile=pidfile), {"hang.c": HANG_C})
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FLAGBENCH_CACHE": str(tmp_path / "cache")}
+    run = subprocess.Popen([sys.executable, "-m", "flagbench", "run", str(exp), "--db", str(tmp_path / "fb.db")],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        daemon = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip()))
+        assert running([daemon])
+    finally:
+        run.kill()
+        run.wait()
+    try:
+        wait_for(lambda: not running([daemon]), within=30)
+    finally:
+        if running([daemon]):
+            os.kill(daemon, signal.SIGKILL)

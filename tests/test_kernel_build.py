@@ -243,3 +243,103 @@ def test_size_takes_a_c_experiment_too():
     oracle = subprocess.run([sys.executable, str(script), str(archive(pair.old)), str(archive(pair.new))],
                             capture_output=True, text=True, check=True).stdout
     assert out.stdout == oracle and "call_once" in oracle
+
+
+def _in_dir(odir: Path) -> list[int]:
+    """Processes working in ODIR (Kbuild runs sh, gcc and cc1 there) or naming it (make O=...)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and (cwd == str(odir) or cwd.startswith(f"{odir}/") or f"O={odir}\0" in cmdline):
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds(kernels, tmp_path):
+    """kill -9 of flagbench while make compiles: make, sh, gcc and cc1 die with it (they ran on
+    with ppid 1, and the next run's make in the same O= directory failed in fixdep)."""
+    import shutil
+    import signal
+    import time
+    fragment = Path(spec.__file__).resolve().parent / "kernel" / "boot-x86_64.config"
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "experiment.toml").write_text(
+        f'name = "kill9"\ntargets = ["x86_64"]\n[kernel]\nsource = "debian:6.1"\nconfig = "tinyconfig"\n'
+        f'fragments = ["{fragment}"]\n[variants]\ndefault = {{}}\n')
+    out = cache_dir() / "kernel" / "trees" / "debian-6.1" / "out"
+    before = set(out.glob("kill9-*"))
+    env = {**os.environ, "PYTHONPATH": str(Path(spec.__file__).resolve().parents[1])}
+    run = subprocess.Popen([sys.executable, "-m", "flagbench", "build", str(exp), "-q"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    odir = None
+    try:
+        end = time.monotonic() + 600
+        while time.monotonic() < end:   # until make is compiling (CC lines in its log)
+            made = [d for d in set(out.glob("kill9-*")) - before]
+            logs = [d / "default--x86_64--gcc" / "flagbench-make.log" for d in made]
+            if logs and logs[0].is_file() and logs[0].read_text(errors="replace").count("  CC ") >= 10:
+                odir = logs[0].parent
+                break
+            assert run.poll() is None, run.stderr.read()
+            time.sleep(0.2)
+        assert odir is not None, "make never started compiling"
+        assert _in_dir(odir)
+        run.kill()
+        run.wait()
+        end = time.monotonic() + 30
+        while _in_dir(odir) and time.monotonic() < end:
+            time.sleep(0.1)
+        assert not _in_dir(odir)                      # the whole Kbuild tree died with flagbench
+        again = subprocess.run([sys.executable, "-m", "flagbench", "build", str(exp), "--format", "json", "-q"],
+                               env=env, capture_output=True, text=True, timeout=1800)
+        assert again.returncode == 0, again.stderr
+        cell, = json.loads(again.stdout)["cells"]
+        assert cell["ok"] and Path(cell["vmlinux"]).is_file()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        for d in set(out.glob("kill9-*")) - before:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+STALE = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from flagbench import procs
+with procs.start(["/bin/sh", "-c", "sleep 120 & echo $! > " + sys.argv[2] + "; wait"]):
+    while not os.path.exists(sys.argv[2]) or not open(sys.argv[2]).read().strip():
+        pass
+    procs.record_owner(Path(sys.argv[3]))          # as a build in that cell records itself
+    os.kill(procs.watchdog_pid(), signal.SIGKILL)   # its watchdog died too: nothing ended the build
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_build_a_dead_flagbench_left_in_the_cell_is_ended_first(kernels, tmp_path):
+    """The next run finds the stale build of its cell (its owner recorded beside the O= directory)
+    and ends it before using the directory."""
+    odir = kernels["default"].dir
+    pidfile = tmp_path / "pid"
+    dead = subprocess.run([sys.executable, "-c", STALE, str(Path(spec.__file__).resolve().parents[1]),
+                           str(pidfile), str(odir.with_name(odir.name + ".owner"))], timeout=120)
+    assert dead.returncode == -9
+    stale = int(pidfile.read_text())
+    try:
+        assert os.path.exists(f"/proc/{stale}")
+        again = build_test_kernels(("default",))["default"]
+        assert again.ok and again.cached
+        state = Path(f"/proc/{stale}/stat").read_text().rsplit(")", 1)[1].split()[0] \
+            if os.path.exists(f"/proc/{stale}") else "gone"
+        assert state in ("gone", "Z")
+    finally:
+        if os.path.exists(f"/proc/{stale}"):
+            os.kill(stale, 9)

@@ -120,3 +120,147 @@ def test_owned_dirs_of_dead_processes_are_swept(tmp_path):
         assert fresh.is_dir() and fresh.name.startswith(f"flagbench-run-{os.getpid()}-")
         assert not stale.exists() and mine.exists()
     assert not fresh.exists()
+
+
+KILLED_WHILE_RUNNING = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {src!r})
+    from flagbench import procs
+    procs.install()
+    procs.run(["/bin/sh", "-c", {script!r}], timeout=120)
+""")
+
+
+def _started(pidfile: Path) -> int:
+    end = time.monotonic() + 60
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < end:
+        time.sleep(0.05)
+    return int(pidfile.read_text())
+
+
+def _kill_9_while(script: str, pidfile: Path) -> int:
+    """Start a flagbench-like process running SCRIPT under procs, kill -9 it once PIDFILE is written;
+    the pid the script wrote."""
+    parent = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_RUNNING.format(src=str(SRC), script=script)])
+    try:
+        pid = _started(pidfile)
+        assert alive(pid)
+    finally:
+        parent.kill()
+        parent.wait()
+    return pid
+
+
+def test_the_whole_group_dies_when_flagbench_is_killed_9(tmp_path):
+    """A parent-death signal reaches only the direct child (here sh, as make in a kernel build):
+    what it started (sleep, as gcc and cc1) must die too."""
+    pidfile = tmp_path / "pid"
+    pid = _kill_9_while(f"sleep 60 & echo $! > {pidfile}; wait", pidfile)
+    assert wait_gone(pid)
+
+
+def test_a_detached_grandchild_dies_when_flagbench_is_killed_9(tmp_path):
+    """A setsid child (a daemon a command bench starts) leaves the group: it must die too."""
+    pidfile = tmp_path / "pid"
+    pid = _kill_9_while(f"setsid /bin/sh -c 'echo $$ > {pidfile}; exec sleep 60' & sleep 60", pidfile)
+    assert wait_gone(pid)
+
+
+WATCHED = textwrap.dedent("""
+    import os, signal, sys
+    sys.path.insert(0, {src!r})
+    from flagbench import procs
+    procs.install()
+    with procs.start(["/bin/sh", "-c", "setsid sleep 60 & echo $! > {pidfile}; sleep 60"]):
+        while not os.path.exists({pidfile!r}) or not open({pidfile!r}).read().strip():
+            pass
+        procs.record_owner(__import__("pathlib").Path({owner!r}))
+        os.kill(procs.watchdog_pid(), signal.SIGKILL)   # as if the watchdog died first
+        os.kill(os.getpid(), signal.SIGKILL)
+""")
+
+
+def test_the_next_flagbench_ends_what_a_dead_one_left(tmp_path):
+    """When nothing killed them (the watchdog died first), leftovers carry their flagbench's
+    token: the next one that takes over the resource ends them before using it."""
+    pidfile, owner = tmp_path / "pid", tmp_path / "cell.owner"
+    dead = subprocess.run([sys.executable, "-c", WATCHED.format(src=str(SRC), pidfile=str(pidfile),
+                                                                 owner=str(owner))], timeout=120)
+    assert dead.returncode == -signal.SIGKILL
+    pid = int(pidfile.read_text())
+    try:
+        assert alive(pid)                           # nothing ended it: the case the next run handles
+        assert pid in procs.take_over(owner)        # the leftovers of the cell's last owner, ended
+        assert wait_gone(pid)
+        assert procs.take_over(owner) == []         # the record names us now
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_leftovers_of_dead_flagbenches_are_swept_at_install(tmp_path):
+    pidfile, owner = tmp_path / "pid", tmp_path / "owner"
+    subprocess.run([sys.executable, "-c", WATCHED.format(src=str(SRC), pidfile=str(pidfile), owner=str(owner))],
+                   timeout=120)
+    pid = int(pidfile.read_text())
+    try:
+        assert alive(pid)
+        swept = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(SRC)!r}); "
+                                "from flagbench import procs; procs.install()"], timeout=60)
+        assert swept.returncode == 0
+        assert wait_gone(pid)
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_the_token_is_fixed_length_and_the_same_for_every_child():
+    """Instruction counts move with the size of the environment: the token's length never varies."""
+    printed = {procs.run(["/usr/bin/env"], timeout=30, env={"A": "1"}).stdout for _ in range(2)}
+    assert len(printed) == 1
+    token = dict(line.split("=", 1) for line in printed.pop().splitlines())[procs.OWNER_VAR]
+    other = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(SRC)!r}); "
+                            "from flagbench import procs; print(procs.run(['/usr/bin/env'], timeout=30).stdout)"],
+                           capture_output=True, text=True, timeout=60).stdout
+    theirs = dict(line.split("=", 1) for line in other.splitlines() if "=" in line)[procs.OWNER_VAR]
+    assert theirs != token and len(theirs) == len(token)
+
+
+SIGNALLED_LOOP = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, {src!r})
+    import logging          # registers at-fork hooks that take and release its lock
+    from flagbench import procs
+    procs.install()
+
+    def slow_hook():        # a hook as slow as a loaded machine makes logging's: the signal lands in it
+        end = time.perf_counter() + 0.002
+        while time.perf_counter() < end:
+            pass
+
+    os.register_at_fork(before=slow_hook, after_in_parent=slow_hook)
+    try:
+        print("ready", flush=True)
+        while True:
+            procs.run(["/bin/true"], timeout=30)
+    except procs.Terminated as e:
+        logging.getLogger("x").warning("logging still works")   # its lock was released
+        sys.exit(e.exit_status)
+""")
+
+
+def test_sigterm_during_a_loop_of_programs_never_lands_in_an_at_fork_hook():
+    """SIGTERM while a program is being forked raised inside logging's at-fork hook
+    ("Exception ignored in: <function _releaseLock>"): the exception was lost there."""
+    import random
+    bad = []
+    for _ in range(12):
+        loop = subprocess.Popen([sys.executable, "-c", SIGNALLED_LOOP.format(src=str(SRC))],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        loop.stdout.readline()
+        time.sleep(random.uniform(0.05, 0.2))
+        loop.send_signal(signal.SIGTERM)
+        _, err = loop.communicate(timeout=60)
+        if loop.returncode != 128 + signal.SIGTERM or "Exception ignored" in err or "logging still works" not in err:
+            bad.append((loop.returncode, err[-400:]))
+    assert not bad, bad

@@ -45,6 +45,11 @@ class Bench:
     def runs_on(self, target: str) -> bool:
         return self.targets is None or target in self.targets
 
+    @property
+    def guest(self) -> bool:
+        """Runs inside each variant's booted kernel: a field of the kinds that can (wis, command)."""
+        return False
+
 
 @dataclass(frozen=True, kw_only=True)
 class MicroBench(Bench):

@@ -74,6 +74,7 @@ def run(path: Path, opts: Options):
         with procs.owned_dir("flagbench-run") as workdir:
             cells = host_cells(exp, chosen, builds, workdir, notes, fleet, opts.cpu)
             cells += _guest_cells(exp, chosen, workdir, notes, opts.quiet)
+            shown = len(notes)
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
@@ -85,7 +86,9 @@ def run(path: Path, opts: Options):
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
                                             **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)
-            profiled = [b for b in chosen if "profile" in b.metrics and not getattr(b, "guest", False)]
+            for note in notes[shown:]:   # what the guests' boots added while the cells ran
+                say(note)
+            profiled = [b for b in chosen if "profile" in b.metrics and not b.guest]
             if profiled:   # where the instructions went: stored beside the run, shown by its report
                 from flagbench.profile_experiment import profile_experiment
                 _, profile_notes = profile_experiment(exp, builds, profiled, store=store, workdir=workdir / "profiles",
@@ -119,7 +122,7 @@ def check_symbols(exp, benches, builds) -> None:
         return
     defined = set().union(*(defined_symbols(b) for b in builds))
     for bench in benches:
-        missing = [f for f in named_functions(bench) if f not in defined and not getattr(bench, "guest", False)]
+        missing = [f for f in named_functions(bench) if f not in defined and not bench.guest]
         if missing:
             raise UserError(f"{exp.path}:{bench.line}: bench {bench.name}: no object of the build defines "
                             f"{missing[0]} (objects: {', '.join(o.name for o in builds[0].objects)})")
@@ -170,7 +173,7 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None
 
     cells = []
     for bench in benches:
-        if getattr(bench, "guest", False):
+        if bench.guest:
             continue
         try:
             cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes,
@@ -186,9 +189,9 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> 
     """Benches with `guest = true` run inside each variant's own kernel: the kernels are
     built with the boot options every variant gets alike (kernel/boot-TARGET.config, where
     the experiment does not list it already),
-    booted once each under qemu-system, and what the guest measured comes back as
-    ordinary engine cells (kernel/guest.py)."""
-    guest = [b for b in benches if getattr(b, "guest", False)]
+    booted (once each, when the engine first runs one of their cells) under qemu-system, and
+    what the guest measured comes back as ordinary engine cells (kernel/guest.py)."""
+    guest = [b for b in benches if b.guest]
     if not guest:
         return []
     if exp.kernel is None:
@@ -197,5 +200,5 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> 
     from flagbench.kernel import boot, guest as guests, kbuild
 
     builds = kbuild.build_kernels(exp, progress=not quiet, extra_fragments=boot.boot_fragments(exp))
-    return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes, progress=not quiet)
+    return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes)
 

@@ -18,6 +18,15 @@ SIGTERM, SIGHUP and SIGINT: every live child tree is killed and `Terminated` (a
 KeyboardInterrupt) is raised in the main thread, so `finally` blocks remove temporary
 directories and the store keeps every sample; the CLI then exits 128 + the signal.
 
+A parent-death signal reaches only the direct child, and a kill -9 leaves flagbench no
+time to kill anything. So every child also carries a token in its environment
+(FLAGBENCH_OWNER=<pid><start time>, fixed-length: the environment's size moves instruction
+counts), inherited by all it starts, setsid or not; and a watchdog process (in its own
+session, not a child that dies with flagbench) holds a pipe from flagbench: when flagbench
+is gone, for whatever reason, it kills every process that carries its token. As a
+backstop, `install()` kills the leftovers of dead flagbenches, and `take_over(record)`
+ends what the last owner of a resource (a kernel build's O= directory) left running.
+
 >>> done = run(["/bin/sh", "-c", "echo hi; exit 3"], timeout=10)
 >>> done.returncode, done.stdout, done.failure
 (3, 'hi\\n', 'exit status 3')
@@ -31,6 +40,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -47,6 +57,10 @@ _lock = threading.RLock()        # Popen creation vs orphan scans: a fresh child
 _live: dict[int, "Proc"] = {}    # pid -> handle of every child started here and not yet ended
 _subreaper = False
 _terminating: int | None = None  # the signal being handled: no new program starts
+_forking = False                 # the main thread is inside Popen: at-fork hooks may be running
+OWNER_VAR = "FLAGBENCH_OWNER"
+_tokens: dict[int, str] = {}
+_watch: dict = {}                # {"pid": our pid, "proc": the watchdog's Popen, "fd": the pipe we hold}
 
 
 class Terminated(KeyboardInterrupt):
@@ -113,12 +127,17 @@ def install() -> None:
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
             signal.signal(signum, _on_signal)
+    if not _tokens:   # once: what dead flagbenches left running (a scan of /proc, ~50 ms)
+        sweep_leftovers()
+        _token()
 
 
 def _on_signal(signum, frame) -> None:
     global _terminating
     _terminating = signum
     kill_all()
+    if _forking:   # an exception raised inside an at-fork hook (logging's lock) is lost: Proc raises it
+        return
     raise Terminated(signum)
 
 
@@ -149,14 +168,26 @@ class Proc:
         self._out = stdout if stdout is not None else _capture("stdout")
         self._err = stderr if stderr is not None else _capture("stderr")
         self._own_files = (stdout is None, stderr is None)
+        env = {**(os.environ if env is None else env), OWNER_VAR: _token()}
+        _watchdog()
         self.started = time.perf_counter_ns()
+        global _forking
+        main = threading.current_thread() is threading.main_thread()
         with _lock:
-            self.popen = subprocess.Popen(self.argv, cwd=cwd, env=None if env is None else dict(env),
-                                          stdin=stdin, stdout=self._out, stderr=self._err,
-                                          start_new_session=True,
-                                          preexec_fn=_child_setup(cpu, os.getpid()))
-            _live[self.popen.pid] = self
+            _forking = _forking or main
+            try:
+                self.popen = subprocess.Popen(self.argv, cwd=cwd, env=env,
+                                              stdin=stdin, stdout=self._out, stderr=self._err,
+                                              start_new_session=True,
+                                              preexec_fn=_child_setup(cpu, os.getpid()))
+                _live[self.popen.pid] = self
+            finally:
+                if main:
+                    _forking = False
         self.pid = self.popen.pid
+        if _terminating is not None:   # the signal came while forking
+            self.stop()
+            raise Terminated(_terminating)
 
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit status, or None when it still ran at `timeout` (then it is killed).
@@ -176,12 +207,23 @@ class Proc:
         (a little) until the rest of the group is gone too."""
         kill_group(self.pid)
         try:
-            self.popen.wait()
+            self._reap()
         finally:
             with _lock:
                 _live.pop(self.pid, None)
             kill_orphans()
             _wait_group_gone(self.pid)
+
+    def _reap(self) -> None:
+        """Wait for the (killed) child without Popen's lock: a signal handler that raised just
+        after Popen.wait took it leaves it held, and Popen.wait() would then block forever."""
+        if self.popen.returncode is not None:
+            return
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:   # Popen reaped it already
+            return
+        self.popen.returncode = os.waitstatus_to_exitcode(status)
 
     def output(self) -> tuple[str, str]:
         """What it wrote (call after it ended)."""
@@ -261,7 +303,7 @@ def kill_orphans() -> None:
         return
     me, session = os.getpid(), os.getsid(0)
     with _lock:
-        owned = set(_live)
+        owned = set(_live) | ({_watch["proc"].pid} if _watch.get("pid") == me else set())
         orphans = [pid for pid in _children(me) if pid not in owned and _sid(pid) not in (session, None)]
         for pid in orphans:
             try:
@@ -295,6 +337,164 @@ def _sid(pid: int) -> int | None:
         return os.getsid(pid)
     except OSError:
         return None
+
+
+# -- what outlives a kill -9: the token and the watchdog -----------------------------------------
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (pid and this name one process)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _token() -> str:
+    """This process's token: 24 hex digits, whatever the pid and start time."""
+    pid = os.getpid()
+    if pid not in _tokens:
+        _tokens[pid] = f"{pid:08x}{(_start_time(pid) or 0) & (2**64 - 1):016x}"
+    return _tokens[pid]
+
+
+def _owner_alive(token: str) -> bool:
+    try:
+        pid, start = int(token[:8], 16), int(token[8:], 16)
+    except ValueError:
+        return False
+    return _start_time(pid) == start
+
+
+def tokened() -> dict[int, str]:
+    """pid -> owner token of every process here that carries one (those we may read)."""
+    key = f"{OWNER_VAR}=".encode()
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            env = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        for item in env.split(b"\0"):
+            if item.startswith(key):
+                out[int(name)] = item[len(key):].decode(errors="replace")
+    return out
+
+
+def end_owned_by(token: str, within: float = 10.0) -> list[int]:
+    """SIGKILL every process carrying TOKEN (again, until a scan finds none: a dying make may
+    still fork); the pids found."""
+    found: list[int] = []
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        pids = [pid for pid, t in tokened().items() if t == token and pid != os.getpid() and _running(pid)]
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        found += [p for p in pids if p not in found]
+        time.sleep(0.01)
+    return sorted(found)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def sweep_leftovers() -> list[int]:
+    """Kill what flagbenches that are no longer running left behind (their watchdog died too)."""
+    dead = {t for t in tokened().values() if not _owner_alive(t)}
+    return [pid for t in sorted(dead) for pid in end_owned_by(t)]
+
+
+def record_owner(record: Path) -> None:
+    """Write this process's token to RECORD (a resource it is about to use)."""
+    tmp = record.with_name(f".{record.name}.{os.getpid()}")
+    tmp.write_text(_token() + "\n")
+    os.replace(tmp, record)
+
+
+def take_over(record: Path) -> list[int]:
+    """Before using a resource whose last user is named in RECORD (call it under the resource's
+    lock): if that flagbench is dead, end every process it left (a make still compiling in a
+    kernel's O= directory); then RECORD names this process. The pids ended."""
+    try:
+        last = record.read_text().strip()
+    except OSError:
+        last = ""
+    ended = end_owned_by(last) if last and last != _token() and not _owner_alive(last) else []
+    record_owner(record)
+    return ended
+
+
+# Runs in the watchdog (python -I -S -c): argv[1] is the token; stdin is the pipe from
+# flagbench, which nobody else holds. EOF: flagbench is gone; kill what carries the token.
+_WATCHDOG = """
+import os, signal, sys, time
+for s in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+    signal.signal(s, signal.SIG_IGN)
+while os.read(0, 4096):
+    pass
+key = ("FLAGBENCH_OWNER=" + sys.argv[1]).encode()
+for _ in range(1000):
+    found = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % name, "rb") as f:
+                if key in f.read().split(b"\\0"):
+                    os.kill(int(name), signal.SIGKILL)
+                    found += 1
+        except OSError:
+            pass
+    if not found:
+        break
+    time.sleep(0.01)
+"""
+
+
+def _watchdog() -> None:
+    """Start this process's watchdog once (again in a forked child that starts programs)."""
+    with _lock:
+        if _watch.get("pid") == os.getpid():
+            return
+        r, w = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, _token()], stdin=r,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, close_fds=True,
+                                    start_new_session=True, env={})
+        except OSError:    # no watchdog: the token and the next run's sweep remain
+            os.close(w)
+            return
+        finally:
+            os.close(r)
+        _watch.update(pid=os.getpid(), proc=proc, fd=w)
+
+
+def watchdog_pid() -> int | None:
+    return _watch["proc"].pid if _watch.get("pid") == os.getpid() else None
+
+
+def _forget_watchdog_in_child() -> None:
+    """A forked child must not hold the pipe (flagbench's death would go unseen while it runs)."""
+    fd = _watch.pop("fd", None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _watch.clear()
+
+
+os.register_at_fork(after_in_child=_forget_watchdog_in_child)
 
 
 # -- directories that die with their owner -------------------------------------------------------

@@ -274,7 +274,7 @@ class _Checker:
             if calls:
                 self.fail(where, f"bench {b.name!r} calls {calls[0]}: name the sources that define it "
                           f"(sources = [\"file.c\"])")
-            if b.kind == "command" and not getattr(b, "guest", False) and any("{dir}" in a for a in b.command):
+            if b.kind == "command" and not b.guest and any("{dir}" in a for a in b.command):
                 self.fail(where, f"bench {b.name!r} uses {{dir}}, the objects of the build: name the sources "
                           f"(sources = [\"file.c\"])")
 

@@ -225,7 +225,7 @@ DEMO_TARGETS = ("x86_64",)
 
 def _boots(exp) -> bool:
     """Whether a bench of the case runs inside its booted kernels (guest = true)."""
-    return any(getattr(b, "guest", False) for b in exp.benches)
+    return any(b.guest for b in exp.benches)
 
 
 def in_quick_demo(exp) -> bool:

@@ -11,11 +11,14 @@ of any variant): "insns_per_iter:SYMBOL", attributed by the build's System.map.
 The guest's own rate (ops/s) is emulated time under TCG: it goes to the provenance
 (`guest_ops_per_s`, `guest_time` = "emulated"), never into a timed metric.
 
-Booting happens once per variant in `guest_cells` (a few seconds each under TCG);
-the cells' jobs hand the parsed numbers to the engine, or fail with the boot's
-reason and the console's last lines. The A/A noise floor: the baseline kernel is
-booted a second time with one more (ignored) kernel command line word, which moves
-where timer interrupts land; the difference is what "exact" means across kernels.
+A variant's kernel is booted when the engine first runs one of its cells (once per
+process; kernel/boot.py), so a resumed run boots only the kernels whose rows it still lacks,
+and Ctrl-C during a boot keeps every row already stored. Inside the guest each bench is
+bounded by its own `timeout` (in guest seconds: init kills its process group and goes on),
+a crash or a timeout fails that row alone, and a boot that dies or times out keeps the rows
+whose results were already on the console. The A/A noise floor: the baseline kernel is
+booted a second time with one more (ignored) kernel command line word, which moves where
+timer interrupts land; the difference is what "exact" means across kernels.
 
 What the counts cannot show: TCG has no cycle model. A REP string instruction counts
 once per iteration plus once for the final count check: `rep movsq` of n qwords = n + 1
@@ -25,23 +28,25 @@ once per iteration plus once for the final count check: `rep movsq` of n qwords 
 the seed's +17 % is about): counts say what executed, not how long it took.
 
 The run pipeline calls, for a kernel experiment:
-    builds = kbuild.build_kernels(exp, extra_fragments=[boot.boot_fragment(t) for t in exp targets])
+    builds = kbuild.build_kernels(exp, extra_fragments=boot.boot_fragments(exp))
     cells += guest_cells(exp, benches, builds, workdir=workdir, notes=notes)
-and hands the cells to run.engine.run_cells like any others.
+and hands the cells to run.engine.run_cells like any others (lines the boots add to
+`notes` come while the cells run).
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from flagbench import procs
+from flagbench.benchspec import MAX_TASKS, Bench, CommandBench, WisBench
 from flagbench.errors import UserError
 from flagbench.kernel import boot as boots
 from flagbench.kernel.initramfs import guest_initramfs
+from flagbench.kernel.kbuild import KernelBuild
 from flagbench.run.engine import BenchCell, Emit
 
 KERNEL_DIR = Path(__file__).resolve().parent
@@ -53,14 +58,7 @@ BOOT_SECONDS = 120              # wall-time allowance for booting and powering o
 WALL_PER_GUEST_SECOND = 30       # a guest second is ~1 s of wall under TCG + plugin; 30x for a busy host
 AA_WORD = "flagbench.aa=1"       # an unused command line word: perturbs timing only
 _REGION = re.compile(r"FB region iterations=(\d+) ns=(-?\d+)")
-_BENCH = re.compile(r"FB bench (\S+) (start|exit=\S+|signal=\d+)")
-
-
-def _get(obj: Any, key: str, default=None):
-    """A bench or build field, whether spec hands out dicts or dataclasses."""
-    if isinstance(obj, dict):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
+_BENCH = re.compile(r"FB bench (\S+) (start|exit=\S+|signal=\d+|timeout)")
 
 
 @dataclass(frozen=True)
@@ -72,6 +70,7 @@ class GuestRow:
     line: str                      # the /benches line
     program: str                   # /bin/<program>
     budget: float                  # wall seconds the row may take under TCG
+    timeout: float                 # guest seconds, after which init kills it
 
 
 @dataclass
@@ -82,6 +81,7 @@ class RowResult:
     user: int = 0
     profile: dict[str, int] = field(default_factory=dict)
     failure: str = ""
+    ended: bool = False            # the guest printed how it ended
 
     def per_iter(self, value: int) -> float:
         return value / self.iterations if self.iterations else 0.0
@@ -95,41 +95,42 @@ class VariantBoot:
     failure: str = ""              # the whole boot failed (with the console tail)
 
 
-def guest_benches(benches: Sequence[Any]) -> list[Any]:
-    return [b for b in benches if _get(b, "guest", False)]
+def guest_benches(benches: Sequence[Bench]) -> list[Bench]:
+    return [b for b in benches if b.guest]
 
 
-def plan_rows(benches: Sequence[Any], exp_dir: Path) -> tuple[list[GuestRow], dict[str, list[Path]]]:
+def plan_rows(benches: Sequence[Bench], exp_dir: Path) -> tuple[list[GuestRow], dict[str, list[Path]]]:
     """The rows every variant's guest runs, and the static programs (name -> sources [+ -DTHREADS])."""
     rows, programs = [], {}
     for b in guest_benches(benches):
-        name, kind = _get(b, "name"), _get(b, "kind")
-        if kind == "wis":
-            testcase = Path(exp_dir, _get(b, "testcase"))
+        timeout_ms = max(1, round(b.timeout * 1000))
+        if isinstance(b, WisBench):
+            testcase = Path(exp_dir, b.testcase)
             if not testcase.is_file():
-                raise UserError(f"bench {name}: no testcase file {testcase}")
-            warmup_ms = round(float(_get(b, "warmup_seconds", 0.1) or 0) * 1000)
-            duration_ms = max(1, round(float(_get(b, "duration", 0.5)) * 1000))
-            for mode in _get(b, "modes", None) or ("processes",):
+                raise UserError(f"bench {b.name}: no testcase file {testcase}")
+            warmup_ms = round(b.warmup_seconds * 1000)
+            duration_ms = max(1, round(b.duration * 1000))
+            for mode in b.modes:
                 program = f"{testcase.stem}_{mode}"
                 programs[program] = [testcase] + ([Path("-DTHREADS")] if mode == "threads" else [])
-                for tasks in _get(b, "tasks", None) or (1,):
-                    tag = f"{name}.{mode}.{tasks}"
-                    line = "\t".join(["self", tag, f"/bin/{program}", str(tasks), str(warmup_ms), str(duration_ms)])
+                for tasks in b.tasks:
+                    tag = f"{b.name}.{mode}.{tasks}"
+                    line = "\t".join(["self", tag, str(timeout_ms), f"/bin/{program}", str(tasks), str(warmup_ms),
+                                      str(duration_ms)])
                     budget = WALL_PER_GUEST_SECOND * (warmup_ms + duration_ms) / 1000
-                    rows.append(GuestRow(name, tag, {"mode": mode, "tasks": str(tasks)}, line, program, budget))
-        elif kind == "command":
-            command = _get(b, "command")
-            if not command or not str(command[0]).endswith(".c"):
-                raise UserError(f"bench {name}: a guest command is [\"program.c\", \"arg\", ...]: the C file is "
+                    rows.append(GuestRow(b.name, tag, {"mode": mode, "tasks": str(tasks)}, line, program, budget,
+                                         b.timeout))
+        elif isinstance(b, CommandBench):
+            if not b.command[0].endswith(".c"):
+                raise UserError(f"bench {b.name}: a guest command is [\"program.c\", \"arg\", ...]: the C file is "
                                 "built statically into the guest (it has nothing else to run)")
-            source = Path(exp_dir, command[0])
+            source = Path(exp_dir, b.command[0])
             program = source.stem
             programs[program] = [source]
-            line = "\t".join(["wrap", name, f"/bin/{program}", *map(str, command[1:])])
-            rows.append(GuestRow(name, name, {}, line, program, float(_get(b, "timeout", 300.0))))
+            line = "\t".join(["wrap", b.name, str(timeout_ms), f"/bin/{program}", *b.command[1:]])
+            rows.append(GuestRow(b.name, b.name, {}, line, program, b.timeout, b.timeout))
         else:
-            raise UserError(f"bench {name}: kind {kind} cannot run in the guest yet "
+            raise UserError(f"bench {b.name}: kind {b.kind} cannot run in the guest yet "
                             f"(guest kinds: {', '.join(GUEST_KINDS)})")
     return rows, programs
 
@@ -139,6 +140,8 @@ def build_program(t: boots.Target, name: str, sources: list[Path], out_dir: Path
     cc = f"{t.cross}gcc"
     files = ([driver] if driver else []) + [s for s in sources if not str(s).startswith("-")]
     defines = [str(s) for s in sources if str(s).startswith("-")]
+    if driver == WIS_GUEST_C:
+        defines.append(f"-DMAX_TASKS={MAX_TASKS}")   # the driver's room: what the spec allows
     h = hashlib.sha256(" ".join([cc, *PROGRAM_CFLAGS, *defines]).encode())
     for f in files:
         h.update(f.read_bytes())
@@ -170,44 +173,65 @@ def make_initramfs(t: boots.Target, rows: list[GuestRow], programs: dict[str, li
 
 
 def parse_console(console: str, regions: list[boots.Region], rows: list[GuestRow]) -> dict[str, RowResult]:
-    """Pair the guest's "FB region" lines (in order) with the plugin's regions (in order)."""
+    """Pair the guest's "FB region" lines (in order) with the plugin's regions (in order); a row
+    is measured once the guest printed its region and its exit status 0."""
     results = {r.tag: RowResult(failure="the guest never started it") for r in rows}
+    timeouts = {r.tag: r.timeout for r in rows}
     current, n_region = None, 0
     for line in console.splitlines():
         m = _BENCH.search(line)
         if m:
             tag, what = m.groups()
+            if tag not in results:
+                continue
             if what == "start":
                 current = tag
-                results[tag] = RowResult(failure="no measured region")
-            else:   # it ended: a non-zero exit or a signal fails it, whatever it measured
-                if tag in results and what != "exit=0":
-                    results[tag].failure = f"in the guest: {what}"
-                current = None
+                results[tag] = RowResult(failure="it did not finish")
+                continue
+            r, current = results[tag], None
+            r.ended = True
+            if what == "timeout":
+                r.failure = f"timeout after {timeouts[tag]:g} s of guest time (killed in the guest)"
+            elif what.startswith("signal="):
+                r.failure = f"in the guest: {procs.signal_name(int(what[7:]))}"
+            elif what != "exit=0":
+                r.failure = f"in the guest: exit status {what[5:]}"
+            elif not r.iterations:
+                r.failure = "no measured region"
             continue
         m = _REGION.search(line)
         if m and current in results:
             r = results[current]
-            r.iterations, r.ns, r.failure = int(m.group(1)), int(m.group(2)), ""
+            r.iterations, r.ns, r.failure = int(m.group(1)), int(m.group(2)), "it did not finish"
             if n_region < len(regions):
                 region = regions[n_region]
                 r.kernel, r.user, r.profile = region.kernel, region.user, region.profile
             else:
                 r.failure = "the plugin recorded no region for it"
+                r.iterations = 0
             n_region += 1
+    if n_region < len(regions):   # a bench stopped between its stop marker and its region line
+        for r in results.values():
+            if r.iterations:
+                r.failure, r.iterations = (f"the plugin recorded {len(regions)} regions, the console "
+                                           f"{n_region}: they cannot be paired"), 0
+    for r in results.values():
+        if r.ended and r.failure == "it did not finish":
+            r.failure = ""
     return results
 
 
-def boot_variant(variant: str, t: boots.Target, build: Any, initrd: Path, rows: list[GuestRow], workdir: Path,
-                 settings: boots.BootSettings) -> VariantBoot:
-    kernel = Path(_get(build, "vmlinux") if t.image == "vmlinux" else _get(build, "image"))
-    result = boots.boot(t, kernel, initrd, workdir=workdir, settings=settings,
-                        system_map=Path(_get(build, "system_map")))
-    if not result.ok:
-        return VariantBoot(variant, result, {}, f"{result.reason}; console:\n{result.tail()}")
+def boot_variant(variant: str, t: boots.Target, build: KernelBuild, initrd: Path, rows: list[GuestRow],
+                 workdir: Path, settings: boots.BootSettings) -> VariantBoot:
+    """Boot once; rows the guest finished keep their results even when the boot failed after them."""
+    kernel = build.vmlinux if t.image == "vmlinux" else build.image
+    result = boots.boot(t, Path(kernel), initrd, workdir=workdir, settings=settings,
+                        system_map=build.system_map)
     rows_out = parse_console(result.console, result.regions, rows)
     for r in rows_out.values():
-        if r.failure:
+        if not r.ended and not result.ok:
+            r.failure = f"{result.reason} ({r.failure}); console:\n{result.tail()}"
+        elif r.failure:
             r.failure += f"; console:\n{result.tail()}"
     return VariantBoot(variant, result, rows_out)
 
@@ -234,30 +258,29 @@ def profile_table(a: RowResult, b: RowResult, names: tuple[str, str], n: int = P
     return lines
 
 
-def _variant_name(build: Any) -> str:
-    cell = _get(build, "cell")
-    variant = _get(cell, "variant")
-    return str(_get(variant, "name", variant))
+def _variant_name(build: KernelBuild) -> str:
+    return build.cell.variant.name
 
 
-def guest_cells(exp: Any, benches: Sequence[Any], kernel_builds: Sequence[Any], *, workdir: Path,
+def guest_cells(exp, benches: Sequence[Bench], kernel_builds: Sequence[KernelBuild], *, workdir: Path,
                 notes: list[str] | None = None, settings: boots.BootSettings | None = None,
-                profile_top: int = PROFILE_TOP, noise_floor: bool = True, progress: bool = True) -> list[BenchCell]:
-    """Boot every variant's kernel once with all guest benches; engine cells for their rows.
+                profile_top: int = PROFILE_TOP, noise_floor: bool = True) -> list[BenchCell]:
+    """Engine cells for every guest bench row of every variant; a cell's job boots its
+    variant's kernel with all guest benches when first needed (see Booter).
 
-    `exp` gives the experiment directory (`exp.root`, `exp.dir` or `exp.path`);
-    `kernel_builds` are kernel.kbuild.KernelBuild (a failed build fails its cells).
-    `notes` (if given) receives human-readable lines: boot settings, the kernel profile
-    diff of the first two variants and the A/A noise floor.
+    `exp.root` is the experiment directory; `kernel_builds` are kernel.kbuild.KernelBuild
+    (a failed build fails its cells). `notes` (if given) receives human-readable lines: boot
+    settings now; the kernel profile diff of the first two variants and the A/A noise floor
+    when those boots happen.
     """
     notes = notes if notes is not None else []
-    rows, programs = plan_rows(benches, _exp_dir(exp))
+    rows, programs = plan_rows(benches, Path(exp.root))
     if not rows:
         return []
     settings = settings or boots.BootSettings(timeout=BOOT_SECONDS + sum(r.budget for r in rows))
-    by_target: dict[str, list] = {}
+    by_target: dict[str, list[KernelBuild]] = {}
     for build in kernel_builds:
-        by_target.setdefault(str(_get(_get(build, "cell"), "target", "x86_64")), []).append(build)
+        by_target.setdefault(build.cell.target, []).append(build)
     cells = []
     for name, builds in by_target.items():
         t = boots.target(name)
@@ -269,63 +292,85 @@ def guest_cells(exp: Any, benches: Sequence[Any], kernel_builds: Sequence[Any], 
                          "verified on flagbench's own machines yet; a failed boot shows the console")
         tdir = Path(workdir) / name
         initrd = make_initramfs(t, rows, programs, tdir)
-        booted, floor = _boot_all(t, builds, rows, initrd, tdir, settings, noise_floor, progress)
-        _write_notes(notes, rows, booted, builds, floor, settings, t, profile_top)
+        notes.append(f"guest: {t.name} under qemu-system {settings.accel}, icount shift={settings.icount_shift},"
+                     f"sleep=off, rtc base {settings.rtc_base}; guest ops/s are emulated time: no timing verdict")
+        booter = Booter(t, builds, rows, initrd, tdir, settings, noise_floor, notes, profile_top)
         common = {"qemu": boots.qemu_version(t.qemu), "target": t.name,
                   "guest_time": "emulated" if settings.accel == "tcg" else "real", **settings.provenance()}
-        cells += _cells(t, builds, rows, booted, floor, common, settings, profile_top)
+        cells += _cells(booter, common, settings, profile_top)
     return cells
 
 
-def _boot_all(t, builds, rows, initrd, tdir, settings, noise_floor, progress):
-    """One boot per variant (and one more of the baseline for the A/A floor)."""
-    booted: dict[str, VariantBoot] = {}
-    floor: dict[str, float] = {}
-    with _progress(progress) as bar:
-        task = bar.add_task("booting guests", total=len(builds) + (1 if noise_floor else 0))
-        for build in builds:
-            variant = _variant_name(build)
-            bar.update(task, description=f"booting {variant} ({t.name}, {settings.accel})")
-            if not _get(build, "ok", True):
-                booted[variant] = VariantBoot(variant, None, {}, f"kernel build failed: {_get(build, 'error', '')}")
+class Booter:
+    """The boots of one target's kernels, each done once, when a cell's job first asks for it:
+    `get(variant)` for its rows, `floor(tag)` (the baseline booted twice), `symbols(tag)`
+    (every variant: a profile's rows are the union of each variant's top symbols)."""
+
+    def __init__(self, t: boots.Target, builds: list[KernelBuild], rows: list[GuestRow], initrd: Path,
+                 tdir: Path, settings: boots.BootSettings, noise_floor: bool, notes: list[str], top: int):
+        self.t, self.rows, self.initrd, self.tdir, self.settings = t, rows, initrd, tdir, settings
+        self.builds = {_variant_name(b): b for b in builds}
+        self.baseline = _variant_name(builds[0])
+        self.noise_floor, self.notes, self.top = noise_floor, notes, top
+        self._boots: dict[str, VariantBoot] = {}
+        self._noted: set[str] = set()
+
+    def get(self, variant: str) -> VariantBoot:
+        if variant not in self._boots:
+            aa = variant == "aa"
+            build = self.builds[self.baseline if aa else variant]
+            if not build.ok:
+                vb = VariantBoot(variant, None, {}, f"kernel build failed: {build.error or ''}")
             else:
-                booted[variant] = boot_variant(variant, t, build, initrd, rows, tdir / f"boot-{variant}", settings)
-            bar.advance(task)
-        if noise_floor and _get(builds[0], "ok", True):
-            bar.update(task, description="A/A noise floor boot")
-            perturbed = replace(settings, append=(*settings.append, AA_WORD))
-            aa = boot_variant("aa", t, builds[0], initrd, rows, tdir / "boot-aa", perturbed)
-            base = booted[_variant_name(builds[0])]
-            for row in rows:
-                x, y = base.rows.get(row.tag), aa.rows.get(row.tag)
-                if x and y and not x.failure and not y.failure and x.iterations and y.iterations:
-                    floor[row.tag] = abs(y.per_iter(y.kernel) - x.per_iter(x.kernel))
-            bar.advance(task)
-    return booted, floor
+                settings = replace(self.settings, append=(*self.settings.append, AA_WORD)) if aa else self.settings
+                vb = boot_variant(variant, self.t, build, self.initrd, self.rows, self.tdir / f"boot-{variant}",
+                                  settings)
+            self._boots[variant] = vb
+        return self._boots[variant]
+
+    def floor(self, tag: str) -> float | None:
+        """|A/A difference| of kernel instructions per iteration, or None (not asked, not measured)."""
+        if not self.noise_floor:
+            return None
+        x, y = self.get(self.baseline).rows.get(tag), self.get("aa").rows.get(tag)
+        if not (x and y and not x.failure and not y.failure and x.iterations and y.iterations):
+            return None
+        value = abs(y.per_iter(y.kernel) - x.per_iter(x.kernel))
+        self._note(f"floor {tag}", f"A/A noise floor, {tag}: {value:.2f} kernel instructions per iteration "
+                                   f"(baseline booted twice, one extra ignored command-line word)")
+        return value
+
+    def symbols(self, tag: str) -> list[str]:
+        measured = [vb.rows[tag] for vb in map(self.get, self.builds) if tag in vb.rows]
+        variants = list(self.builds)
+        if len(variants) >= 2:
+            a, b = (self.get(v).rows.get(tag) for v in variants[:2])
+            if a and b and not a.failure and not b.failure:
+                lines = profile_table(a, b, (variants[0], variants[1]), self.top)
+                self._note(f"profile {tag}", "\n  ".join([f"kernel profile, {tag}, instructions per iteration:",
+                                                          *lines]))
+        return top_symbols([r.profile for r in measured if not r.failure], self.top)
+
+    def _note(self, key: str, text: str) -> None:
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(text)
 
 
-def _cells(t, builds, rows, booted, floor, common, settings, profile_top) -> list[BenchCell]:
+def _cells(booter: Booter, common: dict, settings: boots.BootSettings, profile_top: int) -> list[BenchCell]:
     cells = []
     executor = f"qemu-system-{settings.accel}"
-    for row in rows:
-        profiles = [vb.rows[row.tag] for vb in booted.values() if row.tag in vb.rows]
-        symbols = top_symbols([p.profile for p in profiles if not p.failure], profile_top)
-        for build in builds:
-            variant = _variant_name(build)
-            vb = booted[variant]
-            prov = {**common, **_kernel_provenance(build), "aa_noise_floor_kernel_per_iter": floor.get(row.tag)}
-            r = vb.rows.get(row.tag)
-            if r and not r.failure:
-                prov.update(guest_iterations=r.iterations, guest_ns=r.ns,
-                            guest_ops_per_s=r.iterations * 1e9 / r.ns if r.ns > 0 else None)
-            compiler = str(_get(_get(build, "cell"), "compiler", "gcc"))
-            cells.append(BenchCell(row.bench, variant, t.name, compiler, dict(row.params),
-                                   counted=_counts_job(vb, row.tag), counted_metric="kernel_insns_per_iter",
-                                   count_executor=executor, provenance=prov))
-            if symbols:
-                cells.append(BenchCell(f"{row.bench} kernel profile", variant, t.name, compiler,
-                                       dict(row.params), counted=_profile_job(vb, row.tag, symbols),
-                                       counted_metric=f"insns_per_iter:{symbols[0]}",
+    for row in booter.rows:
+        for variant, build in booter.builds.items():
+            prov = {**common, **_kernel_provenance(build)}   # the job adds what its boot measured
+            compiler, target = build.cell.compiler, booter.t.name
+            cells.append(BenchCell(row.bench, variant, target, compiler, dict(row.params),
+                                   counted=_counts_job(booter, variant, row.tag, prov),
+                                   counted_metric="kernel_insns_per_iter", count_executor=executor,
+                                   provenance=prov))
+            if profile_top:   # its metrics are named by symbols only the boots know: no counted_metric
+                cells.append(BenchCell(f"{row.bench} kernel profile", variant, target, compiler, dict(row.params),
+                                       counted=_profile_job(booter, variant, row.tag),
                                        count_executor=executor, provenance=prov))
     return cells
 
@@ -344,32 +389,36 @@ def _measured(vb: VariantBoot, tag: str) -> tuple[RowResult | None, str | None]:
     return r, None
 
 
-def _counts_job(vb: VariantBoot, tag: str):
+def _counts_job(booter: Booter, variant: str, tag: str, prov: dict):
     def job(emit: Emit) -> str | None:
-        r, reason = _measured(vb, tag)
+        r, reason = _measured(booter.get(variant), tag)
         if r is None:
             return reason
+        prov.update(guest_iterations=r.iterations, guest_ns=r.ns,
+                    guest_ops_per_s=r.iterations * 1e9 / r.ns if r.ns > 0 else None)
+        if variant == booter.baseline:   # measured on the baseline: the other variants need not boot it
+            prov["aa_noise_floor_kernel_per_iter"] = booter.floor(tag)
         emit("kernel_insns_per_iter", r.per_iter(r.kernel), "insns")
         emit("user_insns_per_iter", r.per_iter(r.user), "insns")
         return None
     return job
 
 
-def _profile_job(vb: VariantBoot, tag: str, symbols: list[str]):
+def _profile_job(booter: Booter, variant: str, tag: str):
     """One exact metric per symbol, "insns_per_iter:SYMBOL": the report makes each its own
     row of the profile bench's exact-counts table (params.count)."""
     def job(emit: Emit) -> str | None:
-        r, reason = _measured(vb, tag)
+        r, reason = _measured(booter.get(variant), tag)
         if r is None:
             return reason
-        for sym in symbols:
+        for sym in booter.symbols(tag):
             emit(f"insns_per_iter:{sym}", r.per_iter(r.profile.get(sym, 0)), "insns")
         return None
     return job
 
 
-def _kernel_provenance(build: Any) -> dict:
-    config = _get(build, "config")
+def _kernel_provenance(build: KernelBuild) -> dict:
+    config = build.config
     out = {}
     if config and Path(config).exists():
         text = Path(config).read_text(errors="replace")
@@ -378,62 +427,3 @@ def _kernel_provenance(build: Any) -> dict:
         if m:
             out["kernel_version"] = m.group(1)
     return out
-
-
-def _exp_dir(exp: Any) -> Path:
-    for key in ("dir", "path", "root"):
-        value = _get(exp, key)
-        if value:
-            p = Path(value)
-            return p if p.is_dir() else p.parent
-    source = _get(exp, "source")
-    if source:
-        return Path(source).parent
-    raise UserError("the kernel experiment does not say where its files are (no dir/path/source)")
-
-
-def _write_notes(notes: list[str], rows, boots_by_variant, builds, floor, settings, t, top) -> None:
-    notes.append(f"guest: {t.name} under qemu-system {settings.accel}, icount shift={settings.icount_shift},"
-                 f"sleep=off, rtc base {settings.rtc_base}; guest ops/s are emulated time: no timing verdict")
-    variants = [_variant_name(b) for b in builds]
-    for row in rows:
-        if len(variants) >= 2:
-            a, b = (boots_by_variant[v].rows.get(row.tag) for v in variants[:2])
-            if a and b and not a.failure and not b.failure:
-                notes.append(f"kernel profile, {row.tag}, instructions per iteration:")
-                notes += ["  " + line for line in profile_table(a, b, (variants[0], variants[1]), top)]
-        if row.tag in floor:
-            notes.append(f"A/A noise floor, {row.tag}: {floor[row.tag]:.2f} kernel instructions per iteration "
-                         f"(baseline booted twice, one extra ignored command-line word)")
-
-
-class _NoBar:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def add_task(self, *a, **k):
-        return 0
-
-    def update(self, *a, **k):
-        pass
-
-    def advance(self, *a, **k):
-        pass
-
-
-def _progress(show: bool):
-    if not show:
-        return _NoBar()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.console import Console
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
-
-
-def dump_json(vb: VariantBoot) -> str:
-    """A boot's parsed rows, for debugging and the case's report."""
-    return json.dumps({"variant": vb.variant, "failure": vb.failure,
-                       "rows": {k: r.__dict__ for k, r in vb.rows.items()}}, indent=1)

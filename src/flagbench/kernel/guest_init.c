@@ -3,14 +3,16 @@
  * in the initramfs but the bench programs).
  *
  * Reads /benches, one bench per line, fields separated by tabs:
- *   wrap<TAB>NAME<TAB>PROGRAM<TAB>ARGS...   init brackets the whole run with the
- *                                           markers: one region, 1 iteration
- *   self<TAB>NAME<TAB>PROGRAM<TAB>ARGS...   the program brackets its own measured
- *                                           loop and prints its own region lines
- * and prints on the console (the parser in kernel/guest.py reads these):
+ *   wrap<TAB>NAME<TAB>MS<TAB>PROGRAM<TAB>ARGS...   init brackets the whole run with
+ *                                                  the markers: one region, 1 iteration
+ *   self<TAB>NAME<TAB>MS<TAB>PROGRAM<TAB>ARGS...   the program brackets its own
+ *                                                  measured loop, prints its region lines
+ * MS bounds the bench in guest milliseconds: then init kills its process group and
+ * goes on with the next (a timer child sleeps MS; no timer syscalls: tinyconfig has
+ * no POSIX_TIMERS). It prints on the console (kernel/guest.py parses these):
  *   FB bench NAME start
  *   FB region iterations=N ns=NS           (a region's plugin counts come in order)
- *   FB bench NAME exit=STATUS | signal=SIG
+ *   FB bench NAME exit=STATUS | signal=SIG | timeout
  *   FB done
  * then reboot(RB_AUTOBOOT), which with qemu's -no-reboot ends qemu cleanly
  * (power-off needs ACPI, which a tinyconfig kernel lacks).
@@ -21,6 +23,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +85,47 @@ static int requested(const char *word)
 	return strstr(cmdline, word) != NULL;
 }
 
+static void sleep_ms(long ms)
+{
+	struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+}
+
+/* A child that exits after MS: its end is the bench's deadline. */
+static pid_t start_timer(long ms)
+{
+	pid_t timer = fork();
+	if (timer == 0) {
+		sleep_ms(ms);
+		_exit(0);
+	}
+	return timer;
+}
+
+/* The bench's wait status; *timed_out when the timer ended first and the bench's
+ * process group was killed. init is PID 1: wait() also reaps orphans, ignored here. */
+static int wait_bench(pid_t pid, pid_t timer, int *timed_out)
+{
+	int status = 0;
+	for (;;) {
+		int st;
+		pid_t ended = wait(&st);
+		if (ended < 0) {
+			if (errno == EINTR)
+				continue;
+			return status;
+		}
+		if (ended == pid)
+			return st;
+		if (ended == timer && !*timed_out) {
+			*timed_out = 1;
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+		}
+	}
+}
+
 static void run_bench(char *line)
 {
 	char *argv[MAX_ARGS + 1];
@@ -89,31 +133,43 @@ static void run_bench(char *line)
 	for (char *tok = strtok(line, "\t\n"); tok && argc < MAX_ARGS; tok = strtok(NULL, "\t\n"))
 		argv[argc++] = tok;
 	argv[argc] = NULL;
-	if (argc < 3) {
+	char *end = NULL;
+	long timeout_ms = argc >= 4 ? strtol(argv[2], &end, 10) : 0;
+	if (argc < 4 || !end || *end || timeout_ms < 1) {
 		say("FB error malformed bench line");
 		return;
 	}
 	int wrap = strcmp(argv[0], "wrap") == 0;
 	const char *name = argv[1];
+	pid_t timer = start_timer(timeout_ms);   /* before the markers: not in the region */
 	say("FB bench %s start", name);
 	long long t0 = now_ns();
 	if (wrap)
 		FB_MARK_START();
 	pid_t pid = fork();
 	if (pid == 0) {
-		execv(argv[2], argv + 2);
-		say("FB error exec %s: %s", argv[2], strerror(errno));
+		setpgid(0, 0);
+		execv(argv[3], argv + 3);
+		say("FB error exec %s: %s", argv[3], strerror(errno));
 		_exit(127);
 	}
-	int status = 0;
-	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	int status = 0, timed_out = 0;
+	if (pid > 0) {
+		setpgid(pid, pid);   /* as the child does: whichever runs first */
+		status = wait_bench(pid, timer, &timed_out);
+	}
 	if (wrap) {
 		FB_MARK_STOP();
 		say("FB region iterations=1 ns=%lld", now_ns() - t0);
 	}
+	if (timer > 0 && !timed_out) {
+		kill(timer, SIGKILL);
+		waitpid(timer, NULL, 0);
+	}
 	if (pid < 0)
 		say("FB bench %s exit=fork-failed", name);
+	else if (timed_out)
+		say("FB bench %s timeout", name);
 	else if (WIFSIGNALED(status))
 		say("FB bench %s signal=%d", name, WTERMSIG(status));
 	else

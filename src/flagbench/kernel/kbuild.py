@@ -7,7 +7,8 @@ dropped option or a rejected flag costs seconds, not a build. A cell whose input
 config, options, make command, tool versions) match its last successful build runs no make
 at all. `make -jN all` output drives one progress bar per cell; a failing cell keeps its
 compiler's error lines and the others go on. Per-cell file locks: two processes building the
-same cell build it once.
+same cell build it once; make's whole tree dies with flagbench, even by kill -9 (procs), and
+a build a killed flagbench left in a cell is ended before the cell is used again.
 
 Reproducible: KBUILD_BUILD_TIMESTAMP/USER/HOST/VERSION are pinned, so A and B differ only
 where the variant does.
@@ -20,9 +21,10 @@ import os
 import re
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from flagbench import procs
 from flagbench.build import cached_version, probe
@@ -109,7 +111,7 @@ def build_kernels(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs:
     plans = [_plan(exp, cell, extra, say) for cell in cells]
     for p in plans:
         if not p.cached:
-            with source.locked(p.odir.with_name(p.odir.name + ".lock")):
+            with _cell_locked(p):
                 _configure(p, exp, say)
     return _compile_all(plans, jobs, progress)
 
@@ -245,6 +247,15 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+@contextmanager
+def _cell_locked(p: _Plan) -> Iterator[None]:
+    """The cell's lock, then its O= directory taken over: a make that a killed flagbench left
+    compiling there (its watchdog died too) is ended before ours starts."""
+    with source.locked(p.odir.with_name(p.odir.name + ".lock")):
+        procs.take_over(p.odir.with_name(p.odir.name + ".owner"))
+        yield
+
+
 # -- configure -----------------------------------------------------------------------------
 def _configure(p: _Plan, exp: Experiment, say) -> None:
     """The cell's .config, made unless the last configure had the same inputs; then checked."""
@@ -280,7 +291,7 @@ def _compile_all(plans: list[_Plan], jobs: int, progress: bool) -> list[KernelBu
 
 
 def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
-    with source.locked(p.odir.with_name(p.odir.name + ".lock")):
+    with _cell_locked(p):
         p.last = _read_json(p.odir / CELL_FILE)
         if p.cached:
             bars.update(task, total=1, completed=1, now="cached: no make ran")

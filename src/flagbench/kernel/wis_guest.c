@@ -28,7 +28,9 @@
 #include "guest_markers.h"
 
 #define COUNTER_STRIDE 128
-#define MAX_TASKS 256
+#ifndef MAX_TASKS
+#define MAX_TASKS 1024   /* guest.py passes benchspec.MAX_TASKS, the spec's limit */
+#endif
 
 extern char *testcase_description;
 void testcase(unsigned long long *iterations, unsigned long nr);
@@ -68,10 +70,19 @@ static void sleep_ms(long ms)
 
 struct task { void *(*fn)(void *); void *arg; };
 
+static void one_more_task(void)
+{
+	if (n_started >= MAX_TASKS) {
+		fprintf(stderr, "wis_guest: more than %d tasks\n", MAX_TASKS);
+		exit(1);
+	}
+}
+
 #ifdef THREADS
 void new_task(void *(*fn)(void *), void *arg)
 {
 	pthread_t t;
+	one_more_task();
 	if (pthread_create(&t, NULL, fn, arg) != 0) {
 		fprintf(stderr, "wis_guest: pthread_create failed\n");
 		exit(1);
@@ -81,13 +92,16 @@ void new_task(void *(*fn)(void *), void *arg)
 #else
 void new_task(void *(*fn)(void *), void *arg)
 {
-	pid_t pid = fork();
+	one_more_task();
+	pid_t parent = getpid(), pid = fork();
 	if (pid < 0) {
 		perror("wis_guest: fork");
 		exit(1);
 	}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)   /* the driver died before prctl took effect */
+			_exit(1);
 		fn(arg);
 		_exit(0);
 	}
@@ -102,14 +116,24 @@ static void *run_testcase(void *arg)
 	return NULL;
 }
 
+/* A decimal argument, or -1 when it is not one whole number in range. */
+static long number(const char *text)
+{
+	char *end;
+	errno = 0;
+	long value = strtol(text, &end, 10);
+	if (errno || end == text || *end || value < 0)
+		return -1;
+	return value;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4) {
 		fprintf(stderr, "usage: wis_guest TASKS WARMUP_MS DURATION_MS\n");
 		return 2;
 	}
-	unsigned long tasks = strtoul(argv[1], NULL, 10);
-	long warmup_ms = strtol(argv[2], NULL, 10), duration_ms = strtol(argv[3], NULL, 10);
+	long tasks = number(argv[1]), warmup_ms = number(argv[2]), duration_ms = number(argv[3]);
 	if (tasks < 1 || tasks > MAX_TASKS || warmup_ms < 0 || duration_ms < 1) {
 		fprintf(stderr, "wis_guest: bad arguments\n");
 		return 2;
@@ -122,7 +146,7 @@ int main(int argc, char **argv)
 	}
 	if (testcase_prepare)
 		testcase_prepare(tasks);
-	for (unsigned long i = 0; i < tasks; i++)
+	for (long i = 0; i < tasks; i++)
 		new_task(run_testcase, (void *)i);
 	sleep_ms(warmup_ms);
 	unsigned long long before = total(tasks);

@@ -288,14 +288,14 @@ class _Runner:
         cell = st.cell
         if kind == "warm":
             return lambda metric, value, unit: None
-        prov = {**cell.provenance, "experiment_hash": self.hash, "variant_column": cell.variant,
+        prov = {"experiment_hash": self.hash, "variant_column": cell.variant,
                 "target": cell.target, "compiler": cell.compiler, "executor": executor, "job": kind,
                 "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup}
 
-        def emit(metric: str, value: float, unit: str) -> None:
+        def emit(metric: str, value: float, unit: str) -> None:   # the job may add to cell.provenance
             facts = cell.sample_facts() if cell.sample_facts else {}
             values.append((cell.bench, st.key, metric, value, unit, executor or "unknown",
-                           {**prov, "loadavg": _loadavg(), "time": time.time(), **facts}))
+                           {**cell.provenance, **prov, "loadavg": _loadavg(), "time": time.time(), **facts}))
         return emit
 
     def _fail(self, st: _State, reason: str) -> None:
