@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import select
 import shlex
 import subprocess
 import tempfile
@@ -256,7 +255,7 @@ class Connection:
             # stdin stays open (a pipe only flagbench writes) until the program ends
             proc = procs.start(self._argv(words), stdin=subprocess.PIPE)
             try:
-                code = proc.wait(timeout=0 if not _exited(proc, local_timeout) else None)
+                code = proc.wait(timeout=0 if not proc.exited(local_timeout) else None)
             finally:
                 proc.popen.stdin.close()
             wall = time.perf_counter_ns() - proc.started
@@ -312,23 +311,6 @@ class Connection:
             self.copy(Path(local), remote)
             self._staged[key] = remote
         return self._staged[key]
-
-
-def _exited(proc: procs.Proc, timeout: float) -> bool:
-    """Wait until PROC exits (True) or TIMEOUT passes (False). A pidfd wakes at the exit;
-    Popen.wait(timeout) polls with sleeps of up to 50 ms, more than a sample's own overhead."""
-    try:
-        fd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
-        try:
-            proc.popen.wait(timeout=max(timeout, 0.0))
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    try:
-        return bool(select.select([fd], [], [], max(timeout, 0.0))[0])
-    finally:
-        os.close(fd)
 
 
 def _stop(proc: procs.Proc) -> None:
