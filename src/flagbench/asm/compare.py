@@ -106,7 +106,10 @@ def _merge(parts: list[Disassembly], collide: set[str], label: str) -> Disassemb
             functions[key] = replace(f, name=key)
     first = parts[0]
     path = Path(os.path.commonpath([d.path for d in parts])) if len(parts) > 1 else first.path
-    return Disassembly(path, first.target, first.tool, functions, label)
+    unsized = Counter()
+    for d in parts:
+        unsized.update(d.unsized)
+    return Disassembly(path, first.target, first.tool, functions, label, dict(unsized))
 
 
 def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool = True,

@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from flagbench.asm import unsized
 from flagbench.asm.places import Places
 from flagbench.errors import UserError
 from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
@@ -41,6 +42,9 @@ class Disassembly:
     tool: str          # "objdump-name version"
     functions: dict[str, Function]
     label: str = ""    # what to call it instead of the path (a variant build: "strict/loongarch64/clang")
+    # code no sized symbol covers (`unsized.CodeMap.totals`): bytes of "stub", "padding", "other"
+    # and "stubs", the number of linker stubs
+    unsized: dict[str, int] = field(default_factory=dict)
 
     @property
     def shown(self) -> str:
@@ -61,9 +65,13 @@ def disassemble(path: Path | str) -> Disassembly:
         if shutil.which(tool) is None:
             raise UserError(f"{tool} not found: it disassembles {elf.target} "
                             f"(install {' '.join(get_target(elf.target).packages)} or llvm-19)")
-        norm = Normaliser(elf)
+        cmap = unsized.of_image(elf.image, elf.target)
+        norm = Normaliser(elf, cmap)
         functions = _functions(tool, path, elf.relocatable, norm)
-        return Disassembly(path, elf.target, tool_version(tool) or tool, functions)
+        d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
+        from flagbench.asm import extent   # it uses this module's Function
+        extent.cut(d, elf.image, cmap)
+        return d
 
 
 def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser") -> dict[str, Function]:
@@ -136,6 +144,7 @@ _RELOC_LINE = re.compile(r"^([^\n]*?)\t(R_\w+)\t([^\t\n]*)[^\n]*$", re.M)
 # trying every position, which is most of the time on a vmlinux.
 _TARGET_ADDR = re.compile(r"([ ,(\t#])-?(?:0x)?[0-9a-f]+ <")     # "je 88 <f+0x88>" -> "je <f+0x88>"
 _TARGET = re.compile(r"<([^>\n]*)>")
+_NAMED_TARGET = re.compile(r"<([^<>\n]+?)([+-]0x[0-9a-f]+)?>")     # "b,l <f-0x8>,rp"
 _RIP = re.compile(r"0x[0-9a-f]+\(%rip\)([^\n#]*?)\s*# <([^>\n]*)>")
 # A replacement that swallows the "-" left in front of its match (the patterns start at "0x").
 _DROP_MINUS = "\0"
@@ -154,8 +163,14 @@ PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|i
 
 
 class Normaliser:
-    def __init__(self, elf: Places):
+    def __init__(self, elf: Places, cmap: "unsized.CodeMap | None" = None):
         self.elf = elf
+        self.cmap = cmap if cmap is not None and cmap.has_stubs() and not elf.relocatable else None
+        self._values: dict[str, list[int]] = {}   # symbol name -> values, to place targets on stubs
+        if self.cmap is not None:
+            for s in elf.symbols:
+                if s.shndx and s.name:
+                    self._values.setdefault(s.name, []).append(s.value)
         self.x86 = elf.target == "x86_64"
         self.riscv = elf.target == "riscv64" and elf.relocatable
         self.llvm = "llvm" in get_target(elf.target).objdump
@@ -182,6 +197,8 @@ class Normaliser:
         if "(%rip)" in body:
             body = _RIP.sub(self._rip, body)
         if "<" in body:
+            if self.cmap is not None:
+                body = _NAMED_TARGET.sub(self._stub, body)
             body = _TARGET_ADDR.sub(r"\1<", body)
             body = body.replace(f"<{fname}+", "<.+").replace(f"<{fname}>", "<.>")
         if not self.elf.relocatable and self.hi:
@@ -237,6 +254,15 @@ class Normaliser:
                 if "+0x" not in desc or desc.startswith(('"', "&", "=")):
                     return desc
         return elf.describe(index, addend)
+
+    def _stub(self, m: re.Match) -> str:
+        """A branch to a linker stub names what the stub reaches: `<stub:f>` (layout-free)."""
+        off = int(m.group(2), 16) if m.group(2) else 0
+        for value in self._values.get(m.group(1), ()):
+            p = self.cmap.stub_at(value + off)
+            if p is not None:
+                return f"<stub:{p.target}>"
+        return m.group(0)
 
     @staticmethod
     def _rip(m: re.Match) -> str:

@@ -28,6 +28,7 @@ class Mix:
     stores: Counter = field(default_factory=Counter)
     calls_direct: int = 0
     calls_indirect: int = 0
+    calls_stub: int = 0        # of the direct calls, those that reach their target through a linker stub
     call_seq_insns: int = 0    # instructions that set up and make the calls, the call included
     branches: int = 0
     string_ops: Counter = field(default_factory=Counter)  # "rep movsq" -> count
@@ -39,6 +40,7 @@ class Mix:
         self.stores.update(other.stores)
         self.calls_direct += other.calls_direct
         self.calls_indirect += other.calls_indirect
+        self.calls_stub += other.calls_stub
         self.call_seq_insns += other.call_seq_insns
         self.branches += other.branches
         self.string_ops.update(other.string_ops)
@@ -51,7 +53,7 @@ class Mix:
             "loads": {str(k): v for k, v in sorted(self.loads.items())},
             "stores": {str(k): v for k, v in sorted(self.stores.items())},
             "calls": {"direct": self.calls_direct, "indirect": self.calls_indirect,
-                      "sequence_insns": self.call_seq_insns},
+                      "through_stubs": self.calls_stub, "sequence_insns": self.call_seq_insns},
             "branches": self.branches,
             "string_ops": dict(sorted(self.string_ops.items())),
         }
@@ -141,6 +143,8 @@ def mix(target: str, lines: list[str]) -> Mix:
                 and any(insns[j].symbolic for j in seq))
             if direct:
                 m.calls_direct += 1
+                if "<stub:" in real[i]:
+                    m.calls_stub += 1
             else:
                 m.calls_indirect += 1
     return m

@@ -233,12 +233,19 @@ def _slice(records, keys: list[int], start: int, n_lines: int) -> list[tuple[int
 def _ranges(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
     """name -> (section, start, stop): from its symbol to the next symbol that objdump
     would start a block at (local labels join the function, as in the first pass)."""
+    return {name: (elf.sections[shndx].name, start, stop)
+            for name, (shndx, start, stop, _) in symbol_spans(elf, thumb, functions).items()}
+
+
+def symbol_spans(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[int, int, int, int]]:
+    """name -> (section index, start, stop, symbol size): the block objdump printed for the
+    function runs from its symbol to STOP, the next symbol it would start a block at."""
     wanted = {}
     for f in functions:
         base, _, n = f.name.rpartition("#")
         wanted[f.name] = (base, int(n)) if base and n.isdigit() else (f.name, 1)
     names = {base for base, _ in wanted.values()}
-    found: dict[str, list[tuple[int, int]]] = {}
+    found: dict[str, list[tuple[int, int, int]]] = {}
     starts: dict[int, list[int]] = {}
     for s in elf.symbols:
         if not s.shndx or s.shndx >= len(elf.sections) or s.type in (STT_SECTION, STT_FILE) or not s.name:
@@ -247,19 +254,20 @@ def _ranges(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tup
         if not s.name.startswith((".L", "$")):
             starts.setdefault(s.shndx, []).append(value)
         if s.name in names:
-            found.setdefault(s.name, []).append((s.shndx, value))
+            found.setdefault(s.name, []).append((s.shndx, value, s.size))
+    ordered = {shndx: sorted(set(values)) for shndx, values in starts.items()}
     out = {}
     for f in functions:
         base, n = wanted[f.name]
         places = sorted(set(found.get(base, ())))
         if len(places) < n or elf.sections[places[n - 1][0]].name != f.section:
             continue
-        shndx, start = places[n - 1]
+        shndx, start, size = places[n - 1]
         sec = elf.sections[shndx]
-        values = sorted(set(starts[shndx]))
+        values = ordered[shndx]
         i = bisect.bisect_right(values, start)
         stop = values[i] if i < len(values) else (sec.addr + sec.size if not elf.relocatable else sec.size)
-        out[f.name] = (f.section, start, stop)
+        out[f.name] = (shndx, start, stop, size)
     return out
 
 

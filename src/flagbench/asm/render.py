@@ -49,6 +49,7 @@ def mix_rows(old: Mix | None, new: Mix | None) -> list[tuple[str, int, int]]:
             rows.append((f"{label}s {w}B", a.get(w, 0), b.get(w, 0)))
     rows += [("calls direct", o.calls_direct, n.calls_direct),
              ("calls indirect", o.calls_indirect, n.calls_indirect),
+             ("calls through stubs", o.calls_stub, n.calls_stub),
              ("call sequence insns", o.call_seq_insns, n.call_seq_insns),
              ("branches", o.branches, n.branches)]
     for op in sorted(set(o.string_ops) | set(n.string_ops)):
@@ -71,6 +72,7 @@ def to_json(c: AsmComparison, chosen: list[str], everything: bool = True) -> str
         "counts": c.counts(),
         "functions": functions,
         "total": {"old": mixes.total("old").to_json(), "new": mixes.total("new").to_json()},
+        "unsized": {"old": c.old.unsized, "new": c.new.unsized},
     }
     if c.warning:
         out["warning"] = c.warning
@@ -96,9 +98,20 @@ def _summary(c: AsmComparison) -> str:
             f"{k['added']} added, {k['removed']} removed")
 
 
+def unsized_line(c: AsmComparison) -> str | None:
+    """Linker stubs and other code outside every function, old -> new (None when neither has any)."""
+    o, n = c.old.unsized, c.new.unsized
+    if not any(d.get(k) for d in (o, n) for k in ("stubs", "stub", "other")):
+        return None
+    return (f"stubs: {o.get('stubs', 0)} -> {n.get('stubs', 0)} ({o.get('stub', 0)} -> {n.get('stub', 0)} bytes); "
+            f"other code outside functions: {o.get('other', 0)} -> {n.get('other', 0)} bytes")
+
+
 def to_markdown(c: AsmComparison, chosen: list[str], limit: int) -> str:
     mixes = Mixes(c)
     out = [f"**asm** {md_code(c.old.shown)} → {md_code(c.new.shown)} ({c.old.target}) · {_summary(c)}", ""]
+    if unsized_line(c):
+        out += [unsized_line(c), ""]
     if c.warning:
         out += [f"> warning: {md_code(c.warning)}", ""]
     listed = [d for d in c.functions if d.status in LIST_STATUSES][:limit]
@@ -143,6 +156,8 @@ def print_text(c: AsmComparison, chosen: list[str], limit: int, file=None) -> No
     if c.warning:
         console.print(Text(term_text(f"warning: {c.warning}"), style="yellow"))
     console.print(_summary(c))
+    if unsized_line(c):
+        console.print(unsized_line(c))
     listed = [d for d in c.functions if d.status in LIST_STATUSES]
     if listed:
         console.print()

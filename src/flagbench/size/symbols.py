@@ -28,11 +28,13 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     makes it again); with EXTRAS also the sections, code totals and footprints. Closes INP."""
     summaries = tuple(_symtab.Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
                       for _, letters in tables)
-    side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0}
+    side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0,
+            "unsized": dict.fromkeys(("stub", "padding", "other", "stubs"), 0)}
     try:
         for t in elf_tables.read_members(inp, full=extras, sized_only=not extras, summaries=summaries):
             if extras:
                 _sections(t, side)
+                _unsized(inp, t, side)
     finally:
         inp.close()
     side["tables"] = [s.dumps() for s in summaries]
@@ -44,6 +46,15 @@ def read_side(inp, tables, extras: bool = False) -> dict:
 # is the same in Python, and the tests hold the two together).
 _SKIP_PREFIXES = tuple(p.encode() for p in SKIP_PREFIXES)
 _SKIP_NAMES = tuple(n.encode() for n in SKIP_NAMES)
+
+
+def _unsized(inp, t, side: dict) -> None:
+    """Code outside sized symbols, classified (stubs, padding, other): `asm.unsized`."""
+    from flagbench.asm import unsized
+    cmap = unsized.of_member(inp, t.member)
+    if cmap is not None:
+        for kind, n in cmap.totals().items():
+            side["unsized"][kind] += n
 
 
 def _sections(t, side: dict) -> None:
