@@ -29,6 +29,7 @@ class Function:
     name: str          # unique within the file: a repeated static name gets "#2", "#3"
     section: str
     text: str          # normalised instructions, one per line
+    mix: object = None  # its `mix.Mix`, made where it was disassembled (a worker process for a vmlinux)
 
     @property
     def lines(self) -> list[str]:
@@ -70,7 +71,10 @@ def disassemble(path: Path | str) -> Disassembly:
         functions = _functions(tool, path, elf.relocatable, norm)
         d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
         from flagbench.asm import extent   # it uses this module's Function
+        from flagbench.asm.mix import mix
         extent.cut(d, elf.image, cmap)
+        for f in d.functions.values():
+            f.mix = mix(d.target, f.lines)
         return d
 
 
@@ -101,6 +105,11 @@ def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser") -> 
 _HEADER = re.compile(r"<(.+)>:$")
 
 
+def is_local_label(name: str) -> bool:
+    """An assembler-local label or a mapping symbol ($x, $d), not hppa millicode ($$remI)."""
+    return name.startswith(".L") or (name.startswith("$") and not name.startswith("$$"))
+
+
 def _raw_blocks(stream):
     """objdump's output split on blank lines, read in large chunks."""
     pending = ""
@@ -126,7 +135,7 @@ def _blocks(stream):
         if m is None:
             continue  # the "file format" banner
         label = m.group(1)
-        if label.startswith((".L", "$")) and name is not None:
+        if is_local_label(label) and name is not None:
             parts.append(body)   # a local label the assembler kept (riscv); its number is noise
             continue
         if name is not None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 WIDTH = {"b": 1, "h": 2, "w": 4, "d": 8, "s": 4, "q": 16}
 
 
-@dataclass
+@dataclass(eq=False)   # hashed by identity: `mix` counts shared instances
 class Insn:
     mn: str
     ops: list[str]

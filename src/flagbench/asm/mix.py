@@ -13,6 +13,7 @@ load and one store; string instructions count as string operations, not loads/st
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -120,33 +121,81 @@ def classify(target: str, lines: list[str]) -> list[Insn | None]:
     return out
 
 
+# What a normalised line is, by target: an Insn, PAD (alignment padding) or False (a label or
+# data). Classifying is the cost of a vmlinux's mix (over a million lines), and lines repeat:
+# first by the line itself, then by the line with symbols and hex numbers blanked, which is
+# all the classifiers look at (apart from $$dyncall, kept), so one Insn serves many lines.
+PAD = "pad"
+_LINES: dict[str, dict[str, object]] = {}
+_SHAPES: dict[str, dict[str, object]] = {}
+_BLANK = re.compile(r"<[^<>$\n]*>|0x[0-9a-f]+")
+_INTERN: dict = {}
+
+
+def _what(target: str, line: str):
+    if PADDING.match(line):
+        return PAD
+    key = _BLANK.sub(lambda m: "0x0" if m.group(0)[0] == "0" else "<>", line)
+    shapes = _SHAPES.setdefault(target, {})
+    what = shapes.get(key)
+    if what is None:
+        p = parse(key, COMMENT.get(target))
+        what = False if p is None else _slim(CLASSIFIERS[target](*p))
+        shapes[key] = what
+    return what
+
+
+def _slim(insn: Insn) -> Insn:
+    """The Insn without its text, its sets and lists shared: thousands stay cached."""
+    insn.ops = ()
+    for name in ("loads", "stores"):
+        value = tuple(getattr(insn, name))
+        setattr(insn, name, _INTERN.setdefault(value, value))
+    for name in ("target_regs", "defs", "uses"):
+        value = frozenset(getattr(insn, name))
+        setattr(insn, name, _INTERN.setdefault(value, value))
+    return insn
+
+
 def mix(target: str, lines: list[str]) -> Mix:
     m = Mix()
-    real = [line for line in lines if not PADDING.match(line)]
-    m.padding = len(lines) - len(real)
-    insns = classify(target, real)
-    for i, insn in enumerate(insns):
-        if insn is None:
+    cache = _LINES.setdefault(target, {})
+    insns: list[Insn | None] = []
+    calls = []
+    for line in lines:
+        what = cache.get(line)
+        if what is None:
+            what = cache[line] = _what(target, line)
+        if what is PAD:
+            m.padding += 1
             continue
-        m.insns += 1
-        m.loads.update(insn.loads)
-        m.stores.update(insn.stores)
-        m.branches += insn.branch
+        if what and what.call:
+            calls.append((len(insns), line))
+        insns.append(what or None)
+    for insn, k in Counter(filter(None, insns)).items():
+        m.insns += k
+        for w in insn.loads:
+            m.loads[w] += k
+        for w in insn.stores:
+            m.stores[w] += k
+        if insn.branch:
+            m.branches += k
         if insn.string_op:
-            m.string_ops[insn.string_op] += 1
-        if insn.call:
-            seq = call_sequence(insns, i)
-            m.call_seq_insns += len(seq) + 1
-            # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
-            direct = insn.call == "direct" or (
-                target in PAIRED_CALLS and seq and not any(insns[j].loads for j in seq)
-                and any(insns[j].symbolic for j in seq))
-            if direct:
-                m.calls_direct += 1
-                if "<stub:" in real[i]:
-                    m.calls_stub += 1
-            else:
-                m.calls_indirect += 1
+            m.string_ops[insn.string_op] += k
+    for i, line in calls:
+        insn = insns[i]
+        seq = call_sequence(insns, i)
+        m.call_seq_insns += len(seq) + 1
+        # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
+        direct = insn.call == "direct" or (
+            target in PAIRED_CALLS and seq and not any(insns[j].loads for j in seq)
+            and any(insns[j].symbolic for j in seq))
+        if direct:
+            m.calls_direct += 1
+            if "<stub:" in line:
+                m.calls_stub += 1
+        else:
+            m.calls_indirect += 1
     return m
 
 

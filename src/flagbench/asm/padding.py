@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench.asm.disasm import PADDING, Disassembly, Function
+from flagbench.asm.disasm import PADDING, Disassembly, Function, is_local_label
 from flagbench.elf import Image
 from flagbench.elf.constants import STT_FILE, STT_SECTION
 from flagbench.toolchains import get_target
@@ -251,7 +251,7 @@ def symbol_spans(elf: Image, thumb: bool, functions: list[Function]) -> dict[str
         if not s.shndx or s.shndx >= len(elf.sections) or s.type in (STT_SECTION, STT_FILE) or not s.name:
             continue
         value = s.value & ~1 if thumb else s.value
-        if not s.name.startswith((".L", "$")):
+        if not is_local_label(s.name):
             starts.setdefault(s.shndx, []).append(value)
         if s.name in names:
             found.setdefault(s.name, []).append((s.shndx, value, s.size))

@@ -25,6 +25,8 @@ class Mixes:
         f = d.old if side == "old" else d.new
         if f is None:
             return None
+        if f.mix is not None:
+            return f.mix
         target = self.c.old.target if side == "old" else self.c.new.target
         key = (target, f.text)
         if key not in self._cache:
