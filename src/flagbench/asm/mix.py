@@ -110,17 +110,6 @@ PAIRED_CALLS = ("riscv64", "loongarch64")
 SLICE_WINDOW = 12   # instructions looked at before a call for its setup
 
 
-def classify(target: str, lines: list[str]) -> list[Insn | None]:
-    """One Insn per instruction line, None for labels and data."""
-    fn = CLASSIFIERS[target]
-    comment = COMMENT.get(target)
-    out: list[Insn | None] = []
-    for line in lines:
-        p = parse(line, comment)
-        out.append(None if p is None else fn(*p))
-    return out
-
-
 # What a normalised line is, by target: an Insn, PAD (alignment padding) or False (a label or
 # data). Classifying is the cost of a vmlinux's mix (over a million lines), and lines repeat:
 # first by the line itself, then by the line with symbols and hex numbers blanked, which is
@@ -160,19 +149,21 @@ def _slim(insn: Insn) -> Insn:
 def mix(target: str, lines: list[str]) -> Mix:
     m = Mix()
     cache = _LINES.setdefault(target, {})
-    insns: list[Insn | None] = []
-    calls = []
-    for line in lines:
-        what = cache.get(line)
-        if what is None:
-            what = cache[line] = _what(target, line)
-        if what is PAD:
-            m.padding += 1
+    whats = list(map(cache.get, lines))           # per line in C; Python only for lines not seen
+    if None in whats:
+        for i, what in enumerate(whats):
+            if what is None:
+                whats[i] = cache[lines[i]] = _what(target, lines[i])
+    m.padding = whats.count(PAD)
+    if m.padding:
+        keep = [i for i, what in enumerate(whats) if what is not PAD]
+        insns, lines = [whats[i] for i in keep], [lines[i] for i in keep]
+    else:
+        insns = whats
+    calls = False
+    for insn, k in Counter(insns).items():
+        if not insn:
             continue
-        if what and what.call:
-            calls.append((len(insns), line))
-        insns.append(what or None)
-    for insn, k in Counter(filter(None, insns)).items():
         m.insns += k
         for w in insn.loads:
             m.loads[w] += k
@@ -182,8 +173,12 @@ def mix(target: str, lines: list[str]) -> Mix:
             m.branches += k
         if insn.string_op:
             m.string_ops[insn.string_op] += k
-    for i, line in calls:
-        insn = insns[i]
+        calls = calls or bool(insn.call)
+    if not calls:
+        return m
+    for i, insn in enumerate(insns):
+        if not insn or not insn.call:
+            continue
         seq = call_sequence(insns, i)
         m.call_seq_insns += len(seq) + 1
         # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
@@ -192,21 +187,22 @@ def mix(target: str, lines: list[str]) -> Mix:
             and any(insns[j].symbolic for j in seq))
         if direct:
             m.calls_direct += 1
-            if "<stub:" in line:
+            if "<stub:" in lines[i]:
                 m.calls_stub += 1
         else:
             m.calls_indirect += 1
     return m
 
 
-def call_sequence(insns: list[Insn | None], at: int) -> list[int]:
-    """Indexes of the instructions before insns[at] that compute its target (a register slice)."""
+def call_sequence(insns: list, at: int) -> list[int]:
+    """Indexes of the instructions before insns[at] that compute its target (a register slice);
+    INSNS holds an Insn per instruction line, None or False for labels and data."""
     need = set(insns[at].target_regs)
     seq = []
     j = at - 1
     while need and j >= 0 and at - j <= SLICE_WINDOW:
         insn = insns[j]
-        if insn is None or insn.call or insn.branch:
+        if not insn or insn.call or insn.branch:
             break
         if insn.defs & need:
             seq.append(j)
