@@ -112,19 +112,22 @@ SLICE_WINDOW = 12   # instructions looked at before a call for its setup
 
 # What a normalised line is, by target: an Insn, PAD (alignment padding) or False (a label or
 # data). Classifying is the cost of a vmlinux's mix (over a million lines), and lines repeat:
-# first by the line itself, then by the line with symbols and hex numbers blanked, which is
-# all the classifiers look at (apart from $$dyncall, kept), so one Insn serves many lines.
+# first by the line itself, then by its shape: symbols and numbers blanked (the classifiers
+# look at neither, apart from $$dyncall, kept), so one Insn serves many lines. A number starts
+# with a digit after a non-word character (or is hex before a base register); register names
+# and mnemonic suffixes do not.
 PAD = "pad"
 _LINES: dict[str, dict[str, object]] = {}
 _SHAPES: dict[str, dict[str, object]] = {}
-_BLANK = re.compile(r"<[^<>$\n]*>|0x[0-9a-f]+")
+_SYMBOL = re.compile(r"<[^<>$\n]*>")
+_NUMBER = re.compile(r"(?<![\w.$])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hppa: "-c0(sp)"
 _INTERN: dict = {}
 
 
 def _what(target: str, line: str):
     if PADDING.match(line):
         return PAD
-    key = _BLANK.sub(lambda m: "0x0" if m.group(0)[0] == "0" else "<>", line)
+    key = _NUMBER.sub("0", _SYMBOL.sub("<>", line))
     shapes = _SHAPES.setdefault(target, {})
     what = shapes.get(key)
     if what is None:
