@@ -99,6 +99,10 @@ def test_hppa_long_branch_stubs_counted_like_the_linker(tmp_path, placement):
         assert f["mix"]["old"]["insns"] + f["mix"]["old"]["padding"] <= sizes[f["name"]][1] // 4, f
     names = {f["name"] for f in out["functions"]}
     assert names == {"first", "caller", "caller2", "caller3", "filler", "far1", "far2", "far3"}
+    # a call through a stub names the stub's target, decoded from its ldil/be,n pair
+    r = flagbench("asm", prog, prog, "caller")
+    assert [line.split()[1] for line in r.stdout.splitlines() if line.startswith("b,l <stub:")] == \
+        ["<stub:far1>,rp", "<stub:far2>,rp", "<stub:far3>,rp"], r.stdout
 
     r = flagbench("size", prog, prog, "--format", "json")
     assert r.returncode == 0, r.stderr
@@ -157,3 +161,53 @@ def test_aarch64_veneers_are_stubs_not_functions(tmp_path):
     assert out["unsized"]["old"]["stubs"] == len(veneers)
     assert out["total"]["old"]["calls"]["through_stubs"] == via > 0
     assert not any(f["name"].endswith("_veneer") for f in out["functions"])
+
+
+def _overruns(path: Path, objdump: str) -> list[str]:
+    """Functions flagbench gives more instruction lines than objdump (with addresses, a pass of
+    its own) shows inside the function's symbol [value, value + size)."""
+    import bisect
+    from flagbench.asm.disasm import disassemble
+    from flagbench.elf import Image
+    d = disassemble(path)
+    with Image(str(path)) as image:
+        spans = sorted((s.value, s.value + s.size, s.name) for s in image.symbols
+                       if s.size and s.shndx and s.name in d.functions)
+    starts = [s for s, _, _ in spans]
+    inside: dict[str, int] = {}
+    for line in _run([objdump, "-d", "--no-show-raw-insn", path]).stdout.splitlines():
+        m = re.match(r"^ *([0-9a-f]+):\t", line)
+        if m:
+            a = int(m.group(1), 16)
+            i = bisect.bisect_right(starts, a) - 1
+            if i >= 0 and a < spans[i][1]:
+                inside[spans[i][2]] = inside.get(spans[i][2], 0) + 1
+    return [name for _, _, name in spans
+            if sum(line != "..." for line in d.functions[name].lines) > inside.get(name, 0)]
+
+
+@pytest.mark.slow
+def test_kernel_long_calls_pair_stubs_and_extents():
+    """The bundled hppa kernel pair (default vs -mlong-calls, built or cached): no function holds
+    more than its extent, stubs in both builds' size and asm, and none left in padding."""
+    from kernel_util import missing_tools
+    from flagbench import spec
+    from flagbench.kernel.kbuild import build_kernels
+    if missing_tools():
+        pytest.skip(f"kernel build needs {', '.join(missing_tools())}")
+    exp = spec.load(Path(__file__).resolve().parent.parent / "cases" / "kernel-long-calls")
+    old, new = build_kernels(exp, None, jobs=2, progress=False)
+    assert old.ok and new.ok, (old.error, new.error)
+    for build in (old, new):
+        assert _overruns(build.vmlinux, "hppa-linux-gnu-objdump") == []
+    r = flagbench("asm", old.vmlinux, new.vmlinux, "--format", "json")
+    out = json.loads(r.stdout)
+    u_old, u_new = out["unsized"]["old"], out["unsized"]["new"]
+    assert u_old["stubs"] > 100 and u_old["stub"] == 8 * u_old["stubs"]
+    assert u_new["stubs"] < u_old["stubs"] // 100
+    assert out["total"]["old"]["calls"]["through_stubs"] > u_old["stubs"] > 0
+    assert out["total"]["new"]["calls"]["through_stubs"] == 0
+    s = json.loads(flagbench("size", old.vmlinux, new.vmlinux, "--format", "json").stdout)
+    assert (s["stubs"]["old"], s["stub_bytes"]["old"]) == (u_old["stubs"], u_old["stub"])
+    code = s["code"]["old"]
+    assert s["padding"]["old"] + s["stub_bytes"]["old"] + s["other_unsized"]["old"] + s["in_symbols"]["old"] == code

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from flagbench.asm.disasm import PADDING, Function
 from flagbench.asm.padding import place, symbol_spans
-from flagbench.asm.unsized import STUB_SYMBOL, CodeMap
+from flagbench.asm.unsized import PADDING as PADDING_KIND
+from flagbench.asm.unsized import STUB, STUB_SYMBOL, CodeMap
 
 _MADE_UP = re.compile(r".[+-]0x[0-9a-f]+$")   # objdump's name for code before any symbol: "<f-0x10>"
 
@@ -23,19 +24,27 @@ def not_functions(functions: dict[str, Function]) -> list[str]:
             if STUB_SYMBOL.match(name.partition("#")[0]) or _MADE_UP.search(name)]
 
 
-def overrun(d, image, cmap: CodeMap) -> dict[str, int]:
-    """name -> end of its symbol, for the functions whose block holds code past that end."""
+def overrun(d, image, cmap: CodeMap) -> tuple[dict[str, int], list[str]]:
+    """(name -> end of its symbol, for the functions whose block holds code past that end;
+    the labels without size whose block is nothing but stubs and padding)."""
     thumb = d.target == "arm"
     spans = symbol_spans(image, thumb, list(d.functions.values()))
-    return {name: start + size for name, (shndx, start, stop, size) in spans.items()
-            if size and start + size < stop and cmap.has_code(shndx, start + size, stop)}
+    ends, stubs_only = {}, []
+    for name, (shndx, start, stop, size) in spans.items():
+        if size and start + size < stop and cmap.has_code(shndx, start + size, stop):
+            ends[name] = start + size
+        elif not size and STUB in (kinds := cmap.kinds(shndx, start, stop)) and kinds <= {STUB, PADDING_KIND}:
+            stubs_only.append(name)
+    return ends, stubs_only
 
 
 def cut(d, image, cmap: CodeMap) -> list[str]:
     """Cut D's functions to their symbols' extents (in place); the names cut."""
     for name in not_functions(d.functions):
         del d.functions[name]
-    ends = overrun(d, image, cmap)
+    ends, stubs_only = overrun(d, image, cmap)
+    for name in stubs_only:     # a label on a stub group (hppa's _sinittext) is no function
+        del d.functions[name]
     if not ends:
         return []
     with ThreadPoolExecutor(max_workers=2) as pool:

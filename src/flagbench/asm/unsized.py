@@ -108,17 +108,21 @@ class CodeMap:
                 return p
         return None
 
-    def has_code(self, section: int, start: int, end: int) -> bool:
-        """Whether [start, end) of SECTION holds stubs or other code (not only padding)."""
+    def kinds(self, section: int, start: int, end: int) -> set[str]:
+        """The kinds of the pieces in [start, end) of SECTION (empty: all inside sized symbols)."""
         i = bisect.bisect_left(self._starts, (section, start))
         if i > 0 and self.pieces[i - 1].section == section and self.pieces[i - 1].end > start:
             i -= 1
+        out = set()
         for p in self.pieces[i:]:
             if p.section != section or p.start >= end:
                 break
-            if p.kind != PADDING:
-                return True
-        return False
+            out.add(p.kind)
+        return out
+
+    def has_code(self, section: int, start: int, end: int) -> bool:
+        """Whether [start, end) of SECTION holds stubs or other code (not only padding)."""
+        return bool(self.kinds(section, start, end) - {PADDING})
 
 
 def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read) -> CodeMap:
