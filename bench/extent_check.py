@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from flagbench.asm.disasm import disassemble
+from flagbench.asm.padding import symbol_spans
 from flagbench.asm.unsized import of_image
 from flagbench.elf import Image
 from flagbench.toolchains import get_target
@@ -28,23 +29,18 @@ def check(path: str) -> int:
     d = disassemble(path)
     with Image(path) as image:
         cmap = of_image(image, d.target)
-        spans = sorted((s.value, s.value + s.size, s.name) for s in image.symbols
-                       if s.size and s.shndx and s.name in d.functions)
+        spans = symbol_spans(image, d.target == "arm", list(d.functions.values()))
     out = subprocess.run([get_target(d.target).objdump, "-d", "--no-show-raw-insn", path],
                          capture_output=True, text=True, check=True).stdout
-    starts = [s for s, _, _ in spans]
-    inside: dict[str, int] = {}
-    for m in _LINE.finditer(out):
-        a = int(m.group(1), 16)
-        i = bisect.bisect_right(starts, a) - 1
-        if i >= 0 and a < spans[i][1]:
-            inside[spans[i][2]] = inside.get(spans[i][2], 0) + 1
+    addrs = sorted(int(m.group(1), 16) for m in _LINE.finditer(out))
     over = []
-    for _, _, name in spans:
-        f = d.functions[name]
-        n = sum(1 for line in f.lines if line != "...")
-        if n > inside.get(name, 0):
-            over.append((n - inside.get(name, 0), name, n, inside.get(name, 0)))
+    for name, (_, start, _, size) in spans.items():
+        if not size:
+            continue
+        n = sum(1 for line in d.functions[name].lines if line != "...")
+        limit = bisect.bisect_left(addrs, start + size) - bisect.bisect_left(addrs, start)
+        if n > limit:
+            over.append((n - limit, name, n, limit))
     t = cmap.totals()
     print(f"{path} ({d.target}): {len(d.functions)} functions, {len(spans)} sized and checked; "
           f"{len(over)} with more instructions than their extent holds")

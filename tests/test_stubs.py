@@ -168,22 +168,16 @@ def _overruns(path: Path, objdump: str) -> list[str]:
     its own) shows inside the function's symbol [value, value + size)."""
     import bisect
     from flagbench.asm.disasm import disassemble
+    from flagbench.asm.padding import symbol_spans
     from flagbench.elf import Image
     d = disassemble(path)
     with Image(str(path)) as image:
-        spans = sorted((s.value, s.value + s.size, s.name) for s in image.symbols
-                       if s.size and s.shndx and s.name in d.functions)
-    starts = [s for s, _, _ in spans]
-    inside: dict[str, int] = {}
-    for line in _run([objdump, "-d", "--no-show-raw-insn", path]).stdout.splitlines():
-        m = re.match(r"^ *([0-9a-f]+):\t", line)
-        if m:
-            a = int(m.group(1), 16)
-            i = bisect.bisect_right(starts, a) - 1
-            if i >= 0 and a < spans[i][1]:
-                inside[spans[i][2]] = inside.get(spans[i][2], 0) + 1
-    return [name for _, _, name in spans
-            if sum(line != "..." for line in d.functions[name].lines) > inside.get(name, 0)]
+        spans = symbol_spans(image, False, list(d.functions.values()))
+    addrs = sorted(int(m.group(1), 16) for m in re.finditer(r"^ *([0-9a-f]+):\t",
+                                                            _run([objdump, "-d", "--no-show-raw-insn", path]).stdout, re.M))
+    return [name for name, (_, start, _, size) in spans.items()
+            if size and sum(line != "..." for line in d.functions[name].lines)
+            > bisect.bisect_left(addrs, start + size) - bisect.bisect_left(addrs, start)]
 
 
 @pytest.mark.slow

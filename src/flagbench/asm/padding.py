@@ -255,6 +255,10 @@ def symbol_spans(elf: Image, thumb: bool, functions: list[Function]) -> dict[str
             starts.setdefault(s.shndx, []).append(value)
         if s.name in names:
             found.setdefault(s.name, []).append((s.shndx, value, s.size))
+    shared = set()     # places where objdump chose one of several names for the block
+    for shndx, values in starts.items():
+        values.sort()
+        shared.update((shndx, a) for a, b in zip(values, values[1:]) if a == b)
     ordered = {shndx: sorted(set(values)) for shndx, values in starts.items()}
     out = {}
     for f in functions:
@@ -262,6 +266,8 @@ def symbol_spans(elf: Image, thumb: bool, functions: list[Function]) -> dict[str
         places = sorted(set(found.get(base, ())))
         if len(places) < n or elf.sections[places[n - 1][0]].name != f.section:
             continue
+        if len(places) > 1 and any((shndx, value) in shared for shndx, value, _ in places):
+            continue   # "f#2" is the second block objdump named f, not surely f's second symbol
         shndx, start, size = places[n - 1]
         sec = elf.sections[shndx]
         values = ordered[shndx]
