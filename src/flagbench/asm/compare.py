@@ -63,10 +63,12 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tupl
         warning = f"{old} is {t_old} but {new} is {t_new}: every function will differ"
     if parallel is None:
         parallel = os.path.getsize(old) + os.path.getsize(new) > PARALLEL_BYTES
+    # Each side makes the mixes of half the functions (by name): where old and new text are the
+    # same (most functions), one mix serves both (`render.Mixes`), and the two halves run at once.
     if not parallel:
-        return disassemble(old), disassemble(new), warning
+        return disassemble(old, (0, 2)), disassemble(new, (1, 2)), warning
     with ProcessPoolExecutor(max_workers=2) as pool:
-        fo, fn = pool.submit(disassemble, old), pool.submit(disassemble, new)
+        fo, fn = pool.submit(disassemble, old, (0, 2)), pool.submit(disassemble, new, (1, 2))
         return fo.result(), fn.result(), warning
 
 

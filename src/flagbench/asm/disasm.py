@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def objdump_argv(tool: str, path: Path, relocatable: bool) -> list[str]:
     return argv + (["-r"] if relocatable else []) + [str(path)]
 
 
-def disassemble(path: Path | str) -> Disassembly:
+def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disassembly:
+    """PATH's functions, normalised, with the instruction mix of those whose name falls in
+    MIX_PART (i, n): the i-th of n parts by name; `render.Mixes` makes or shares the rest."""
     path = Path(path)
     with Places(path) as elf:
         tool = get_target(elf.target).objdump
@@ -73,8 +76,10 @@ def disassemble(path: Path | str) -> Disassembly:
         from flagbench.asm import extent   # it uses this module's Function
         from flagbench.asm.mix import mix
         extent.cut(d, elf.image, cmap)
+        part, parts = mix_part
         for f in d.functions.values():
-            f.mix = mix(d.target, f.lines)
+            if parts == 1 or zlib.crc32(f.name.encode()) % parts == part:
+                f.mix = mix(d.target, f.lines)
         return d
 
 

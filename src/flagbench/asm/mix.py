@@ -47,6 +47,12 @@ class Mix:
         self.string_ops.update(other.string_ops)
         return self
 
+    def __reduce__(self):
+        """Pickled as plain values: a vmlinux's worth comes back from a worker process."""
+        return _from_values, (self.insns, self.padding, dict(self.loads), dict(self.stores), self.calls_direct,
+                              self.calls_indirect, self.calls_stub, self.call_seq_insns, self.branches,
+                              dict(self.string_ops))
+
     def to_json(self) -> dict:
         return {
             "insns": self.insns,
@@ -60,8 +66,23 @@ class Mix:
         }
 
 
+_NESTS = re.compile(r'[(\[{<"]')
+
+
+def _from_values(insns, padding, loads, stores, direct, indirect, stub, seq, branches, string_ops) -> Mix:
+    m = Mix(insns, padding, calls_direct=direct, calls_indirect=indirect, calls_stub=stub, call_seq_insns=seq,
+            branches=branches)
+    for counter, values in ((m.loads, loads), (m.stores, stores), (m.string_ops, string_ops)):
+        if values:
+            dict.update(counter, values)
+    return m
+
+
+
 def split_operands(ops: str) -> list[str]:
     """Split on commas outside (), [], {}, <> and quotes."""
+    if not _NESTS.search(ops):
+        return [o for o in (part.strip() for part in ops.split(",")) if o]
     out, depth, cur, quote = [], 0, [], False
     for ch in ops:
         if ch == '"':
@@ -120,7 +141,7 @@ PAD = "pad"
 _LINES: dict[str, dict[str, object]] = {}
 _SHAPES: dict[str, dict[str, object]] = {}
 _SYMBOL = re.compile(r"<[^<>$\n]*>")
-_NUMBER = re.compile(r"(?<![\w.$])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hppa: "-c0(sp)"
+_NUMBER = re.compile(r"(?<![\w.])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hppa: "-c0(sp)"
 _INTERN: dict = {}
 
 
@@ -152,19 +173,16 @@ def _slim(insn: Insn) -> Insn:
 def mix(target: str, lines: list[str]) -> Mix:
     m = Mix()
     cache = _LINES.setdefault(target, {})
-    whats = list(map(cache.get, lines))           # per line in C; Python only for lines not seen
-    if None in whats:
-        for i, what in enumerate(whats):
+    insns = list(map(cache.get, lines))           # per line in C; Python only for lines not seen
+    if None in insns:
+        for i, what in enumerate(insns):
             if what is None:
-                whats[i] = cache[lines[i]] = _what(target, lines[i])
-    m.padding = whats.count(PAD)
-    if m.padding:
-        keep = [i for i, what in enumerate(whats) if what is not PAD]
-        insns, lines = [whats[i] for i in keep], [lines[i] for i in keep]
-    else:
-        insns = whats
-    calls = False
+                insns[i] = cache[lines[i]] = _what(target, lines[i])
+    calls = []
     for insn, k in Counter(insns).items():
+        if insn is PAD:
+            m.padding += k
+            continue
         if not insn:
             continue
         m.insns += k
@@ -176,12 +194,19 @@ def mix(target: str, lines: list[str]) -> Mix:
             m.branches += k
         if insn.string_op:
             m.string_ops[insn.string_op] += k
-        calls = calls or bool(insn.call)
-    if not calls:
-        return m
-    for i, insn in enumerate(insns):
-        if not insn or not insn.call:
-            continue
+        if insn.call:
+            calls.append(insn)
+    at = []
+    for insn in calls:                            # where they are: list.index scans in C
+        i = insns.index(insn)
+        while True:
+            at.append(i)
+            try:
+                i = insns.index(insn, i + 1)
+            except ValueError:
+                break
+    for i in sorted(at):
+        insn = insns[i]
         seq = call_sequence(insns, i)
         m.call_seq_insns += len(seq) + 1
         # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
@@ -199,16 +224,20 @@ def mix(target: str, lines: list[str]) -> Mix:
 
 def call_sequence(insns: list, at: int) -> list[int]:
     """Indexes of the instructions before insns[at] that compute its target (a register slice);
-    INSNS holds an Insn per instruction line, None or False for labels and data."""
+    INSNS holds an Insn per instruction line, PAD for padding (passed over), None or False for
+    labels and data."""
     need = set(insns[at].target_regs)
     seq = []
-    j = at - 1
-    while need and j >= 0 and at - j <= SLICE_WINDOW:
+    j, steps = at - 1, 1
+    while need and j >= 0 and steps <= SLICE_WINDOW:
         insn = insns[j]
+        j -= 1
+        if insn is PAD:
+            continue
         if not insn or insn.call or insn.branch:
             break
         if insn.defs & need:
-            seq.append(j)
+            seq.append(j + 1)
             need = (need - insn.defs) | insn.uses
-        j -= 1
+        steps += 1
     return sorted(seq)

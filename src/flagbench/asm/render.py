@@ -15,11 +15,15 @@ LIST_STATUSES = ("changed", "added", "removed")
 
 
 class Mixes:
-    """Instruction mixes per function, old and new, computed once per distinct text."""
+    """Instruction mixes per function, old and new, computed once per distinct text: most come
+    made with the disassemblies (each side makes half, see `compare.disassemble_pair`), a
+    function with the same text on the other side (same target) shares that side's, and only
+    the rest are made here."""
 
     def __init__(self, c: AsmComparison):
         self.c = c
         self._cache: dict[tuple[str, str], Mix] = {}
+        self._same_target = c.old.target == c.new.target
 
     def of(self, side: str, d: FunctionDiff) -> Mix | None:
         f = d.old if side == "old" else d.new
@@ -27,6 +31,9 @@ class Mixes:
             return None
         if f.mix is not None:
             return f.mix
+        g = d.new if side == "old" else d.old
+        if self._same_target and g is not None and g.mix is not None and g.text == f.text:
+            return g.mix
         target = self.c.old.target if side == "old" else self.c.new.target
         key = (target, f.text)
         if key not in self._cache:

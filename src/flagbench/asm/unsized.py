@@ -46,6 +46,10 @@ _HALF_PADDING = {   # 2-byte granules: thumb nop / mov r8,r8, arm nop halves; ri
 }
 
 
+# Byte fills that are padding whatever their length (a section tail of megabytes: no regex)
+_FILL = {"x86_64": b"\xcc\x90\x00"}
+
+
 def _padding_regex(target: str) -> re.Pattern:
     if target == "x86_64":
         return re.compile(rb"(?:" + _X86_NOP + rb")*", re.S)
@@ -205,7 +209,7 @@ def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
 def _scan(target, big, pad, index, data, base, start, end, by_value) -> list[Piece]:
     """Pieces of [start, end): padding runs, stubs by shape, the rest other code."""
     raw = data[start - base:end - base]
-    if pad.fullmatch(raw):
+    if not raw.translate(None, _FILL.get(target, b"\0")) or pad.fullmatch(raw):
         return [Piece(index, start, end, PADDING)]
     if target in ("hppa", "hppa64") and len(raw) % 4 == 0:
         return _scan_hppa(big, pad, index, raw, start, by_value)
