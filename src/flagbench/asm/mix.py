@@ -140,7 +140,7 @@ SLICE_WINDOW = 12   # instructions looked at before a call for its setup
 PAD = "pad"
 _LINES: dict[str, dict[str, object]] = {}
 _SHAPES: dict[str, dict[str, object]] = {}
-_SYMBOL = re.compile(r"<[^<>$\n]*>")
+_SYMBOL = re.compile(r'<"(?:[^"\\\n]|\\.)*">|<[^<>$\n]*>')     # a string literal may hold < and >
 _NUMBER = re.compile(r"(?<![\w.])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hppa: "-c0(sp)"
 _INTERN: dict = {}
 
