@@ -71,7 +71,8 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
                             f"(install {' '.join(get_target(elf.target).packages)} or llvm-19)")
         cmap = unsized.of_image(elf.image, elf.target)
         norm = Normaliser(elf, cmap)
-        functions = _functions(tool, path, elf.relocatable, norm)
+        ranges = [(None, None)] if elf.relocatable else cmap.code_ranges(SKIP_PADDING)
+        functions = _functions(tool, path, elf.relocatable, norm, ranges)
         d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
         from flagbench.asm import extent   # it uses this module's Function
         from flagbench.asm.mix import mix
@@ -83,28 +84,38 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
         return d
 
 
-def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser") -> dict[str, Function]:
-    """objdump's output, function by function, normalised; objdump ends with this call."""
-    proc = subprocess.Popen(objdump_argv(tool, path, relocatable), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace")
-    try:
-        functions: dict[str, Function] = {}
-        for section, name, body in _blocks(proc.stdout):
-            key = name
-            n = 2
-            while key in functions:
-                key = f"{name}#{n}"
-                n += 1
-            functions[key] = Function(key, section, norm.body(body, name))
-        err = proc.stderr.read()
-        if proc.wait() != 0:
-            last = err.strip().splitlines()[-1] if err.strip() else proc.returncode
-            raise UserError(f"{tool} failed on {path}: {last}")
-        return functions
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+# Padding runs at least this long are not disassembled: a vmlinux pads .text to 2 MB with int3,
+# and objdump would print (and this module read) a line per byte of it.
+SKIP_PADDING = 64 << 10
+
+
+def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser",
+               ranges=((None, None),)) -> dict[str, Function]:
+    """objdump's output over RANGES of addresses (one run each, in order; None: no bound),
+    function by function, normalised; each objdump ends before this returns."""
+    functions: dict[str, Function] = {}
+    for start, stop in ranges:
+        argv = objdump_argv(tool, path, relocatable)
+        argv[-1:-1] = ([f"--start-address={start:#x}"] if start is not None else []) + \
+            ([f"--stop-address={stop:#x}"] if stop is not None else [])
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        try:
+            for section, name, body in _blocks(proc.stdout):
+                key = name
+                n = 2
+                while key in functions:
+                    key = f"{name}#{n}"
+                    n += 1
+                functions[key] = Function(key, section, norm.body(body, name))
+            err = proc.stderr.read()
+            if proc.wait() != 0:
+                last = err.strip().splitlines()[-1] if err.strip() else proc.returncode
+                raise UserError(f"{tool} failed on {path}: {last}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return functions
 
 
 _HEADER = re.compile(r"<(.+)>:$")

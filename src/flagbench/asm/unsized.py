@@ -97,6 +97,13 @@ class CodeMap:
                 out["stubs"] += p.count
         return out
 
+    def code_ranges(self, skip: int) -> list[tuple[int | None, int | None]]:
+        """Address ranges (None: open) between the padding runs of SKIP bytes or more: what a
+        disassembler of a linked file need look at."""
+        holes = sorted((p.start, p.end) for p in self.pieces if p.kind == PADDING and p.size >= skip)
+        bounds = [None] + [b for hole in holes for b in hole] + [None]
+        return list(zip(bounds[::2], bounds[1::2]))
+
     def has_stubs(self) -> bool:
         return bool(self._stubs)
 
