@@ -26,6 +26,7 @@ STT_SECTION, STT_FILE = 3, 4
 
 # The linker's stub symbols, capturing the target: aarch64/arm `__f_veneer`, arm interworking.
 STUB_SYMBOL = re.compile(r"^__(.+?)(?:_veneer|_from_arm|_from_thumb|_change_to_arm)$")
+_STUB_LINES = re.compile(STUB_SYMBOL.pattern, re.M)
 # Symbols that start no code of their own: mapping symbols ($x, $d.1, riscv's $xrv64i2p1...)
 # and assembler-local labels.
 _NOT_LABEL = re.compile(r"^(?:\$[adtx](?:\.|$|rv)|\.L)")
@@ -139,7 +140,7 @@ class CodeMap:
 def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read) -> CodeMap:
     """SECTIONS: (index, name, type, flags, addr, size, entsize) per section; SYMBOLS: (name,
     value, size, section index) of the defined symbols (section and file symbols left out);
-    READ(index): a section's bytes."""
+    READ(index, offset, size): bytes of a section."""
     exec_sections = {}
     plt_entries = 0
     for index, name, stype, flags, addr, size, entsize in sections:
@@ -147,22 +148,26 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read)
             exec_sections[index] = (name, (0 if relocatable else addr), size)
         if name in _PLT_RELOCS and entsize:
             plt_entries += size // entsize
-    sized: dict[int, list[tuple[int, int]]] = {}
-    labels: dict[int, list[int]] = {}
+    sized: dict[int, list[tuple[int, int]]] = {k: [] for k in exec_sections}
+    labels: dict[int, list[int]] = {k: [] for k in exec_sections}
     stub_syms: dict[int, list[tuple[int, int, str]]] = {}
-    by_value: dict[int, str] = {}
-    for name, value, size, shndx in symbols:
-        if shndx not in exec_sections or not name:
-            continue
-        m = STUB_SYMBOL.match(name)
-        if m:
-            stub_syms.setdefault(shndx, []).append((value, size, m.group(1)))
+    rows = [r for r in symbols if r[3] in exec_sections and r[0]]
+    # `flagbench size` reads a vmlinux's 40,000 symbols here: one regex over all names finds
+    # the stub symbols, and the loop below does no more than it must per symbol
+    joined = "\n".join([r[0] for r in rows])
+    stub_names = {m.group(0): m.group(1) for m in _STUB_LINES.finditer(joined)} if "__" in joined else {}
+    for name, value, size, shndx in rows:
+        if stub_names and name in stub_names:
+            stub_syms.setdefault(shndx, []).append((value, size, stub_names[name]))
         elif size:
-            sized.setdefault(shndx, []).append((value, value + size))
-            by_value.setdefault(value, name)
+            sized[shndx].append((value, value + size))
         elif not _NOT_LABEL.match(name):
-            labels.setdefault(shndx, []).append(value)
-            by_value.setdefault(value, name)
+            labels[shndx].append(value)
+    by_value: dict[int, str] = {}      # names for hppa stub targets
+    if target in ("hppa", "hppa64"):
+        for name, value, size, _ in rows:
+            if name not in stub_names and (size or not _NOT_LABEL.match(name)):
+                by_value.setdefault(value, name)
     pad = _padding_regex(target)
     pieces: list[Piece] = []
     plt_done = False
@@ -172,12 +177,9 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read)
             plt_done = True
             pieces.append(Piece(index, base, base + size, STUB, count, "PLT"))
             continue
-        data = None
-        bounds = sorted(set(labels.get(index, ())) | {v for v, _, _ in stub_syms.get(index, ())})
+        bounds = sorted(set(labels[index]) | {v for v, _, _ in stub_syms.get(index, ())})
         stubs = {v: (s, t) for v, s, t in stub_syms.get(index, ())}
-        for start, end in _uncovered(sized.get(index, []), base, base + size):
-            if data is None:
-                data = read(index)
+        for start, end in _uncovered(sized[index], base, base + size):
             # split at labels and stub symbols inside the hole
             i = bisect.bisect_left(bounds, start)
             cuts = [start]
@@ -193,7 +195,7 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read)
                     pieces.append(Piece(index, a, stop, STUB, 1, to))
                     a = stop
                 if a < b:
-                    pieces += _scan(target, big, pad, index, data, base, a, b, by_value)
+                    pieces += _scan(target, big, pad, index, read(index, a - base, b - a), a, b, by_value)
     _branches_over_stubs(target, pieces)
     return CodeMap(pieces)
 
@@ -213,9 +215,8 @@ def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
         yield reach, hi
 
 
-def _scan(target, big, pad, index, data, base, start, end, by_value) -> list[Piece]:
-    """Pieces of [start, end): padding runs, stubs by shape, the rest other code."""
-    raw = data[start - base:end - base]
+def _scan(target, big, pad, index, raw, start, end, by_value) -> list[Piece]:
+    """Pieces of [start, end) (its bytes RAW): padding runs, stubs by shape, the rest other code."""
     if not raw.translate(None, _FILL.get(target, b"\0")) or pad.fullmatch(raw):
         return [Piece(index, start, end, PADDING)]
     if target in ("hppa", "hppa64") and len(raw) % 4 == 0:
@@ -334,7 +335,7 @@ def of_image(image, target: str) -> CodeMap:
     secs = [(i, s.name, s.type, s.flags, s.addr, s.size, s.entsize) for i, s in enumerate(image.sections)]
     syms = ((s.name, s.value, s.size, s.shndx) for s in image.symbols
             if s.shndx and s.type not in (STT_SECTION, STT_FILE))
-    return code_map(target, image.big, image.relocatable, secs, syms, image.contents)
+    return code_map(target, image.big, image.relocatable, secs, syms, lambda i, o, n: image.contents(i)[o:o + n])
 
 
 # e_machine -> target (toolchains.EM_TARGETS; repeated here: importing toolchains costs
@@ -363,8 +364,8 @@ def of_member(inp, m) -> CodeMap | None:
     S = elf_sections
     secs = [(i, n, h[S.TYPE], h[S.FLAGS], h[S.ADDR], h[S.SIZE], h[S.ENTSIZE]) for i, (n, h) in enumerate(zip(names, hdrs))]
 
-    def read(index: int) -> bytes:
-        off, size = elf_sections.table_range(m, hdrs, index, f"section {index}")
-        return inp.read(off, size)
+    def read(index: int, offset: int, size: int) -> bytes:   # only the holes, not the code
+        off, total = elf_sections.table_range(m, hdrs, index, f"section {index}")
+        return inp.read(off + offset, max(0, min(size, total - offset)))
 
     return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections), read)
