@@ -20,6 +20,7 @@ import re
 
 STUB, PADDING, OTHER = "stub", "padding", "other"
 KINDS = (STUB, PADDING, OTHER)
+FILL, FILL_KEY = 4096, "fill"   # a padding run this long aligns a section or a page, not a function
 
 SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS = 0x2, 0x4, 8
 STT_SECTION, STT_FILE = 3, 4
@@ -89,11 +90,12 @@ class CodeMap:
         self._stubs = {p.start: p for p in self.pieces if p.kind == STUB and p.count}
 
     def totals(self) -> dict[str, int]:
-        """Bytes per kind, and "stubs": the number of stubs."""
+        """Bytes per kind, the padding runs of FILL bytes or more apart ("fill": a linker script's
+        page or 2 MB alignment, not the padding between functions), and "stubs": how many."""
         out = dict.fromkeys(KINDS, 0)
-        out["stubs"] = 0
+        out["fill"] = out["stubs"] = 0
         for p in self.pieces:
-            out[p.kind] += p.size
+            out[FILL_KEY if p.kind == PADDING and p.size >= FILL else p.kind] += p.size
             if p.kind == STUB:
                 out["stubs"] += p.count
         return out

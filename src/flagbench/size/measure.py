@@ -20,18 +20,19 @@ from flagbench.size.table import bom_table
 
 class Side:
     """What compare() measures in one input (beyond its symbols, which are in the table)."""
-    __slots__ = ("sections", "groups", "covered", "skipped", "padding", "stubs", "stub_bytes", "other", "cold")
+    __slots__ = ("sections", "groups", "covered", "skipped", "padding", "fill", "stubs", "stub_bytes", "other", "cold")
 
     def __init__(self, raw: dict, cold: int):
         u = raw["unsized"]                                # code outside sized symbols (`asm.unsized`)
         self.sections: dict[str, int] = raw["sections"]   # output-section-like name -> bytes
         self.groups: dict[str, int] = raw["groups"]       # text / rodata / data / bss
-        self.padding: int = u["padding"]                  # code bytes that are alignment padding (NOPs, fill)
+        self.padding: int = u["padding"]                  # alignment padding between code (NOPs, int3, zeros)
+        self.fill: int = u["fill"]                        # ... in runs of 4 KB or more (page, 2 MB, section ends)
         self.stubs: int = u["stubs"]                      # linker stubs (veneers, long-branch stubs, PLT)
         self.stub_bytes: int = u["stub"]                  # ... their bytes
         self.other: int = u["other"]                      # other code outside sized symbols (asm without .size)
         # code bytes inside sized symbols other than stubs: the rest of the code, so the rows add up
-        self.covered: int = self.code - self.padding - self.stub_bytes - self.other
+        self.covered: int = self.code - self.padding - self.fill - self.stub_bytes - self.other
         self.skipped: int = raw["skipped"]                # ... of those, in symbols bloat-o-meter's rules skip
         self.cold: int = cold                             # bytes of .cold symbols
 

@@ -45,6 +45,8 @@ def summary(c: SizeComparison) -> str:
         line += f", linker stubs {n.stub_bytes - o.stub_bytes:+d} ({o.stubs} -> {n.stubs} stubs)"
     if n.other != o.other:
         line += f", other unsized code {n.other - o.other:+d}"
+    if n.fill != o.fill:
+        line += f", alignment fill (runs of 4 KB and more) {n.fill - o.fill:+d}"
     return line
 
 
@@ -55,6 +57,7 @@ def _json(c: SizeComparison, top):
         "sections": list(_section_records(c)),
         "groups": {k: _triple(c.old.groups[k], c.new.groups[k]) for k in c.old.groups},
         "padding": _triple(c.old.padding, c.new.padding),
+        "fill": _triple(c.old.fill, c.new.fill),
         "stubs": _triple(c.old.stubs, c.new.stubs),
         "stub_bytes": _triple(c.old.stub_bytes, c.new.stub_bytes),
         "other_unsized": _triple(c.old.other, c.new.other),
@@ -107,6 +110,7 @@ def _extras(c: SizeComparison):
     o, n = c.old, c.new
     return [(f"{k} (sections)", o.groups[k], n.groups[k]) for k in o.groups] + [
         ("padding in code", o.padding, n.padding),
+        ("alignment fill (runs of 4 KB and more)", o.fill, n.fill),
         ("linker stubs (bytes)", o.stub_bytes, n.stub_bytes),
         ("linker stubs (count)", o.stubs, n.stubs),
         ("other code outside sized symbols", o.other, n.other),

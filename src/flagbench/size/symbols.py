@@ -29,7 +29,7 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     summaries = tuple(_symtab.Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
                       for _, letters in tables)
     side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0,
-            "unsized": dict.fromkeys(("stub", "padding", "other", "stubs"), 0)}
+            "unsized": dict.fromkeys(("stub", "padding", "fill", "other", "stubs"), 0)}
     try:
         for t in elf_tables.read_members(inp, full=extras, sized_only=not extras, summaries=summaries):
             if extras:
