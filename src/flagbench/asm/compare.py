@@ -1,7 +1,7 @@
 """Old vs new, function by function: same / changed / added / removed, and how much.
 
-The two disassemblies run in parallel (one process each, so both cores work while objdump
-streams); functions are compared on their normalised text, and only the changed ones are
+The two disassemblies run in parallel (the new one in a worker process, so both cores work
+while objdump streams); functions are compared on their normalised text, and only the changed ones are
 diffed line by line.
 """
 from __future__ import annotations
@@ -67,9 +67,9 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tupl
     # same (most functions), one mix serves both (`render.Mixes`), and the two halves run at once.
     if not parallel:
         return disassemble(old, (0, 2)), disassemble(new, (1, 2)), warning
-    with ProcessPoolExecutor(max_workers=2) as pool:
-        fo, fn = pool.submit(disassemble, old, (0, 2)), pool.submit(disassemble, new, (1, 2))
-        return fo.result(), fn.result(), warning
+    with ProcessPoolExecutor(max_workers=1) as pool:   # the old side here: only one comes through a pipe
+        fn = pool.submit(disassemble, new, (1, 2))
+        return disassemble(old, (0, 2)), fn.result(), warning
 
 
 def compare_files(old: Path | str, new: Path | str, *, parallel: bool | None = None,

@@ -75,12 +75,14 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
         functions = _functions(tool, path, elf.relocatable, norm, ranges)
         d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
         from flagbench.asm import extent   # it uses this module's Function
-        from flagbench.asm.mix import mix
+        from flagbench.asm.mix import learn, mix
         extent.cut(d, elf.image, cmap)
         part, parts = mix_part
-        for f in d.functions.values():
-            if parts == 1 or zlib.crc32(f.name.encode()) % parts == part:
-                f.mix = mix(d.target, f.lines)
+        mine = [(f, f.lines) for f in d.functions.values()
+                if parts == 1 or zlib.crc32(f.name.encode()) % parts == part]
+        learn(d.target, [lines for _, lines in mine])
+        for f, lines in mine:
+            f.mix = mix(d.target, lines)
         return d
 
 
@@ -224,7 +226,8 @@ class Normaliser:
         if "<" in body:
             if self.cmap is not None:
                 body = _NAMED_TARGET.sub(self._stub, body)
-            body = _TARGET_ADDR.sub(r"\1<", body)
+            if self.llvm:   # GNU objdump's --no-addresses leaves none before a target
+                body = _TARGET_ADDR.sub(r"\1<", body)
             body = body.replace(f"<{fname}+", "<.+").replace(f"<{fname}>", "<.>")
         if not self.elf.relocatable and self.hi:
             body = _IMMEDIATE.sub(self._address, body)

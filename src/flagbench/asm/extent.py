@@ -24,9 +24,9 @@ def not_functions(functions: dict[str, Function]) -> list[str]:
             if STUB_SYMBOL.match(name.partition("#")[0]) or _MADE_UP.search(name)]
 
 
-def overrun(d, image, cmap: CodeMap) -> tuple[dict[str, int], list[str]]:
+def overrun(d, image, cmap: CodeMap) -> tuple[dict[str, int], list[str], dict]:
     """(name -> end of its symbol, for the functions whose block holds code past that end;
-    the labels without size whose block is nothing but stubs and padding)."""
+    the labels without size whose block is nothing but stubs and padding; the spans)."""
     thumb = d.target == "arm"
     spans = symbol_spans(image, thumb, list(d.functions.values()))
     ends, stubs_only = {}, []
@@ -35,20 +35,20 @@ def overrun(d, image, cmap: CodeMap) -> tuple[dict[str, int], list[str]]:
             ends[name] = start + size
         elif not size and STUB in (kinds := cmap.kinds(shndx, start, stop)) and kinds <= {STUB, PADDING_KIND}:
             stubs_only.append(name)
-    return ends, stubs_only
+    return ends, stubs_only, spans
 
 
 def cut(d, image, cmap: CodeMap) -> list[str]:
     """Cut D's functions to their symbols' extents (in place); the names cut."""
     for name in not_functions(d.functions):
         del d.functions[name]
-    ends, stubs_only = overrun(d, image, cmap)
+    ends, stubs_only, spans = overrun(d, image, cmap)
     for name in stubs_only:     # a label on a stub group (hppa's _sinittext) is no function
         del d.functions[name]
     if not ends:
         return []
     with ThreadPoolExecutor(max_workers=2) as pool:
-        placed = place(d, [d.functions[n] for n in ends], pool)
+        placed = place(d, [d.functions[n] for n in ends], pool, spans)
     done = []
     for name, end in ends.items():
         p = placed.get(name)

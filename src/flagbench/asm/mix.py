@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import chain
 from dataclasses import dataclass, field
 
 from flagbench.asm.disasm import PADDING
@@ -25,26 +26,26 @@ from flagbench.asm.isa import CLASSIFIERS, Insn
 class Mix:
     insns: int = 0             # instructions, alignment padding not counted
     padding: int = 0           # padding instructions inside functions (NOPs, int3 before aligned code)
-    loads: Counter = field(default_factory=Counter)      # width in bytes -> count
-    stores: Counter = field(default_factory=Counter)
+    loads: dict = field(default_factory=dict)      # width in bytes -> count
+    stores: dict = field(default_factory=dict)
     calls_direct: int = 0
     calls_indirect: int = 0
     calls_stub: int = 0        # of the direct calls, those that reach their target through a linker stub
     call_seq_insns: int = 0    # instructions that set up and make the calls, the call included
     branches: int = 0
-    string_ops: Counter = field(default_factory=Counter)  # "rep movsq" -> count
+    string_ops: dict = field(default_factory=dict)  # "rep movsq" -> count
 
     def __iadd__(self, other: "Mix") -> "Mix":
         self.insns += other.insns
         self.padding += other.padding
-        self.loads.update(other.loads)
-        self.stores.update(other.stores)
+        _add(self.loads, other.loads)
+        _add(self.stores, other.stores)
         self.calls_direct += other.calls_direct
         self.calls_indirect += other.calls_indirect
         self.calls_stub += other.calls_stub
         self.call_seq_insns += other.call_seq_insns
         self.branches += other.branches
-        self.string_ops.update(other.string_ops)
+        _add(self.string_ops, other.string_ops)
         return self
 
     def __reduce__(self):
@@ -70,12 +71,12 @@ _NESTS = re.compile(r'[(\[{<"]')
 
 
 def _from_values(insns, padding, loads, stores, direct, indirect, stub, seq, branches, string_ops) -> Mix:
-    m = Mix(insns, padding, calls_direct=direct, calls_indirect=indirect, calls_stub=stub, call_seq_insns=seq,
-            branches=branches)
-    for counter, values in ((m.loads, loads), (m.stores, stores), (m.string_ops, string_ops)):
-        if values:
-            dict.update(counter, values)
-    return m
+    return Mix(insns, padding, loads, stores, direct, indirect, stub, seq, branches, string_ops)
+
+
+def _add(into: dict, other: dict) -> None:
+    for key, n in other.items():
+        into[key] = into.get(key, 0) + n
 
 
 
@@ -145,10 +146,11 @@ _NUMBER = re.compile(r"(?<![\w.])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hpp
 _INTERN: dict = {}
 
 
-def _what(target: str, line: str):
+def _what(target: str, line: str, key: str | None = None):
     if PADDING.match(line):
         return PAD
-    key = _NUMBER.sub("0", _SYMBOL.sub("<>", line))
+    if key is None:
+        key = _NUMBER.sub("0", _SYMBOL.sub("<>", line))
     shapes = _SHAPES.setdefault(target, {})
     what = shapes.get(key)
     if what is None:
@@ -170,6 +172,18 @@ def _slim(insn: Insn) -> Insn:
     return insn
 
 
+def learn(target: str, functions_lines) -> None:
+    """Classify every line of these functions not seen before, their shapes made by two regex
+    passes over all of them joined (a vmlinux has over 100,000 distinct lines)."""
+    cache = _LINES.setdefault(target, {})
+    fresh = [line for line in set(chain.from_iterable(functions_lines)) if line not in cache]
+    keys = _NUMBER.sub("0", _SYMBOL.sub("<>", "\n".join(fresh))).split("\n")
+    if len(keys) != len(fresh):   # a line the patterns read across (none known): one at a time
+        keys = [None] * len(fresh)
+    for line, key in zip(fresh, keys):
+        cache[line] = _what(target, line, key)
+
+
 def mix(target: str, lines: list[str]) -> Mix:
     m = Mix()
     cache = _LINES.setdefault(target, {})
@@ -179,6 +193,7 @@ def mix(target: str, lines: list[str]) -> Mix:
             if what is None:
                 insns[i] = cache[lines[i]] = _what(target, lines[i])
     calls = []
+    loads, stores = m.loads, m.stores
     for insn, k in Counter(insns).items():
         if insn is PAD:
             m.padding += k
@@ -187,24 +202,21 @@ def mix(target: str, lines: list[str]) -> Mix:
             continue
         m.insns += k
         for w in insn.loads:
-            m.loads[w] += k
+            loads[w] = loads.get(w, 0) + k
         for w in insn.stores:
-            m.stores[w] += k
+            stores[w] = stores.get(w, 0) + k
         if insn.branch:
             m.branches += k
         if insn.string_op:
-            m.string_ops[insn.string_op] += k
+            m.string_ops[insn.string_op] = m.string_ops.get(insn.string_op, 0) + k
         if insn.call:
-            calls.append(insn)
+            calls.append((insn, k))
     at = []
-    for insn in calls:                            # where they are: list.index scans in C
-        i = insns.index(insn)
-        while True:
+    for insn, k in calls:                         # where they are: list.index scans in C
+        i = -1
+        for _ in range(k):
+            i = insns.index(insn, i + 1)
             at.append(i)
-            try:
-                i = insns.index(insn, i + 1)
-            except ValueError:
-                break
     for i in sorted(at):
         insn = insns[i]
         seq = call_sequence(insns, i)

@@ -131,13 +131,18 @@ def _targets(start: int, real, gaps) -> list[str]:
 
 
 # -- addresses: objdump again, over the ranges of the functions asked for ----------------
-def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -> dict[str, Placed]:
+def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor, spans=None) -> dict[str, Placed]:
+    """The functions' lines with their addresses; SPANS: `symbol_spans` of them when known."""
     with Image(str(d.path)) as elf:
-        return _place(d, elf, functions, pool)
+        return _place(d, elf, functions, pool, spans)
 
 
-def _place(d: Disassembly, elf: Image, functions: list[Function], pool) -> dict[str, Placed]:
-    ranges = _ranges(elf, d.target == "arm", functions)
+def _place(d: Disassembly, elf: Image, functions: list[Function], pool, spans=None) -> dict[str, Placed]:
+    if spans is None:
+        spans = symbol_spans(elf, d.target == "arm", functions)
+    wanted = {f.name for f in functions}
+    ranges = {name: (elf.sections[shndx].name, start, stop) for name, (shndx, start, stop, _) in spans.items()
+              if name in wanted}
     x86 = d.target == "x86_64" and not elf.relocatable    # one objdump over the runs' bytes
     by_section: dict[str, list[tuple[int, int]]] = {}
     for section, start, stop in ranges.values():
@@ -228,13 +233,6 @@ def _slice(records, keys: list[int], start: int, n_lines: int) -> list[tuple[int
     """The records from the one at START on (as many as the function has lines, and a few)."""
     i = bisect.bisect_left(keys, start)
     return records[i:i + n_lines + 8]
-
-
-def _ranges(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
-    """name -> (section, start, stop): from its symbol to the next symbol that objdump
-    would start a block at (local labels join the function, as in the first pass)."""
-    return {name: (elf.sections[shndx].name, start, stop)
-            for name, (shndx, start, stop, _) in symbol_spans(elf, thumb, functions).items()}
 
 
 def symbol_spans(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[int, int, int, int]]:

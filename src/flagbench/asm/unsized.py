@@ -128,10 +128,10 @@ class CodeMap:
         if i > 0 and self.pieces[i - 1].section == section and self.pieces[i - 1].end > start:
             i -= 1
         out = set()
-        for p in self.pieces[i:]:
-            if p.section != section or p.start >= end:
-                break
-            out.add(p.kind)
+        pieces = self.pieces
+        while i < len(pieces) and pieces[i].section == section and pieces[i].start < end:
+            out.add(pieces[i].kind)
+            i += 1
         return out
 
     def has_code(self, section: int, start: int, end: int) -> bool:
