@@ -75,14 +75,12 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
         functions = _functions(tool, path, elf.relocatable, norm, ranges)
         d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
         from flagbench.asm import extent   # it uses this module's Function
-        from flagbench.asm.mix import learn, mix
+        from flagbench.asm.mix import mix
         extent.cut(d, elf.image, cmap)
         part, parts = mix_part
-        mine = [(f, f.lines) for f in d.functions.values()
-                if parts == 1 or zlib.crc32(f.name.encode()) % parts == part]
-        learn(d.target, [lines for _, lines in mine])
-        for f, lines in mine:
-            f.mix = mix(d.target, lines)
+        for f in d.functions.values():
+            if parts == 1 or zlib.crc32(f.name.encode()) % parts == part:
+                f.mix = mix(d.target, f.lines)
         return d
 
 

@@ -11,7 +11,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from flagbench.asm.disasm import PADDING, Function
-from flagbench.asm.padding import place, symbol_spans
+from flagbench.asm.padding import place_in, symbol_spans
 from flagbench.asm.unsized import PADDING as PADDING_KIND
 from flagbench.asm.unsized import STUB, STUB_SYMBOL, CodeMap
 
@@ -48,7 +48,7 @@ def cut(d, image, cmap: CodeMap) -> list[str]:
     if not ends:
         return []
     with ThreadPoolExecutor(max_workers=2) as pool:
-        placed = place(d, [d.functions[n] for n in ends], pool, spans)
+        placed = place_in(d, image, [d.functions[n] for n in ends], pool, spans)
     done = []
     for name, end in ends.items():
         p = placed.get(name)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from itertools import chain
 from dataclasses import dataclass, field
 
 from flagbench.asm.disasm import PADDING
@@ -146,11 +145,10 @@ _NUMBER = re.compile(r"(?<![\w.])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hpp
 _INTERN: dict = {}
 
 
-def _what(target: str, line: str, key: str | None = None):
+def _what(target: str, line: str):
     if PADDING.match(line):
         return PAD
-    if key is None:
-        key = _NUMBER.sub("0", _SYMBOL.sub("<>", line))
+    key = _NUMBER.sub("0", _SYMBOL.sub("<>", line))
     shapes = _SHAPES.setdefault(target, {})
     what = shapes.get(key)
     if what is None:
@@ -170,18 +168,6 @@ def _slim(insn: Insn) -> Insn:
         value = frozenset(getattr(insn, name))
         setattr(insn, name, _INTERN.setdefault(value, value))
     return insn
-
-
-def learn(target: str, functions_lines) -> None:
-    """Classify every line of these functions not seen before, their shapes made by two regex
-    passes over all of them joined (a vmlinux has over 100,000 distinct lines)."""
-    cache = _LINES.setdefault(target, {})
-    fresh = [line for line in set(chain.from_iterable(functions_lines)) if line not in cache]
-    keys = _NUMBER.sub("0", _SYMBOL.sub("<>", "\n".join(fresh))).split("\n")
-    if len(keys) != len(fresh):   # a line the patterns read across (none known): one at a time
-        keys = [None] * len(fresh)
-    for line, key in zip(fresh, keys):
-        cache[line] = _what(target, line, key)
 
 
 def mix(target: str, lines: list[str]) -> Mix:

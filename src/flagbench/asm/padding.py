@@ -134,10 +134,11 @@ def _targets(start: int, real, gaps) -> list[str]:
 def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor, spans=None) -> dict[str, Placed]:
     """The functions' lines with their addresses; SPANS: `symbol_spans` of them when known."""
     with Image(str(d.path)) as elf:
-        return _place(d, elf, functions, pool, spans)
+        return place_in(d, elf, functions, pool, spans)
 
 
-def _place(d: Disassembly, elf: Image, functions: list[Function], pool, spans=None) -> dict[str, Placed]:
+def place_in(d: Disassembly, elf: Image, functions: list[Function], pool, spans=None) -> dict[str, Placed]:
+    """`place` with D's file already open as ELF."""
     if spans is None:
         spans = symbol_spans(elf, d.target == "arm", functions)
     wanted = {f.name for f in functions}
