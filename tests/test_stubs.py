@@ -206,3 +206,19 @@ def test_kernel_long_calls_pair_stubs_and_extents():
     code = s["code"]["old"]
     assert s["padding"]["old"] + s["fill"]["old"] + s["stub_bytes"]["old"] + s["other_unsized"]["old"] \
         + s["in_symbols"]["old"] == code
+
+
+def test_x86_plt_entries_are_stubs(tmp_path):
+    """A dynamically linked program's PLT: one stub per .rela.plt entry, calls to f@plt go through one."""
+    (tmp_path / "p.c").write_text('int puts(const char *); int putchar(int);\n'
+                                  'int main(void) { puts("x"); putchar(10); return puts("y"); }\n')
+    prog = tmp_path / "p"
+    _run(["gcc", "-O2", "-fno-builtin", tmp_path / "p.c", "-o", prog])
+    relocs = _run(["readelf", "-rW", prog]).stdout
+    plt_section = relocs.split("'.rela.plt'")[1].split("Relocation section")[0]
+    entries = len(re.findall(r"^[0-9a-f]{8,}\s", plt_section, re.M))
+    calls = len(re.findall(r"\tcall\s+[0-9a-f]+ <\w+@plt>", _run(["objdump", "-d", "-w", prog]).stdout))
+    out = json.loads(flagbench("asm", prog, prog, "--format", "json").stdout)
+    assert out["unsized"]["old"]["stubs"] == entries >= 2
+    assert out["total"]["old"]["calls"]["through_stubs"] == calls >= 3
+    assert not any("@plt" in f["name"] for f in out["functions"])
