@@ -192,6 +192,7 @@ class Normaliser:
         self.elf = elf
         self.cmap = cmap if cmap is not None and cmap.has_stubs() and not elf.relocatable else None
         self._values: dict[str, list[int]] = {}   # symbol name -> values, to place targets on stubs
+        self._described: dict[tuple[int, bool], str | None] = {}
         if self.cmap is not None:
             for s in elf.symbols:
                 if s.shndx and s.name:
@@ -283,6 +284,8 @@ class Normaliser:
 
     def _stub(self, m: re.Match) -> str:
         """A branch to a linker stub names what the stub reaches: `<stub:f>` (layout-free)."""
+        if m.group(1).endswith("@plt") and not m.group(2):   # objdump's name for a PLT entry
+            return f"<stub:{m.group(1)[:-4]}>"
         off = int(m.group(2), 16) if m.group(2) else 0
         for value in self._values.get(m.group(1), ()):
             p = self.cmap.stub_at(value + off)
@@ -317,5 +320,8 @@ class Normaliser:
             return f"{_DROP_MINUS}<jump table>" if before == "-" else "<jump table>"
         # an address compared against is a boundary (a label), one stored or called a function
         line_start = text.rfind("\n", 0, start) + 1
-        desc = self.elf.describe_address(value, label=text.startswith("cmp", line_start + (text[line_start] == "\t")))
+        key = (value, text.startswith("cmp", line_start + (text[line_start] == "\t")))
+        desc = self._described.get(key, False)
+        if desc is False:   # the same addresses come back thousands of times in a vmlinux
+            desc = self._described[key] = self.elf.describe_address(*key)
         return f"{_DROP_MINUS}<{desc}>" if before == "-" and desc else f"<{desc}>" if desc else m.group(0)

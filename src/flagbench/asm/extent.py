@@ -19,9 +19,10 @@ _MADE_UP = re.compile(r".[+-]0x[0-9a-f]+$")   # objdump's name for code before a
 
 
 def not_functions(functions: dict[str, Function]) -> list[str]:
-    """Blocks named by a linker stub symbol or by objdump's made-up label."""
+    """Blocks named by a linker stub symbol, a PLT entry (objdump's `f@plt`) or objdump's
+    made-up label."""
     return [name for name in functions
-            if STUB_SYMBOL.match(name.partition("#")[0]) or _MADE_UP.search(name)]
+            if STUB_SYMBOL.match(name.partition("#")[0]) or _MADE_UP.search(name) or "@plt" in name]
 
 
 def overrun(d, image, cmap: CodeMap) -> tuple[dict[str, int], list[str], dict]:
