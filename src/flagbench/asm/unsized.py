@@ -82,9 +82,10 @@ class Piece:
 
 class CodeMap:
     """The classified pieces of one ELF file's executable sections, sorted by section and start."""
-    __slots__ = ("pieces", "_starts", "_stubs")
+    __slots__ = ("pieces", "_starts", "_stubs", "_counted")
 
-    def __init__(self, pieces: list[Piece]):
+    def __init__(self, pieces: list[Piece], counted: dict[str, int] | None = None):
+        self._counted = counted or {}     # padding bytes counted without pieces
         self.pieces = sorted(pieces, key=lambda p: (p.section, p.start))
         self._starts = [(p.section, p.start) for p in self.pieces]
         self._stubs = {p.start: p for p in self.pieces if p.kind == STUB and p.count}
@@ -94,6 +95,8 @@ class CodeMap:
         page or 2 MB alignment, not the padding between functions), and "stubs": how many."""
         out = dict.fromkeys(KINDS, 0)
         out["fill"] = out["stubs"] = 0
+        for kind, n in self._counted.items():
+            out[kind] += n
         for p in self.pieces:
             out[FILL_KEY if p.kind == PADDING and p.size >= FILL else p.kind] += p.size
             if p.kind == STUB:
@@ -139,10 +142,12 @@ class CodeMap:
         return bool(self.kinds(section, start, end) - {PADDING})
 
 
-def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read) -> CodeMap:
+def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read, pieces_only=True) -> CodeMap:
     """SECTIONS: (index, name, type, flags, addr, size, entsize) per section; SYMBOLS: (name,
     value, size, section index) of the defined symbols (section and file symbols left out);
-    READ(index, offset, size): bytes of a section."""
+    READ(index, offset, size): bytes of a section. Without PIECES_ONLY, padding between two
+    symbols is only counted (`flagbench size` wants totals: a vmlinux has 20,000 such holes)."""
+    counts = None if pieces_only or target in ("aarch64", "arm") else dict.fromkeys((PADDING, FILL_KEY), 0)
     exec_sections = {}
     plt_entries = 0
     for index, name, stype, flags, addr, size, entsize in sections:
@@ -181,6 +186,7 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read)
             continue
         bounds = sorted(set(labels[index]) | {v for v, _, _ in stub_syms.get(index, ())})
         stubs = {v: (s, t) for v, s, t in stub_syms.get(index, ())}
+        fill = _FILL.get(target, b"\0")
         for start, end in _uncovered(sized[index], base, base + size):
             # split at labels and stub symbols inside the hole
             i = bisect.bisect_left(bounds, start)
@@ -190,6 +196,11 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read)
                     cuts.append(bounds[i])
                 i += 1
             cuts.append(end)
+            if len(cuts) == 2 and counts is not None:   # most holes: padding between two functions
+                raw = read(index, start - base, end - start)
+                if not raw.translate(None, fill) or pad.fullmatch(raw):
+                    counts[FILL_KEY if end - start >= FILL else PADDING] += end - start
+                    continue
             for a, b in zip(cuts, cuts[1:]):
                 if a in stubs:
                     s, to = stubs[a]
@@ -199,7 +210,7 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read)
                 if a < b:
                     pieces += _scan(target, big, pad, index, read(index, a - base, b - a), a, b, by_value)
     _branches_over_stubs(target, pieces)
-    return CodeMap(pieces)
+    return CodeMap(pieces, counts)
 
 
 def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
@@ -366,8 +377,13 @@ def of_member(inp, m) -> CodeMap | None:
     S = elf_sections
     secs = [(i, n, h[S.TYPE], h[S.FLAGS], h[S.ADDR], h[S.SIZE], h[S.ENTSIZE]) for i, (n, h) in enumerate(zip(names, hdrs))]
 
-    def read(index: int, offset: int, size: int) -> bytes:   # only the holes, not the code
-        off, total = elf_sections.table_range(m, hdrs, index, f"section {index}")
-        return inp.read(off + offset, max(0, min(size, total - offset)))
+    sections_read: dict[int, bytes] = {}
 
-    return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections), read)
+    def read(index: int, offset: int, size: int) -> bytes:   # a section's bytes, once
+        if index not in sections_read:
+            off, total = elf_sections.table_range(m, hdrs, index, f"section {index}")
+            sections_read[index] = inp.read(off, total)
+        return sections_read[index][offset:offset + size]
+
+    return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections), read,
+                    pieces_only=False)

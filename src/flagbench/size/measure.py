@@ -12,7 +12,7 @@ import sys
 
 from flagbench import elf
 from flagbench.elf._symtab import Summary
-from flagbench.size.pair import both
+from flagbench.size.pair import PARALLEL_SYMTAB_BYTES_EXTRAS, both
 from flagbench.size.rules import BOM_TABLES, DEFAULT_TYPES, BomTable, bom_text
 from flagbench.size.symbols import read_side
 from flagbench.size.table import bom_table
@@ -90,7 +90,7 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
 def compare(old_path: str, new_path: str, types: str | None = None, match=None) -> SizeComparison:
     """Sections, padding, footprints and the symbol table of OLD vs NEW."""
     tables = (("Function", types or DEFAULT_TYPES),)
-    old, new = both(read_side, *open_pair(old_path, new_path), tables, True)
+    old, new = both(read_side, *open_pair(old_path, new_path), tables, True, threshold=PARALLEL_SYMTAB_BYTES_EXTRAS)
     a, b = Summary.loads(old["tables"][0]), Summary.loads(new["tables"][0])
     search = match.search if match else None   # .cold: the parts of split functions
     return SizeComparison(old_path, new_path, Side(old, a.size_of(b".cold", search)),
