@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 NO_SYMBOL = "(no symbol)"
+STUBS = "(linker stubs)"   # executed in stubs the linker added (hppa long branches, veneers, PLT)
 _MAPPING = re.compile(r"^\$[a-z](\..*)?$")   # ARM/AArch64/RISC-V mapping symbols ($x, $d.12): not functions
 _SUFFIX = re.compile(r"((?:\.(?:constprop|isra|part|cold|lto_priv|localalias|clone|llvm)(?:\.\d+)*)+)$")
 
@@ -143,21 +144,30 @@ def parse_plugin_profile(text: str) -> dict[int, int]:
 
 
 class SymbolMap:
-    """Address -> the function containing it: sized function symbols first, else the nearest
-    code symbol below the address (hand-written assembly often has no size), else NO_SYMBOL."""
+    """Address -> the function containing it. A sized function holds its own extent and no more;
+    past it, the nearest code label below (hand-written assembly often has no size) holds the
+    address only when no sized function starts between them. Else the address is in a linker
+    stub (STUBS) or in no symbol (NO_SYMBOL)."""
 
-    def __init__(self, functions: list[tuple[int, int, str]], code_labels: list[tuple[int, str]]):
+    def __init__(self, functions: list[tuple[int, int, str]], code_labels: list[tuple[int, str]],
+                 stubs: list[tuple[int, int]] = ()):
         self.sized = sorted(functions)
         self.starts = [s for s, _, _ in self.sized]
         self.labels = sorted(code_labels)
         self.label_starts = [a for a, _ in self.labels]
+        self.stubs = sorted(stubs)
+        self.stub_starts = [a for a, _ in self.stubs]
 
     @classmethod
     def of_elf(cls, path) -> "SymbolMap":
+        from flagbench.asm import unsized
         from flagbench.elf.image import Image
         from flagbench.elf.constants import SHF_EXECINSTR, STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE, STT_PROC
         functions, labels = [], []
         with Image(str(path)) as image:
+            target = unsized.target_of_machine(image.machine, image.is64)
+            cmap = unsized.of_image(image, target) if target else None
+            stubs = [(p.start, p.end) for p in cmap.pieces if p.kind == unsized.STUB] if cmap else []
             for s in image.symbols:
                 if not s.shndx or not s.name or s.shndx >= len(image.sections):
                     continue
@@ -168,7 +178,7 @@ class SymbolMap:
                 elif s.type in (STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE) and not _MAPPING.match(s.name) \
                         and not s.name.startswith(".L"):
                     labels.append((s.value, s.name))   # hppa's $$dyncall millicode is one of these
-        return cls(functions, labels)
+        return cls(functions, labels, stubs)
 
     def name(self, address: int) -> str:
         i = bisect.bisect_right(self.starts, address) - 1
@@ -179,9 +189,13 @@ class SymbolMap:
             if address - start > 1 << 20:
                 break
             i -= 1
+        i = bisect.bisect_right(self.starts, address) - 1
         j = bisect.bisect_right(self.label_starts, address) - 1
-        if j >= 0:
+        if j >= 0 and (i < 0 or self.label_starts[j] > self.starts[i]):
             return self.labels[j][1]
+        k = bisect.bisect_right(self.stub_starts, address) - 1
+        if k >= 0 and address < self.stubs[k][1]:
+            return STUBS
         return NO_SYMBOL
 
 

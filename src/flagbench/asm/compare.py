@@ -1,7 +1,7 @@
 """Old vs new, function by function: same / changed / added / removed, and how much.
 
-The two disassemblies run in parallel (one process each, so both cores work while objdump
-streams); functions are compared on their normalised text, and only the changed ones are
+The two disassemblies run in parallel (the new one in a worker process, so both cores work
+while objdump streams); functions are compared on their normalised text, and only the changed ones are
 diffed line by line.
 """
 from __future__ import annotations
@@ -63,11 +63,13 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tupl
         warning = f"{old} is {t_old} but {new} is {t_new}: every function will differ"
     if parallel is None:
         parallel = os.path.getsize(old) + os.path.getsize(new) > PARALLEL_BYTES
+    # Each side makes the mixes of half the functions (by name): where old and new text are the
+    # same (most functions), one mix serves both (`render.Mixes`), and the two halves run at once.
     if not parallel:
-        return disassemble(old), disassemble(new), warning
-    with ProcessPoolExecutor(max_workers=2) as pool:
-        fo, fn = pool.submit(disassemble, old), pool.submit(disassemble, new)
-        return fo.result(), fn.result(), warning
+        return disassemble(old, (0, 2)), disassemble(new, (1, 2)), warning
+    with ProcessPoolExecutor(max_workers=1) as pool:   # the old side here: only one comes through a pipe
+        fn = pool.submit(disassemble, new, (1, 2))
+        return disassemble(old, (0, 2)), fn.result(), warning
 
 
 def compare_files(old: Path | str, new: Path | str, *, parallel: bool | None = None,
@@ -106,7 +108,10 @@ def _merge(parts: list[Disassembly], collide: set[str], label: str) -> Disassemb
             functions[key] = replace(f, name=key)
     first = parts[0]
     path = Path(os.path.commonpath([d.path for d in parts])) if len(parts) > 1 else first.path
-    return Disassembly(path, first.target, first.tool, functions, label)
+    unsized = Counter()
+    for d in parts:
+        unsized.update(d.unsized)
+    return Disassembly(path, first.target, first.tool, functions, label, dict(unsized))
 
 
 def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool = True,

@@ -15,9 +15,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from flagbench.asm import unsized
 from flagbench.asm.places import Places
 from flagbench.errors import UserError
 from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
@@ -28,6 +30,7 @@ class Function:
     name: str          # unique within the file: a repeated static name gets "#2", "#3"
     section: str
     text: str          # normalised instructions, one per line
+    mix: object = None  # its `mix.Mix`, made where it was disassembled (a worker process for a vmlinux)
 
     @property
     def lines(self) -> list[str]:
@@ -41,6 +44,9 @@ class Disassembly:
     tool: str          # "objdump-name version"
     functions: dict[str, Function]
     label: str = ""    # what to call it instead of the path (a variant build: "strict/loongarch64/clang")
+    # code no sized symbol covers (`unsized.CodeMap.totals`): bytes of "stub", "padding", "other"
+    # and "stubs", the number of linker stubs
+    unsized: dict[str, int] = field(default_factory=dict)
 
     @property
     def shown(self) -> str:
@@ -54,43 +60,70 @@ def objdump_argv(tool: str, path: Path, relocatable: bool) -> list[str]:
     return argv + (["-r"] if relocatable else []) + [str(path)]
 
 
-def disassemble(path: Path | str) -> Disassembly:
+def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disassembly:
+    """PATH's functions, normalised, with the instruction mix of those whose name falls in
+    MIX_PART (i, n): the i-th of n parts by name; `render.Mixes` makes or shares the rest."""
     path = Path(path)
     with Places(path) as elf:
         tool = get_target(elf.target).objdump
         if shutil.which(tool) is None:
             raise UserError(f"{tool} not found: it disassembles {elf.target} "
                             f"(install {' '.join(get_target(elf.target).packages)} or llvm-19)")
-        norm = Normaliser(elf)
-        functions = _functions(tool, path, elf.relocatable, norm)
-        return Disassembly(path, elf.target, tool_version(tool) or tool, functions)
+        cmap = unsized.of_image(elf.image, elf.target)
+        norm = Normaliser(elf, cmap)
+        ranges = [(None, None)] if elf.relocatable else cmap.code_ranges(SKIP_PADDING)
+        functions = _functions(tool, path, elf.relocatable, norm, ranges)
+        d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
+        from flagbench.asm import extent   # it uses this module's Function
+        from flagbench.asm.mix import mix
+        extent.cut(d, elf.image, cmap)
+        part, parts = mix_part
+        for f in d.functions.values():
+            if parts == 1 or zlib.crc32(f.name.encode()) % parts == part:
+                f.mix = mix(d.target, f.lines)
+        return d
 
 
-def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser") -> dict[str, Function]:
-    """objdump's output, function by function, normalised; objdump ends with this call."""
-    proc = subprocess.Popen(objdump_argv(tool, path, relocatable), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace")
-    try:
-        functions: dict[str, Function] = {}
-        for section, name, body in _blocks(proc.stdout):
-            key = name
-            n = 2
-            while key in functions:
-                key = f"{name}#{n}"
-                n += 1
-            functions[key] = Function(key, section, norm.body(body, name))
-        err = proc.stderr.read()
-        if proc.wait() != 0:
-            last = err.strip().splitlines()[-1] if err.strip() else proc.returncode
-            raise UserError(f"{tool} failed on {path}: {last}")
-        return functions
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+# Padding runs at least this long are not disassembled: a vmlinux pads .text to 2 MB with int3,
+# and objdump would print (and this module read) a line per byte of it.
+SKIP_PADDING = 64 << 10
+
+
+def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser",
+               ranges=((None, None),)) -> dict[str, Function]:
+    """objdump's output over RANGES of addresses (one run each, in order; None: no bound),
+    function by function, normalised; each objdump ends before this returns."""
+    functions: dict[str, Function] = {}
+    for start, stop in ranges:
+        argv = objdump_argv(tool, path, relocatable)
+        argv[-1:-1] = ([f"--start-address={start:#x}"] if start is not None else []) + \
+            ([f"--stop-address={stop:#x}"] if stop is not None else [])
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        try:
+            for section, name, body in _blocks(proc.stdout):
+                key = name
+                n = 2
+                while key in functions:
+                    key = f"{name}#{n}"
+                    n += 1
+                functions[key] = Function(key, section, norm.body(body, name))
+            err = proc.stderr.read()
+            if proc.wait() != 0:
+                last = err.strip().splitlines()[-1] if err.strip() else proc.returncode
+                raise UserError(f"{tool} failed on {path}: {last}")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return functions
 
 
 _HEADER = re.compile(r"<(.+)>:$")
+
+
+def is_local_label(name: str) -> bool:
+    """An assembler-local label or a mapping symbol ($x, $d), not hppa millicode ($$remI)."""
+    return name.startswith(".L") or (name.startswith("$") and not name.startswith("$$"))
 
 
 def _raw_blocks(stream):
@@ -118,7 +151,7 @@ def _blocks(stream):
         if m is None:
             continue  # the "file format" banner
         label = m.group(1)
-        if label.startswith((".L", "$")) and name is not None:
+        if is_local_label(label) and name is not None:
             parts.append(body)   # a local label the assembler kept (riscv); its number is noise
             continue
         if name is not None:
@@ -136,6 +169,7 @@ _RELOC_LINE = re.compile(r"^([^\n]*?)\t(R_\w+)\t([^\t\n]*)[^\n]*$", re.M)
 # trying every position, which is most of the time on a vmlinux.
 _TARGET_ADDR = re.compile(r"([ ,(\t#])-?(?:0x)?[0-9a-f]+ <")     # "je 88 <f+0x88>" -> "je <f+0x88>"
 _TARGET = re.compile(r"<([^>\n]*)>")
+_NAMED_TARGET = re.compile(r"<([^<>\n]+?)([+-]0x[0-9a-f]+)?>")     # "b,l <f-0x8>,rp"
 _RIP = re.compile(r"0x[0-9a-f]+\(%rip\)([^\n#]*?)\s*# <([^>\n]*)>")
 # A replacement that swallows the "-" left in front of its match (the patterns start at "0x").
 _DROP_MINUS = "\0"
@@ -154,8 +188,15 @@ PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|i
 
 
 class Normaliser:
-    def __init__(self, elf: Places):
+    def __init__(self, elf: Places, cmap: "unsized.CodeMap | None" = None):
         self.elf = elf
+        self.cmap = cmap if cmap is not None and cmap.has_stubs() and not elf.relocatable else None
+        self._values: dict[str, list[int]] = {}   # symbol name -> values, to place targets on stubs
+        self._described: dict[tuple[int, bool], str | None] = {}
+        if self.cmap is not None:
+            for s in elf.symbols:
+                if s.shndx and s.name:
+                    self._values.setdefault(s.name, []).append(s.value)
         self.x86 = elf.target == "x86_64"
         self.riscv = elf.target == "riscv64" and elf.relocatable
         self.llvm = "llvm" in get_target(elf.target).objdump
@@ -182,7 +223,10 @@ class Normaliser:
         if "(%rip)" in body:
             body = _RIP.sub(self._rip, body)
         if "<" in body:
-            body = _TARGET_ADDR.sub(r"\1<", body)
+            if self.cmap is not None:
+                body = _NAMED_TARGET.sub(self._stub, body)
+            if self.llvm:   # GNU objdump's --no-addresses leaves none before a target
+                body = _TARGET_ADDR.sub(r"\1<", body)
             body = body.replace(f"<{fname}+", "<.+").replace(f"<{fname}>", "<.>")
         if not self.elf.relocatable and self.hi:
             body = _IMMEDIATE.sub(self._address, body)
@@ -238,6 +282,17 @@ class Normaliser:
                     return desc
         return elf.describe(index, addend)
 
+    def _stub(self, m: re.Match) -> str:
+        """A branch to a linker stub names what the stub reaches: `<stub:f>` (layout-free)."""
+        if m.group(1).endswith("@plt") and not m.group(2):   # objdump's name for a PLT entry
+            return f"<stub:{m.group(1)[:-4]}>"
+        off = int(m.group(2), 16) if m.group(2) else 0
+        for value in self._values.get(m.group(1), ()):
+            p = self.cmap.stub_at(value + off)
+            if p is not None:
+                return f"<stub:{p.target}>"
+        return m.group(0)
+
     @staticmethod
     def _rip(m: re.Match) -> str:
         text = m.string
@@ -265,5 +320,8 @@ class Normaliser:
             return f"{_DROP_MINUS}<jump table>" if before == "-" else "<jump table>"
         # an address compared against is a boundary (a label), one stored or called a function
         line_start = text.rfind("\n", 0, start) + 1
-        desc = self.elf.describe_address(value, label=text.startswith("cmp", line_start + (text[line_start] == "\t")))
+        key = (value, text.startswith("cmp", line_start + (text[line_start] == "\t")))
+        desc = self._described.get(key, False)
+        if desc is False:   # the same addresses come back thousands of times in a vmlinux
+            desc = self._described[key] = self.elf.describe_address(*key)
         return f"{_DROP_MINUS}<{desc}>" if before == "-" and desc else f"<{desc}>" if desc else m.group(0)

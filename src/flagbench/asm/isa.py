@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 
 WIDTH = {"b": 1, "h": 2, "w": 4, "d": 8, "s": 4, "q": 16}
 
 
-@dataclass
+@dataclass(eq=False)   # hashed by identity: `mix` counts shared instances
 class Insn:
     mn: str
     ops: list[str]
@@ -41,6 +42,7 @@ _X86_REG = re.compile(r"%([a-z0-9]+)")
 _X86_IGNORE = {"rip", "rsp", "esp"}
 
 
+@cache   # a few dozen registers, asked about for every instruction shape
 def _x86_regwidth(reg: str) -> int | None:
     if reg.startswith(("xmm",)):
         return 16
@@ -61,6 +63,7 @@ def _x86_regwidth(reg: str) -> int | None:
     return None
 
 
+@cache
 def _x86_canon(reg: str) -> str:
     """rax/eax/ax/al -> a; r8/r8d -> r8: enough for the call slice."""
     m = re.fullmatch(r"(r\d+)[dwb]?", reg)

@@ -13,6 +13,7 @@ load and one store; string instructions count as string operations, not loads/st
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -24,25 +25,33 @@ from flagbench.asm.isa import CLASSIFIERS, Insn
 class Mix:
     insns: int = 0             # instructions, alignment padding not counted
     padding: int = 0           # padding instructions inside functions (NOPs, int3 before aligned code)
-    loads: Counter = field(default_factory=Counter)      # width in bytes -> count
-    stores: Counter = field(default_factory=Counter)
+    loads: dict = field(default_factory=dict)      # width in bytes -> count
+    stores: dict = field(default_factory=dict)
     calls_direct: int = 0
     calls_indirect: int = 0
+    calls_stub: int = 0        # of the direct calls, those that reach their target through a linker stub
     call_seq_insns: int = 0    # instructions that set up and make the calls, the call included
     branches: int = 0
-    string_ops: Counter = field(default_factory=Counter)  # "rep movsq" -> count
+    string_ops: dict = field(default_factory=dict)  # "rep movsq" -> count
 
     def __iadd__(self, other: "Mix") -> "Mix":
         self.insns += other.insns
         self.padding += other.padding
-        self.loads.update(other.loads)
-        self.stores.update(other.stores)
+        _add(self.loads, other.loads)
+        _add(self.stores, other.stores)
         self.calls_direct += other.calls_direct
         self.calls_indirect += other.calls_indirect
+        self.calls_stub += other.calls_stub
         self.call_seq_insns += other.call_seq_insns
         self.branches += other.branches
-        self.string_ops.update(other.string_ops)
+        _add(self.string_ops, other.string_ops)
         return self
+
+    def __reduce__(self):
+        """Pickled as plain values: a vmlinux's worth comes back from a worker process."""
+        return _from_values, (self.insns, self.padding, dict(self.loads), dict(self.stores), self.calls_direct,
+                              self.calls_indirect, self.calls_stub, self.call_seq_insns, self.branches,
+                              dict(self.string_ops))
 
     def to_json(self) -> dict:
         return {
@@ -51,14 +60,29 @@ class Mix:
             "loads": {str(k): v for k, v in sorted(self.loads.items())},
             "stores": {str(k): v for k, v in sorted(self.stores.items())},
             "calls": {"direct": self.calls_direct, "indirect": self.calls_indirect,
-                      "sequence_insns": self.call_seq_insns},
+                      "through_stubs": self.calls_stub, "sequence_insns": self.call_seq_insns},
             "branches": self.branches,
             "string_ops": dict(sorted(self.string_ops.items())),
         }
 
 
+_NESTS = re.compile(r'[(\[{<"]')
+
+
+def _from_values(insns, padding, loads, stores, direct, indirect, stub, seq, branches, string_ops) -> Mix:
+    return Mix(insns, padding, loads, stores, direct, indirect, stub, seq, branches, string_ops)
+
+
+def _add(into: dict, other: dict) -> None:
+    for key, n in other.items():
+        into[key] = into.get(key, 0) + n
+
+
+
 def split_operands(ops: str) -> list[str]:
     """Split on commas outside (), [], {}, <> and quotes."""
+    if not _NESTS.search(ops):
+        return [o for o in (part.strip() for part in ops.split(",")) if o]
     out, depth, cur, quote = [], 0, [], False
     for ch in ops:
         if ch == '"':
@@ -107,56 +131,111 @@ PAIRED_CALLS = ("riscv64", "loongarch64")
 SLICE_WINDOW = 12   # instructions looked at before a call for its setup
 
 
-def classify(target: str, lines: list[str]) -> list[Insn | None]:
-    """One Insn per instruction line, None for labels and data."""
-    fn = CLASSIFIERS[target]
-    comment = COMMENT.get(target)
-    out: list[Insn | None] = []
-    for line in lines:
-        p = parse(line, comment)
-        out.append(None if p is None else fn(*p))
-    return out
+# What a normalised line is, by target: an Insn, PAD (alignment padding) or False (a label or
+# data). Classifying is the cost of a vmlinux's mix (over a million lines), and lines repeat:
+# first by the line itself, then by its shape: symbols and numbers blanked (the classifiers
+# look at neither, apart from $$dyncall, kept), so one Insn serves many lines. A number starts
+# with a digit after a non-word character (or is hex before a base register); register names
+# and mnemonic suffixes do not.
+PAD = "pad"
+_LINES: dict[str, dict[str, object]] = {}
+_SHAPES: dict[str, dict[str, object]] = {}
+_SYMBOL = re.compile(r'<"(?:[^"\\\n]|\\.)*">|<[^<>$\n]*>')     # a string literal may hold < and >
+_NUMBER = re.compile(r"(?<![\w.])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hppa: "-c0(sp)"
+_INTERN: dict = {}
+
+
+def _what(target: str, line: str):
+    if PADDING.match(line):
+        return PAD
+    key = _NUMBER.sub("0", _SYMBOL.sub("<>", line))
+    shapes = _SHAPES.setdefault(target, {})
+    what = shapes.get(key)
+    if what is None:
+        p = parse(key, COMMENT.get(target))
+        what = False if p is None else _slim(CLASSIFIERS[target](*p))
+        shapes[key] = what
+    return what
+
+
+def _slim(insn: Insn) -> Insn:
+    """The Insn without its text, its sets and lists shared: thousands stay cached."""
+    insn.ops = ()
+    for name in ("loads", "stores"):
+        value = tuple(getattr(insn, name))
+        setattr(insn, name, _INTERN.setdefault(value, value))
+    for name in ("target_regs", "defs", "uses"):
+        value = frozenset(getattr(insn, name))
+        setattr(insn, name, _INTERN.setdefault(value, value))
+    return insn
 
 
 def mix(target: str, lines: list[str]) -> Mix:
     m = Mix()
-    real = [line for line in lines if not PADDING.match(line)]
-    m.padding = len(lines) - len(real)
-    insns = classify(target, real)
-    for i, insn in enumerate(insns):
-        if insn is None:
+    cache = _LINES.setdefault(target, {})
+    insns = list(map(cache.get, lines))           # per line in C; Python only for lines not seen
+    if None in insns:
+        for i, what in enumerate(insns):
+            if what is None:
+                insns[i] = cache[lines[i]] = _what(target, lines[i])
+    calls = []
+    loads, stores = m.loads, m.stores
+    for insn, k in Counter(insns).items():
+        if insn is PAD:
+            m.padding += k
             continue
-        m.insns += 1
-        m.loads.update(insn.loads)
-        m.stores.update(insn.stores)
-        m.branches += insn.branch
+        if not insn:
+            continue
+        m.insns += k
+        for w in insn.loads:
+            loads[w] = loads.get(w, 0) + k
+        for w in insn.stores:
+            stores[w] = stores.get(w, 0) + k
+        if insn.branch:
+            m.branches += k
         if insn.string_op:
-            m.string_ops[insn.string_op] += 1
+            m.string_ops[insn.string_op] = m.string_ops.get(insn.string_op, 0) + k
         if insn.call:
-            seq = call_sequence(insns, i)
-            m.call_seq_insns += len(seq) + 1
-            # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
-            direct = insn.call == "direct" or (
-                target in PAIRED_CALLS and seq and not any(insns[j].loads for j in seq)
-                and any(insns[j].symbolic for j in seq))
-            if direct:
-                m.calls_direct += 1
-            else:
-                m.calls_indirect += 1
+            calls.append((insn, k))
+    at = []
+    for insn, k in calls:                         # where they are: list.index scans in C
+        i = -1
+        for _ in range(k):
+            i = insns.index(insn, i + 1)
+            at.append(i)
+    for i in sorted(at):
+        insn = insns[i]
+        seq = call_sequence(insns, i)
+        m.call_seq_insns += len(seq) + 1
+        # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
+        direct = insn.call == "direct" or (
+            target in PAIRED_CALLS and seq and not any(insns[j].loads for j in seq)
+            and any(insns[j].symbolic for j in seq))
+        if direct:
+            m.calls_direct += 1
+            if "<stub:" in lines[i]:
+                m.calls_stub += 1
+        else:
+            m.calls_indirect += 1
     return m
 
 
-def call_sequence(insns: list[Insn | None], at: int) -> list[int]:
-    """Indexes of the instructions before insns[at] that compute its target (a register slice)."""
+def call_sequence(insns: list, at: int) -> list[int]:
+    """Indexes of the instructions before insns[at] that compute its target (a register slice);
+    INSNS holds an Insn per instruction line, PAD for padding (passed over), None or False for
+    labels and data."""
     need = set(insns[at].target_regs)
     seq = []
-    j = at - 1
-    while need and j >= 0 and at - j <= SLICE_WINDOW:
+    j, steps = at - 1, 1
+    while need and j >= 0 and steps <= SLICE_WINDOW:
         insn = insns[j]
-        if insn is None or insn.call or insn.branch:
+        j -= 1
+        if insn is PAD:
+            continue
+        if not insn or insn.call or insn.branch:
             break
         if insn.defs & need:
-            seq.append(j)
+            seq.append(j + 1)
             need = (need - insn.defs) | insn.uses
-        j -= 1
+        steps += 1
     return sorted(seq)

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench.asm.disasm import PADDING, Disassembly, Function
+from flagbench.asm.disasm import PADDING, Disassembly, Function, is_local_label
 from flagbench.elf import Image
 from flagbench.elf.constants import STT_FILE, STT_SECTION
 from flagbench.toolchains import get_target
@@ -131,13 +131,19 @@ def _targets(start: int, real, gaps) -> list[str]:
 
 
 # -- addresses: objdump again, over the ranges of the functions asked for ----------------
-def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor) -> dict[str, Placed]:
+def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor, spans=None) -> dict[str, Placed]:
+    """The functions' lines with their addresses; SPANS: `symbol_spans` of them when known."""
     with Image(str(d.path)) as elf:
-        return _place(d, elf, functions, pool)
+        return place_in(d, elf, functions, pool, spans)
 
 
-def _place(d: Disassembly, elf: Image, functions: list[Function], pool) -> dict[str, Placed]:
-    ranges = _ranges(elf, d.target == "arm", functions)
+def place_in(d: Disassembly, elf: Image, functions: list[Function], pool, spans=None) -> dict[str, Placed]:
+    """`place` with D's file already open as ELF."""
+    if spans is None:
+        spans = symbol_spans(elf, d.target == "arm", functions)
+    wanted = {f.name for f in functions}
+    ranges = {name: (elf.sections[shndx].name, start, stop) for name, (shndx, start, stop, _) in spans.items()
+              if name in wanted}
     x86 = d.target == "x86_64" and not elf.relocatable    # one objdump over the runs' bytes
     by_section: dict[str, list[tuple[int, int]]] = {}
     for section, start, stop in ranges.values():
@@ -230,36 +236,43 @@ def _slice(records, keys: list[int], start: int, n_lines: int) -> list[tuple[int
     return records[i:i + n_lines + 8]
 
 
-def _ranges(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[str, int, int]]:
-    """name -> (section, start, stop): from its symbol to the next symbol that objdump
-    would start a block at (local labels join the function, as in the first pass)."""
+def symbol_spans(elf: Image, thumb: bool, functions: list[Function]) -> dict[str, tuple[int, int, int, int]]:
+    """name -> (section index, start, stop, symbol size): the block objdump printed for the
+    function runs from its symbol to STOP, the next symbol it would start a block at."""
     wanted = {}
     for f in functions:
         base, _, n = f.name.rpartition("#")
         wanted[f.name] = (base, int(n)) if base and n.isdigit() else (f.name, 1)
     names = {base for base, _ in wanted.values()}
-    found: dict[str, list[tuple[int, int]]] = {}
+    found: dict[str, list[tuple[int, int, int]]] = {}
     starts: dict[int, list[int]] = {}
     for s in elf.symbols:
         if not s.shndx or s.shndx >= len(elf.sections) or s.type in (STT_SECTION, STT_FILE) or not s.name:
             continue
         value = s.value & ~1 if thumb else s.value
-        if not s.name.startswith((".L", "$")):
+        if not is_local_label(s.name):
             starts.setdefault(s.shndx, []).append(value)
         if s.name in names:
-            found.setdefault(s.name, []).append((s.shndx, value))
+            found.setdefault(s.name, []).append((s.shndx, value, s.size))
+    shared = set()     # places where objdump chose one of several names for the block
+    for shndx, values in starts.items():
+        values.sort()
+        shared.update((shndx, a) for a, b in zip(values, values[1:]) if a == b)
+    ordered = {shndx: sorted(set(values)) for shndx, values in starts.items()}
     out = {}
     for f in functions:
         base, n = wanted[f.name]
         places = sorted(set(found.get(base, ())))
         if len(places) < n or elf.sections[places[n - 1][0]].name != f.section:
             continue
-        shndx, start = places[n - 1]
+        if len(places) > 1 and any((shndx, value) in shared for shndx, value, _ in places):
+            continue   # "f#2" is the second block objdump named f, not surely f's second symbol
+        shndx, start, size = places[n - 1]
         sec = elf.sections[shndx]
-        values = sorted(set(starts[shndx]))
+        values = ordered[shndx]
         i = bisect.bisect_right(values, start)
         stop = values[i] if i < len(values) else (sec.addr + sec.size if not elf.relocatable else sec.size)
-        out[f.name] = (f.section, start, stop)
+        out[f.name] = (shndx, start, stop, size)
     return out
 
 

@@ -15,16 +15,25 @@ LIST_STATUSES = ("changed", "added", "removed")
 
 
 class Mixes:
-    """Instruction mixes per function, old and new, computed once per distinct text."""
+    """Instruction mixes per function, old and new, computed once per distinct text: most come
+    made with the disassemblies (each side makes half, see `compare.disassemble_pair`), a
+    function with the same text on the other side (same target) shares that side's, and only
+    the rest are made here."""
 
     def __init__(self, c: AsmComparison):
         self.c = c
         self._cache: dict[tuple[str, str], Mix] = {}
+        self._same_target = c.old.target == c.new.target
 
     def of(self, side: str, d: FunctionDiff) -> Mix | None:
         f = d.old if side == "old" else d.new
         if f is None:
             return None
+        if f.mix is not None:
+            return f.mix
+        g = d.new if side == "old" else d.old
+        if self._same_target and g is not None and g.mix is not None and g.text == f.text:
+            return g.mix
         target = self.c.old.target if side == "old" else self.c.new.target
         key = (target, f.text)
         if key not in self._cache:
@@ -49,6 +58,7 @@ def mix_rows(old: Mix | None, new: Mix | None) -> list[tuple[str, int, int]]:
             rows.append((f"{label}s {w}B", a.get(w, 0), b.get(w, 0)))
     rows += [("calls direct", o.calls_direct, n.calls_direct),
              ("calls indirect", o.calls_indirect, n.calls_indirect),
+             ("calls through stubs", o.calls_stub, n.calls_stub),
              ("call sequence insns", o.call_seq_insns, n.call_seq_insns),
              ("branches", o.branches, n.branches)]
     for op in sorted(set(o.string_ops) | set(n.string_ops)):
@@ -71,6 +81,7 @@ def to_json(c: AsmComparison, chosen: list[str], everything: bool = True) -> str
         "counts": c.counts(),
         "functions": functions,
         "total": {"old": mixes.total("old").to_json(), "new": mixes.total("new").to_json()},
+        "unsized": {"old": c.old.unsized, "new": c.new.unsized},
     }
     if c.warning:
         out["warning"] = c.warning
@@ -96,9 +107,20 @@ def _summary(c: AsmComparison) -> str:
             f"{k['added']} added, {k['removed']} removed")
 
 
+def unsized_line(c: AsmComparison) -> str | None:
+    """Linker stubs and other code outside every function, old -> new (None when neither has any)."""
+    o, n = c.old.unsized, c.new.unsized
+    if not any(d.get(k) for d in (o, n) for k in ("stubs", "stub", "other")):
+        return None
+    return (f"stubs: {o.get('stubs', 0)} -> {n.get('stubs', 0)} ({o.get('stub', 0)} -> {n.get('stub', 0)} bytes); "
+            f"other code outside functions: {o.get('other', 0)} -> {n.get('other', 0)} bytes")
+
+
 def to_markdown(c: AsmComparison, chosen: list[str], limit: int) -> str:
     mixes = Mixes(c)
     out = [f"**asm** {md_code(c.old.shown)} → {md_code(c.new.shown)} ({c.old.target}) · {_summary(c)}", ""]
+    if unsized_line(c):
+        out += [unsized_line(c), ""]
     if c.warning:
         out += [f"> warning: {md_code(c.warning)}", ""]
     listed = [d for d in c.functions if d.status in LIST_STATUSES][:limit]
@@ -143,6 +165,8 @@ def print_text(c: AsmComparison, chosen: list[str], limit: int, file=None) -> No
     if c.warning:
         console.print(Text(term_text(f"warning: {c.warning}"), style="yellow"))
     console.print(_summary(c))
+    if unsized_line(c):
+        console.print(unsized_line(c))
     listed = [d for d in c.functions if d.status in LIST_STATUSES]
     if listed:
         console.print()

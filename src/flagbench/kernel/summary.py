@@ -47,6 +47,7 @@ class PairSummary:
     compiler: str
     tree: str
     string_ops: list[tuple[str, dict, dict]]   # (function, old {op: n}, new {op: n}) where they differ
+    stubs: str = ""                 # linker stubs and code outside functions, one line (size/asm)
 
     @property
     def text_delta(self) -> int:
@@ -115,7 +116,21 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rul
         old.cell.key, new.cell.key, c.old.code, c.new.code, c.old.padding, c.new.padding,
         c.old.covered, c.new.covered, bom_old, bom_new, fn_old, fn_new, rules_of(old.src, rules)[0],
         counts, kconfig_file.delta(old.config, new.config),
-        kobjects.compare_trees(old.dir, new.dir) if with_objects else [], compiler, new.tree, string_ops)
+        kobjects.compare_trees(old.dir, new.dir) if with_objects else [], compiler, new.tree, string_ops,
+        _stubs(c, asm if with_asm else None))
+
+
+def _stubs(c, asm) -> str:
+    """Linker stubs (count, bytes, calls through them) and other code outside functions."""
+    o, n = c.old, c.new
+    if not (o.stubs or n.stubs or o.other or n.other):
+        return ""
+    line = f"linker stubs {o.stubs} -> {n.stubs} ({o.stub_bytes} -> {n.stub_bytes} B"
+    if asm is not None:
+        from flagbench.asm.render import Mixes
+        mixes = Mixes(asm)
+        line += f", calls through them {mixes.total('old').calls_stub} -> {mixes.total('new').calls_stub}"
+    return line + f"); other code outside functions {o.other} -> {n.other} B"
 
 
 def _string_ops(asm) -> list[tuple[str, dict, dict]]:
@@ -189,5 +204,7 @@ def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20) -> st
     for name, a, b in s.string_ops[:objects_top]:
         ops = sorted(set(a) | set(b))
         lines.append(f"  {name}: " + ", ".join(f"{op} {a.get(op, 0)}->{b.get(op, 0)}" for op in ops))
+    if s.stubs:
+        lines.append(s.stubs)
     lines.append(f"built with {s.compiler}; tree {s.tree}")
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ import sys
 
 from flagbench import elf
 from flagbench.elf import Summary
-from flagbench.size.pair import both
+from flagbench.size.pair import PARALLEL_SYMTAB_BYTES_EXTRAS, both
 from flagbench.size.rules import BOM_TABLES, DEFAULT_TYPES, BomTable, bom_text
 from flagbench.size.symbols import read_side
 from flagbench.size.table import bom_table
@@ -20,14 +20,20 @@ from flagbench.size.table import bom_table
 
 class Side:
     """What compare() measures in one input (beyond its symbols, which are in the table)."""
-    __slots__ = ("sections", "groups", "covered", "skipped", "padding", "cold")
+    __slots__ = ("sections", "groups", "covered", "skipped", "padding", "fill", "stubs", "stub_bytes", "other", "cold")
 
     def __init__(self, raw: dict, cold: int):
+        u = raw["unsized"]                                # code outside sized symbols (`asm.unsized`)
         self.sections: dict[str, int] = raw["sections"]   # output-section-like name -> bytes
         self.groups: dict[str, int] = raw["groups"]       # text / rodata / data / bss
-        self.covered: int = raw["covered"]                # code bytes inside sized symbols (all of them)
+        self.padding: int = u["padding"]                  # alignment padding between code (NOPs, int3, zeros)
+        self.fill: int = u["fill"]                        # ... in runs of 4 KB or more (page, 2 MB, section ends)
+        self.stubs: int = u["stubs"]                      # linker stubs (veneers, long-branch stubs, PLT)
+        self.stub_bytes: int = u["stub"]                  # ... their bytes
+        self.other: int = u["other"]                      # other code outside sized symbols (asm without .size)
+        # code bytes inside sized symbols other than stubs: the rest of the code, so the rows add up
+        self.covered: int = self.code - self.padding - self.fill - self.stub_bytes - self.other
         self.skipped: int = raw["skipped"]                # ... of those, in symbols bloat-o-meter's rules skip
-        self.padding: int = raw["padding"]                # ... in gaps after sized symbols
         self.cold: int = cold                             # bytes of .cold symbols
 
     @property
@@ -89,7 +95,8 @@ def compare(old_path: str, new_path: str, types: str | None = None, match=None) 
     """Sections, padding, footprints and the symbol table of OLD vs NEW."""
     tables = (("Function", types or DEFAULT_TYPES),)
     warnings: list[str] = []
-    old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, True)
+    old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, True,
+                    threshold=PARALLEL_SYMTAB_BYTES_EXTRAS)
     for w in warnings:
         _stderr(w)
     a, b = Summary.loads(old["tables"][0]), Summary.loads(new["tables"][0])

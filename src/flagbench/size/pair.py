@@ -19,15 +19,17 @@ from flagbench.errors import UserError
 # Below this much symbol table (an ELF file's; an archive counts its whole size, as reading
 # every member's headers to find out would cost what it saves) forking does not pay.
 PARALLEL_SYMTAB_BYTES = 2 << 20
+# With the code outside symbols classified (every format but bom) a side costs more: fork sooner.
+PARALLEL_SYMTAB_BYTES_EXTRAS = 256 << 10
 PARALLEL_ARCHIVE_BYTES = 16 << 20
 _PIPE_SIZE = 1 << 20
 
 
-def both(func, old, new, *args, parallel: bool | None = None):
+def both(func, old, new, *args, parallel: bool | None = None, threshold: int = PARALLEL_SYMTAB_BYTES):
     """(func(old, *args), func(new, *args)); OLD in a forked child when PARALLEL (None: when
     either input is large). FUNC's result must be marshal-able."""
     if parallel is None:
-        parallel = _large(old) or _large(new)
+        parallel = _large(old, threshold) or _large(new, threshold)
     if not parallel or not hasattr(os, "fork"):
         return func(old, *args), func(new, *args)
     sys.stdout.flush()
@@ -88,11 +90,11 @@ def both(func, old, new, *args, parallel: bool | None = None):
     return marshal.loads(body), mine
 
 
-def _large(inp) -> bool:
+def _large(inp, threshold: int = PARALLEL_SYMTAB_BYTES) -> bool:
     """Whether reading INP's symbols takes long enough to pay for a fork."""
     if inp.kind == "archive":
         return inp.size >= PARALLEL_ARCHIVE_BYTES
     from flagbench.elf import sections
     from flagbench.elf.constants import SHT_SYMTAB
     hdrs = sections.headers(inp, inp.members[0])
-    return sum(h[sections.SIZE] for h in hdrs if h[sections.TYPE] == SHT_SYMTAB) >= PARALLEL_SYMTAB_BYTES
+    return sum(h[sections.SIZE] for h in hdrs if h[sections.TYPE] == SHT_SYMTAB) >= threshold

@@ -33,17 +33,20 @@ def _triple(o: int, n: int) -> dict:
 
 
 def summary(c: SizeComparison) -> str:
-    """One line: how much of the code growth is padding and how much is in the symbols."""
+    """One line: how much of the code growth is padding, stubs, other code and the symbols."""
     o, n = c.old, c.new
     d_code, d_pad, d_cov = n.code - o.code, n.padding - o.padding, n.covered - o.covered
-    d_rest = d_code - d_pad - d_cov
     line = (f"code {o.code} -> {n.code} ({d_code:+d} bytes): padding {d_pad:+d}, "
             f"instructions in sized symbols {d_cov:+d}")
     d_skip = n.skipped - o.skipped
     if d_skip:
         line += f" (of which {d_skip:+d} in symbols bloat-o-meter skips)"
-    if d_rest:
-        line += f", other (unsized code, section tails) {d_rest:+d}"
+    if o.stubs or n.stubs or o.stub_bytes or n.stub_bytes:
+        line += f", linker stubs {n.stub_bytes - o.stub_bytes:+d} ({o.stubs} -> {n.stubs} stubs)"
+    if n.other != o.other:
+        line += f", other unsized code {n.other - o.other:+d}"
+    if n.fill != o.fill:
+        line += f", alignment fill (runs of 4 KB and more) {n.fill - o.fill:+d}"
     return line
 
 
@@ -54,6 +57,10 @@ def _json(c: SizeComparison, top):
         "sections": list(_section_records(c)),
         "groups": {k: _triple(c.old.groups[k], c.new.groups[k]) for k in c.old.groups},
         "padding": _triple(c.old.padding, c.new.padding),
+        "fill": _triple(c.old.fill, c.new.fill),
+        "stubs": _triple(c.old.stubs, c.new.stubs),
+        "stub_bytes": _triple(c.old.stub_bytes, c.new.stub_bytes),
+        "other_unsized": _triple(c.old.other, c.new.other),
         "code": _triple(c.old.code, c.new.code),
         "in_symbols": _triple(c.old.covered, c.new.covered),
         "in_skipped_symbols": _triple(c.old.skipped, c.new.skipped),
@@ -103,6 +110,10 @@ def _extras(c: SizeComparison):
     o, n = c.old, c.new
     return [(f"{k} (sections)", o.groups[k], n.groups[k]) for k in o.groups] + [
         ("padding in code", o.padding, n.padding),
+        ("alignment fill (runs of 4 KB and more)", o.fill, n.fill),
+        ("linker stubs (bytes)", o.stub_bytes, n.stub_bytes),
+        ("linker stubs (count)", o.stubs, n.stubs),
+        ("other code outside sized symbols", o.other, n.other),
         ("code in sized symbols", o.covered, n.covered),
         ("  of which skipped " + SKIPPED_NOTE, o.skipped, n.skipped),
         (".cold symbols", o.cold, n.cold),

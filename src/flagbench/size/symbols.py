@@ -9,6 +9,7 @@ objects are made once per distinct name, not once per symbol.
 from __future__ import annotations
 
 from flagbench.elf import Summary
+from flagbench.elf.constants import ET_REL
 from flagbench.elf import tables as elf_tables
 from flagbench.size.rules import CODE_LETTERS, SKIP_NAMES, SKIP_PREFIXES
 
@@ -23,16 +24,17 @@ SECTION_GROUPS = tuple((g.encode(), g, True) for g in (
 
 
 def read_side(inp, tables, extras: bool = False) -> dict:
-    """Per (label, letters) table, bloat-o-meter's names of INP summed (a `_symtab.Summary`, as
+    """Per (label, letters) table, bloat-o-meter's names of INP summed (an `elf.Summary`, as
     its `dumps()`: plain bytes that `marshal` carries from the forked reader; `Summary.loads`
     makes it again); with EXTRAS also the sections, code totals and footprints. Closes INP."""
     summaries = tuple(Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
                       for _, letters in tables)
-    side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0}
+    side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0,
+            "unsized": dict.fromkeys(("stub", "padding", "fill", "other", "stubs"), 0)}
     try:
         for t in elf_tables.read_members(inp, full=extras, sized_only=not extras, summaries=summaries):
             if extras:
-                _sections(t, side)
+                _unsized(inp, t, side, _sections(t, side))
     finally:
         inp.close()
     side["tables"] = [s.dumps() for s in summaries]
@@ -46,8 +48,26 @@ _SKIP_PREFIXES = tuple(p.encode() for p in SKIP_PREFIXES)
 _SKIP_NAMES = tuple(n.encode() for n in SKIP_NAMES)
 
 
-def _sections(t, side: dict) -> None:
-    """Allocated sections by output-section-like group (`size -A`) and kind, code in symbols and padding."""
+def _unsized(inp, t, side: dict, code: int) -> None:
+    """Code outside sized symbols, classified (stubs, padding, other): `asm.unsized`, for linked
+    files. A relocatable object has no linker stubs: there the reader's own sums serve (the gaps
+    after sized symbols are padding, the rest is other code), and an archive of thousands of
+    members is not read twice."""
+    u = side["unsized"]
+    if t.member.etype == ET_REL:
+        u["padding"] += t.padding
+        u["other"] += max(0, code - t.covered - t.padding)
+        return
+    from flagbench.asm import unsized
+    cmap = unsized.of_member(inp, t.member)
+    if cmap is not None:
+        for kind, n in cmap.totals().items():
+            u[kind] += n
+
+
+def _sections(t, side: dict) -> int:
+    """Allocated sections by output-section-like group (`size -A`) and kind, code in symbols and
+    padding; the member's code bytes."""
     sections, code, rodata, data, bss = t.section_sizes(SECTION_GROUPS)
     for name, size in sections.items():
         side["sections"][name] = side["sections"].get(name, 0) + size
@@ -55,3 +75,4 @@ def _sections(t, side: dict) -> None:
         side["groups"][group] += size
     side["covered"] += t.covered
     side["padding"] += t.padding
+    return code

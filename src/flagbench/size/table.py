@@ -5,7 +5,7 @@ from flagbench.size.rules import BomTable
 
 
 def bom_table(label: str, old, new, match=None, extras: bool = False) -> BomTable:
-    """OLD and NEW are one table's `_symtab.Summary` each; MATCH (a compiled regex or None)
+    """OLD and NEW are one table's `elf.Summary` each; MATCH (a compiled regex or None)
     keeps only the names it finds a match in. With EXTRAS the rows carry letters and footprints.
 
     The summaries compare themselves (`Summary.diff`, in C: a vmlinux pair has 30,000 names and

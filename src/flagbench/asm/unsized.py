@@ -1,0 +1,413 @@
+"""Code that no sized symbol covers, classified: linker stubs, alignment padding, other code.
+
+A function's extent is its symbol (value, size). What lies in an executable section outside
+every sized symbol is one of:
+- a linker stub: code the linker added to reach a target a branch cannot, recognised from the
+  linker's own stub symbols (arm/aarch64 veneers `__f_veneer`, arm `__f_from_thumb`...), from
+  the instruction shape where the linker names nothing (hppa long-branch stubs
+  `ldil L%f,r1; be,n R%f(sr4,r1)`, their PIC form and import stubs), and PLT sections;
+- alignment padding: NOPs in the target's spellings, int3 and zero fill;
+- other unsized code: assembly without `.size`, or anything the shapes do not explain.
+
+`size` sums the bytes, `asm` cuts functions at their extent and names calls that go through a
+stub, `profile` attributes executed stub instructions to stubs. Plain classes and tuples only:
+`flagbench size` imports this and its start-up is measured.
+"""
+from __future__ import annotations
+
+import bisect
+import re
+
+STUB, PADDING, OTHER = "stub", "padding", "other"
+KINDS = (STUB, PADDING, OTHER)
+FILL, FILL_KEY = 4096, "fill"   # a padding run this long aligns a section or a page, not a function
+
+SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS = 0x2, 0x4, 8
+STT_SECTION, STT_FILE = 3, 4
+
+# The linker's stub symbols, capturing the target: aarch64/arm `__f_veneer`, arm interworking.
+STUB_SYMBOL = re.compile(r"^__(.+?)(?:_veneer|_from_arm|_from_thumb|_change_to_arm)$")
+_STUB_LINES = re.compile(STUB_SYMBOL.pattern, re.M)
+# Symbols that start no code of their own: mapping symbols ($x, $d.1, riscv's $xrv64i2p1...)
+# and assembler-local labels.
+_NOT_LABEL = re.compile(r"^(?:\$[adtx](?:\.|$|rv)|\.L)")
+_PLT = re.compile(r"^\.(?:plt(?:\.sec|\.got|\.bnd)?|iplt)$")
+_PLT_RELOCS = (".rela.plt", ".rel.plt", ".rela.iplt", ".rel.iplt")
+
+# Padding by target, as whole runs of bytes. x86: int3, zero fill and every NOP spelling gas and
+# the kernel's alternatives use (0x90, 66 90, 0f 1f /0 with 66/2e prefixes, 32-bit lea fillers).
+_X86_NOP = (rb"\xcc|\x00|\x90|(?:\x66|\x2e)*\x0f\x1f(?:\x00|\x40\x00|\x44\x00\x00|\x80\x00{4}|\x84\x00{5})"
+            rb"|\x66+\x90|\x8d\x76\x00|\x8d\xb4\x26\x00{4}|\x8d\x74\x26\x00|\x8d\xb6\x00{4}|\x87\xdb|\x87\xc9")
+_WORD_PADDING = {   # 4-byte NOPs (and zero words) in file byte order
+    "hppa": (b"\x08\x00\x02\x40",), "hppa64": (b"\x08\x00\x02\x40",),
+    "aarch64": (b"\x1f\x20\x03\xd5",), "loongarch64": (b"\x00\x00\x40\x03",),
+}
+_HALF_PADDING = {   # 2-byte granules: thumb nop / mov r8,r8, arm nop halves; riscv c.nop, nop halves
+    "arm": (b"\x00\xbf", b"\xc0\x46", b"\x00\xf0", b"\x20\xe3", b"\x00\x00", b"\xa0\xe1"),
+    "riscv64": (b"\x01\x00", b"\x13\x00"),
+}
+
+
+# Byte fills that are padding whatever their length (a section tail of megabytes: no regex)
+_FILL = {"x86_64": b"\xcc\x90\x00"}
+
+
+def _padding_regex(target: str) -> re.Pattern:
+    if target == "x86_64":
+        return re.compile(rb"(?:" + _X86_NOP + rb")*", re.S)
+    if target in _WORD_PADDING:
+        words = (b"\x00\x00\x00\x00",) + _WORD_PADDING[target]
+        return re.compile(rb"(?:" + b"|".join(re.escape(w) for w in words) + rb")*", re.S)
+    halves = _HALF_PADDING.get(target, ()) + (b"\x00\x00",)
+    return re.compile(rb"(?:" + b"|".join(re.escape(h) for h in halves) + rb")*", re.S)
+
+
+class Piece:
+    """[start, end) of one section (addresses in a linked file, offsets in an object), its kind,
+    and for a stub how many stubs it is (0: the branch over a stub group) and what it reaches."""
+    __slots__ = ("section", "start", "end", "kind", "count", "target")
+
+    def __init__(self, section: int, start: int, end: int, kind: str, count: int = 0, target: str | None = None):
+        self.section, self.start, self.end, self.kind = section, start, end, kind
+        self.count, self.target = count, target
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    def __repr__(self) -> str:
+        to = f" -> {self.target}" if self.target else ""
+        return f"Piece({self.kind} {self.start:#x}..{self.end:#x}{to})"
+
+
+class CodeMap:
+    """The classified pieces of one ELF file's executable sections, sorted by section and start."""
+    __slots__ = ("pieces", "_starts", "_stubs", "_counted")
+
+    def __init__(self, pieces: list[Piece], counted: dict[str, int] | None = None):
+        self._counted = counted or {}     # padding bytes counted without pieces
+        self.pieces = sorted(pieces, key=lambda p: (p.section, p.start))
+        self._starts = [(p.section, p.start) for p in self.pieces]
+        self._stubs = {p.start: p for p in self.pieces if p.kind == STUB and p.count}
+
+    def totals(self) -> dict[str, int]:
+        """Bytes per kind, the padding runs of FILL bytes or more apart ("fill": a linker script's
+        page or 2 MB alignment, not the padding between functions), and "stubs": how many."""
+        out = dict.fromkeys(KINDS, 0)
+        out["fill"] = out["stubs"] = 0
+        for kind, n in self._counted.items():
+            out[kind] += n
+        for p in self.pieces:
+            out[FILL_KEY if p.kind == PADDING and p.size >= FILL else p.kind] += p.size
+            if p.kind == STUB:
+                out["stubs"] += p.count
+        return out
+
+    def code_ranges(self, skip: int) -> list[tuple[int | None, int | None]]:
+        """Address ranges (None: open) between the padding runs of SKIP bytes or more: what a
+        disassembler of a linked file need look at."""
+        holes = sorted((p.start, p.end) for p in self.pieces if p.kind == PADDING and p.size >= skip)
+        bounds = [None] + [b for hole in holes for b in hole] + [None]
+        return list(zip(bounds[::2], bounds[1::2]))
+
+    def has_stubs(self) -> bool:
+        return bool(self._stubs)
+
+    def stub_at(self, address: int) -> Piece | None:
+        """The stub starting at ADDRESS (a linked file's address), if one does."""
+        return self._stubs.get(address)
+
+    def at(self, section: int, address: int) -> Piece | None:
+        i = bisect.bisect_right(self._starts, (section, address)) - 1
+        if i >= 0:
+            p = self.pieces[i]
+            if p.section == section and p.start <= address < p.end:
+                return p
+        return None
+
+    def kinds(self, section: int, start: int, end: int) -> set[str]:
+        """The kinds of the pieces in [start, end) of SECTION (empty: all inside sized symbols)."""
+        i = bisect.bisect_left(self._starts, (section, start))
+        if i > 0 and self.pieces[i - 1].section == section and self.pieces[i - 1].end > start:
+            i -= 1
+        out = set()
+        pieces = self.pieces
+        while i < len(pieces) and pieces[i].section == section and pieces[i].start < end:
+            out.add(pieces[i].kind)
+            i += 1
+        return out
+
+    def has_code(self, section: int, start: int, end: int) -> bool:
+        """Whether [start, end) of SECTION holds stubs or other code (not only padding)."""
+        return bool(self.kinds(section, start, end) - {PADDING})
+
+
+def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read, pieces_only=True) -> CodeMap:
+    """SECTIONS: (index, name, type, flags, addr, size, entsize) per section; SYMBOLS: (name,
+    value, size, section index) of the defined symbols (section and file symbols left out);
+    READ(index, offset, size): bytes of a section. Without PIECES_ONLY, padding between two
+    symbols is only counted (`flagbench size` wants totals: a vmlinux has 20,000 such holes)."""
+    counts = None if pieces_only or target in ("aarch64", "arm") else dict.fromkeys((PADDING, FILL_KEY), 0)
+    exec_sections = {}
+    plt_entries = 0
+    for index, name, stype, flags, addr, size, entsize in sections:
+        if flags & (SHF_ALLOC | SHF_EXECINSTR) == SHF_ALLOC | SHF_EXECINSTR and stype != SHT_NOBITS and size:
+            exec_sections[index] = (name, (0 if relocatable else addr), size)
+        if name in _PLT_RELOCS and entsize:
+            plt_entries += size // entsize
+    sized: dict[int, list[tuple[int, int]]] = {k: [] for k in exec_sections}
+    labels: dict[int, list[int]] = {k: [] for k in exec_sections}
+    stub_syms: dict[int, list[tuple[int, int, str]]] = {}
+    rows = [r for r in symbols if r[3] in exec_sections and r[0]]
+    # `flagbench size` reads a vmlinux's 40,000 symbols here: one regex over all names finds
+    # the stub symbols, and the loop below does no more than it must per symbol
+    joined = "\n".join([r[0] for r in rows])
+    stub_names = {m.group(0): m.group(1) for m in _STUB_LINES.finditer(joined)} if "__" in joined else {}
+    for name, value, size, shndx in rows:
+        if stub_names and name in stub_names:
+            stub_syms.setdefault(shndx, []).append((value, size, stub_names[name]))
+        elif size:
+            sized[shndx].append((value, value + size))
+        elif not _NOT_LABEL.match(name):
+            labels[shndx].append(value)
+    by_value: dict[int, str] = {}      # names for hppa stub targets
+    if target in ("hppa", "hppa64"):
+        for name, value, size, _ in rows:
+            if name not in stub_names and (size or not _NOT_LABEL.match(name)):
+                by_value.setdefault(value, name)
+    pad = _padding_regex(target)
+    pieces: list[Piece] = []
+    plt_done = False
+    for index, (name, base, size) in exec_sections.items():
+        if _PLT.match(name):
+            count = plt_entries if not plt_done else 0
+            plt_done = True
+            pieces.append(Piece(index, base, base + size, STUB, count, "PLT"))
+            continue
+        bounds = sorted(set(labels[index]) | {v for v, _, _ in stub_syms.get(index, ())})
+        stubs = {v: (s, t) for v, s, t in stub_syms.get(index, ())}
+        fill = _FILL.get(target, b"\0")
+        holes = list(_uncovered(sized[index], base, base + size))
+        if counts is not None and holes:
+            holes = _count_padding(holes, bounds, pad, fill, counts, read(index, 0, size), base)
+        for start, end in holes:
+            # split at labels and stub symbols inside the hole
+            i = bisect.bisect_left(bounds, start)
+            cuts = [start]
+            while i < len(bounds) and bounds[i] < end:
+                if bounds[i] > start:
+                    cuts.append(bounds[i])
+                i += 1
+            cuts.append(end)
+            if len(cuts) == 2 and counts is not None:   # most holes: padding between two functions
+                raw = read(index, start - base, end - start)
+                if not raw.translate(None, fill) or pad.fullmatch(raw):
+                    counts[FILL_KEY if end - start >= FILL else PADDING] += end - start
+                    continue
+            for a, b in zip(cuts, cuts[1:]):
+                if a in stubs:
+                    s, to = stubs[a]
+                    stop = min(b, a + s) if s else b
+                    pieces.append(Piece(index, a, stop, STUB, 1, to))
+                    a = stop
+                if a < b:
+                    pieces += _scan(target, big, pad, index, read(index, a - base, b - a), a, b, by_value)
+    _branches_over_stubs(target, pieces)
+    return CodeMap(pieces, counts)
+
+
+def _count_padding(holes, bounds, pad, fill, counts, data, base) -> list[tuple[int, int]]:
+    """Count the holes no label or stub symbol starts inside of that are all padding (a vmlinux
+    has 20,000: their bytes joined are tested once, else one by one); the holes left to look at
+    piece by piece. DATA: the section's bytes, from address BASE."""
+    starts = [a for a, _ in holes]
+    marked = {bisect.bisect_right(starts, b) - 1 for b in bounds}
+    plain = [h for i, h in enumerate(holes) if i not in marked]
+    left = [h for i, h in enumerate(holes) if i in marked]
+    raws = [data[a - base:b - base] for a, b in plain]
+    blob = b"".join(raws)
+    if not blob.translate(None, fill) or pad.fullmatch(blob):
+        padding = plain
+    else:
+        padding = []
+        for h, raw in zip(plain, raws):
+            (padding if not raw.translate(None, fill) or pad.fullmatch(raw) else left).append(h)
+    for a, b in padding:
+        counts[FILL_KEY if b - a >= FILL else PADDING] += b - a
+    return sorted(left)
+
+
+def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
+    """The holes of [lo, hi) that no span covers."""
+    spans.sort()
+    reach = lo
+    for start, end in spans:
+        if start > reach:
+            yield reach, min(start, hi)
+        if end > reach:
+            reach = end
+        if reach >= hi:
+            return
+    if reach < hi:
+        yield reach, hi
+
+
+def _scan(target, big, pad, index, raw, start, end, by_value) -> list[Piece]:
+    """Pieces of [start, end) (its bytes RAW): padding runs, stubs by shape, the rest other code."""
+    if not raw.translate(None, _FILL.get(target, b"\0")) or pad.fullmatch(raw):
+        return [Piece(index, start, end, PADDING)]
+    if target in ("hppa", "hppa64") and len(raw) % 4 == 0:
+        return _scan_hppa(big, pad, index, raw, start, by_value)
+    out = []
+    head = pad.match(raw).end()
+    if target == "x86_64":
+        tail = len(raw.rstrip(b"\xcc\x90\x00"))
+    else:
+        granule = 2 if target in _HALF_PADDING else 4
+        head -= head % granule
+        tail = len(raw)
+        while tail - granule >= head and pad.fullmatch(raw, tail - granule, tail):
+            tail -= granule
+    if head:
+        out.append(Piece(index, start, start + head, PADDING))
+    out.append(Piece(index, start + head, start + tail, OTHER))
+    if tail < len(raw):
+        out.append(Piece(index, start + tail, end, PADDING))
+    return out
+
+
+# hppa stub shapes (binutils bfd/elf32-hppa.c): (mask, value) per instruction word.
+_LDIL_R1 = (0xffe00000, 0x20200000)        # ldil L%x,r1
+_BE_N_SR4_R1 = (0xffe0e002, 0xe0202002)    # be,n R%x(sr4,r1)
+_BL_R1 = (0xffffffff, 0xe8200000)          # b,l .+8,r1
+_ADDIL_R1 = (0xffe00000, 0x28200000)       # addil L%x,r1
+_ADDIL_DP_R19 = (0xfbe00000, 0x2a600000)   # addil LR'x,dp / r19 (import stubs)
+_LDW_R1_R21 = (0xffff0000, 0x48350000)     # ldw RR'x(r1),r21
+_BV_R21 = (0xffffffff, 0xeaa0c000)         # bv r0(r21)
+_LDW_R1_R19 = (0xffff0000, 0x48330000)     # ldw RR'x+4(r1),r19
+_HPPA_STUBS = (("long branch", (_LDIL_R1, _BE_N_SR4_R1)),
+               ("long branch pic", (_BL_R1, _ADDIL_R1, _BE_N_SR4_R1)),
+               ("import", (_ADDIL_DP_R19, _LDW_R1_R21, _BV_R21, _LDW_R1_R19)))
+
+
+def _hppa_words(raw: bytes, big: bool) -> list[int]:
+    order = "big" if big else "little"
+    return [int.from_bytes(raw[i:i + 4], order) for i in range(0, len(raw), 4)]
+
+
+def hppa_l21(word: int) -> int:
+    """The value of an ldil/addil's 21-bit left part (libhppa.h assemble_21, shifted by 11)."""
+    x = word & 0x1fffff
+    v = ((x & 1) << 20) | ((x & 0xffe) << 8) | ((x & 0xc000) >> 7) | ((x & 0x1f0000) >> 14) | ((x & 0x3000) >> 12)
+    return (v << 11) & 0xffffffff
+
+
+def hppa_be17(word: int) -> int:
+    """The byte displacement of a be/ble (libhppa.h assemble_17, sign-extended, times 4)."""
+    w1, w2, w = (word >> 16) & 0x1f, (word >> 2) & 0x7ff, word & 1
+    v = (w << 16) | (w1 << 11) | ((w2 & 1) << 10) | ((w2 & 0x7fe) >> 1)
+    if v & 0x10000:
+        v -= 1 << 17
+    return v << 2
+
+
+def _scan_hppa(big, pad, index, raw, start, by_value) -> list[Piece]:
+    words = _hppa_words(raw, big)
+    out: list[Piece] = []
+    i, n = 0, len(words)
+    run_kind, run_start = None, 0
+
+    def close(at: int) -> None:
+        if run_kind is not None and at > run_start:
+            out.append(Piece(index, start + 4 * run_start, start + 4 * at, run_kind))
+
+    while i < n:
+        matched = None
+        for kind, shape in _HPPA_STUBS:
+            if i + len(shape) <= n and all(words[i + j] & m == v for j, (m, v) in enumerate(shape)):
+                matched = kind, len(shape)
+                break
+        if matched:
+            close(i)
+            run_kind = None
+            kind, length = matched
+            addr = start + 4 * i
+            if kind == "long branch":
+                dest = (hppa_l21(words[i]) + hppa_be17(words[i + 1])) & 0xffffffff
+            elif kind == "long branch pic":
+                dest = (addr + 8 + hppa_l21(words[i + 1]) + hppa_be17(words[i + 2])) & 0xffffffff
+            else:
+                dest = None
+            to = by_value.get(dest, f"{dest:#x}") if dest is not None else "import"
+            out.append(Piece(index, addr, addr + 4 * length, STUB, 1, to))
+            i += length
+            continue
+        kind = PADDING if pad.fullmatch(raw, 4 * i, 4 * i + 4) else OTHER
+        if kind != run_kind:
+            close(i)
+            run_kind, run_start = kind, i
+        i += 1
+    close(n)
+    return out
+
+
+def _branches_over_stubs(target: str, pieces: list[Piece]) -> None:
+    """aarch64/arm: the `b` the linker puts before a stub group placed between functions is part
+    of the group (stub bytes, no stub of its own)."""
+    if target not in ("aarch64", "arm"):
+        return
+    pieces.sort(key=lambda p: (p.section, p.start))
+    for a, b, c in zip(pieces, pieces[1:], pieces[2:] + [None]):
+        if a.kind != OTHER or a.size > 8:
+            continue
+        nxt = c if b.kind == PADDING and c is not None and c.start == b.end else b
+        if nxt.kind == STUB and nxt.start in (a.end, b.end) and nxt.section == a.section:
+            a.kind = STUB
+
+
+# -- from the two readers ---------------------------------------------------------------------
+
+def of_image(image, target: str) -> CodeMap:
+    """The code map of an opened `flagbench.elf.Image`."""
+    secs = [(i, s.name, s.type, s.flags, s.addr, s.size, s.entsize) for i, s in enumerate(image.sections)]
+    syms = ((s.name, s.value, s.size, s.shndx) for s in image.symbols
+            if s.shndx and s.type not in (STT_SECTION, STT_FILE))
+    return code_map(target, image.big, image.relocatable, secs, syms, lambda i, o, n: image.contents(i)[o:o + n])
+
+
+# e_machine -> target (toolchains.EM_TARGETS; repeated here: importing toolchains costs
+# `flagbench size` more than the whole classification)
+_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 243: "riscv64", 258: "loongarch64", 15: "hppa"}
+
+
+def target_of_machine(machine: int, is64: bool) -> str | None:
+    target = _MACHINES.get(machine)
+    return "hppa64" if target == "hppa" and is64 else target
+
+
+def of_member(inp, m) -> CodeMap | None:
+    """The code map of one member of an opened `flagbench.elf.Input` (None: no symbol table or
+    not one of flagbench's targets), from the symbol reader `flagbench size` uses."""
+    from flagbench.elf import sections as elf_sections
+    from flagbench.elf import tables as elf_tables
+    target = target_of_machine(m.machine, m.is64)
+    if target is None:
+        return None
+    t = elf_tables.read_member(inp, m, full=True)
+    if t is None:
+        return None
+    hdrs = elf_sections.headers(inp, m)
+    names = elf_sections.names(inp, m, hdrs)
+    S = elf_sections
+    secs = [(i, n, h[S.TYPE], h[S.FLAGS], h[S.ADDR], h[S.SIZE], h[S.ENTSIZE]) for i, (n, h) in enumerate(zip(names, hdrs))]
+
+    sections_read: dict[int, bytes] = {}
+
+    def read(index: int, offset: int, size: int) -> bytes:   # a section's bytes, once
+        if index not in sections_read:
+            off, total = elf_sections.table_range(m, hdrs, index, f"section {index}")
+            sections_read[index] = inp.read(off, total)
+        return sections_read[index][offset:offset + size]
+
+    return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections), read,
+                    pieces_only=False)
