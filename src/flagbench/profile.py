@@ -162,10 +162,10 @@ class SymbolMap:
     def of_elf(cls, path) -> "SymbolMap":
         from flagbench.asm import unsized
         from flagbench.elf.image import Image
-        from flagbench.elf.constants import SHF_EXECINSTR, STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE, STT_PROC
+        from flagbench.elf.constants import SHF_EXECINSTR, STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE, STT_PROC, target_for_elf
         functions, labels = [], []
         with Image(str(path)) as image:
-            target = unsized.target_of_machine(image.machine, image.is64)
+            target = target_for_elf(image.machine, image.is64)
             cmap = unsized.of_image(image, target) if target else None
             stubs = [(p.start, p.end) for p in cmap.pieces if p.kind == unsized.STUB] if cmap else []
             for s in image.symbols:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import bisect
 import re
 
+from flagbench.elf.constants import target_for_elf
+
 STUB, PADDING, OTHER = "stub", "padding", "other"
 KINDS = (STUB, PADDING, OTHER)
 FILL, FILL_KEY = 4096, "fill"   # a padding run this long aligns a section or a page, not a function
@@ -375,31 +377,20 @@ def of_image(image, target: str) -> CodeMap:
     return code_map(target, image.big, image.relocatable, secs, syms, lambda i, o, n: image.contents(i)[o:o + n])
 
 
-# e_machine -> target (toolchains.EM_TARGETS; repeated here: importing toolchains costs
-# `flagbench size` more than the whole classification)
-_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm", 243: "riscv64", 258: "loongarch64", 15: "hppa"}
-
-
-def target_of_machine(machine: int, is64: bool) -> str | None:
-    target = _MACHINES.get(machine)
-    return "hppa64" if target == "hppa" and is64 else target
-
-
 def of_member(inp, m) -> CodeMap | None:
     """The code map of one member of an opened `flagbench.elf.Input` (None: no symbol table or
     not one of flagbench's targets), from the symbol reader `flagbench size` uses."""
     from flagbench.elf import sections as elf_sections
     from flagbench.elf import tables as elf_tables
-    target = target_of_machine(m.machine, m.is64)
+    target = target_for_elf(m.machine, m.is64)
     if target is None:
         return None
     t = elf_tables.read_member(inp, m, full=True)
     if t is None:
         return None
-    hdrs = elf_sections.headers(inp, m)
+    hdrs = elf_sections.read_headers(inp, m)
     names = elf_sections.names(inp, m, hdrs)
-    S = elf_sections
-    secs = [(i, n, h[S.TYPE], h[S.FLAGS], h[S.ADDR], h[S.SIZE], h[S.ENTSIZE]) for i, (n, h) in enumerate(zip(names, hdrs))]
+    secs = list(zip(range(len(hdrs)), names, hdrs.type, hdrs.flags, hdrs.addr, hdrs.size, hdrs.entsize))
 
     sections_read: dict[int, bytes] = {}
 
