@@ -57,6 +57,8 @@ def run(args) -> int:
             print(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
             for tool, version in b.tools.items():
                 print(f"{'':<{width}}  {tool}: {version}")
+            if b.ccache:
+                print(f"{'':<{width}}  {b.ccache.line()}")
         for note in notes:
             print(f"note: {note}")
     return 0 if all(k.ok for k in kernels) else 1
@@ -66,7 +68,8 @@ def _c_cell(b, kind: bool) -> dict:
     """A C cell in `--format json`; beside kernel cells it says it is one (kind "c")."""
     return {"cell": b.cell.key, **({"kind": "c"} if kind else {}), "variant": b.cell.variant.name,
             "target": b.cell.target, "compiler": b.cell.compiler, "dir": str(b.dir),
-            "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached}
+            "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached,
+            "ccache": b.ccache.as_dict() if b.ccache else None}
 
 
 def _print_kernels(kernels) -> None:
@@ -83,5 +86,7 @@ def _print_kernels(kernels) -> None:
             for line in (k.error or "").splitlines():
                 print(f"{'':<{width}}  {line}")
         print(f"{'':<{width}}  tree {k.tree}")
+        if k.ccache:
+            print(f"{'':<{width}}  {k.ccache.line()}")
         for tool, version in k.tools.items():
             print(f"{'':<{width}}  {tool}: {version}")

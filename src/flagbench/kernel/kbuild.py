@@ -21,11 +21,11 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from flagbench import procs
+from flagbench import ccache, procs
 from flagbench.build import cached_version, probe
 from flagbench.errors import UserError
 from flagbench.kernel import config as kconfig_file
@@ -36,6 +36,7 @@ from flagbench.toolchains import CLANG, TARGETS, is_clang
 
 STAMP_VERSION = 1
 CELL_FILE = "flagbench-cell.json"
+CCACHE_LOG = "flagbench-ccache.log"    # ccache's stats log of the cell's last make
 BUILD_TIMEOUT = 3 * 3600
 ARCH = {"x86_64": "x86_64", "aarch64": "arm64", "arm": "arm", "riscv64": "riscv",
         "hppa": "parisc", "hppa64": "parisc64", "loongarch64": "loongarch"}
@@ -74,6 +75,7 @@ class KernelBuild:
     make: tuple[str, ...] = ()         # the make command (without the target)
     options: tuple[Option, ...] = ()   # every config option asked for
     src: Path | None = None            # the source tree make ran in (a patched copy for patches)
+    ccache: ccache.Stats | None = None  # what ccache did for this run's make (None: no make ran)
 
 
 @dataclass
@@ -208,7 +210,8 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     options = implied + list(changes.options) + added
     odir = cell_dir(exp, cell, tree, added)
     make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
-    env = {**os.environ, **PINNED_ENV, **ccache_env(tree)}
+    env = {**os.environ, **PINNED_ENV, **ccache_env(tree),
+           **ccache.env(ccache.remote(exp.cache_remote), odir / CCACHE_LOG)}
     env.pop("KBUILD_OUTPUT", None)
     inputs = {"v": STAMP_VERSION, "tree": tree.identity, "src": str(tree.src), "base": kernel.config,
               "base_hash": kernel.hash if kernel.config_is_file else None,
@@ -295,8 +298,10 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         expected = p.last.get("objects") or _estimate(p)
         bars.update(task, total=expected, completed=0, now="make")
         start = time.monotonic()
+        (p.odir / CCACHE_LOG).unlink(missing_ok=True)
         rc, compiled, errors = _run_make(p, jobs, bars, task, escape)
         seconds = time.monotonic() - start
+        stats = ccache.read_stats(p.odir / CCACHE_LOG, p.env.get("CCACHE_REMOTE_STORAGE"))
         ok = rc == 0 and (p.odir / "vmlinux").is_file()
         error = None
         if not ok:
@@ -312,7 +317,7 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         if ok:
             _remember_estimate(p, data["objects"])
         p.last = data
-        return _result(p, cached=False)
+        return replace(_result(p, cached=False), ccache=stats)
 
 
 def _run_make(p: _Plan, jobs: int, bars, task, escape) -> tuple[int, int, list[str]]:
@@ -397,4 +402,4 @@ def as_json(b: KernelBuild) -> dict:
             "image": str(b.image) if b.image else None, "system_map": str(b.system_map) if b.ok else None,
             "config": str(b.config), "modules": [str(m) for m in b.modules], "seconds": round(b.seconds, 1),
             "compiled": b.compiled, "tools": b.tools, "tree": b.tree, "make": list(b.make),
-            "options": [o.line for o in b.options]}
+            "options": [o.line for o in b.options], "ccache": b.ccache.as_dict() if b.ccache else None}
