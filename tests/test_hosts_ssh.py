@@ -1,0 +1,84 @@
+"""hosts/ssh.py against a real OpenSSH server on 127.0.0.1 (tests/sshd_util.py)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flagbench.hosts.ssh import Connection, HostError
+from sshd_util import free_port, sshd_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def box(tmp_path, monkeypatch):
+    with sshd_server(tmp_path / "box", alias="box") as server:
+        monkeypatch.setenv("FLAGBENCH_SSH", server.ssh_env)
+        yield server
+
+
+def _procs_matching(text: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
+
+
+def test_run_copy_and_statuses(box, tmp_path):
+    prog = tmp_path / "prog"
+    prog.write_text("#!/bin/sh\necho \"args:$*\"\necho oops >&2\nexit 3\n")
+    prog.chmod(0o755)
+    with Connection("box") as host:
+        assert host.dir.startswith(str(box.home))
+        arch = host.run(["uname", "-m"], timeout=20)
+        assert (arch.returncode, arch.stdout.strip()) == (0, os.uname().machine)
+        remote = host.stage(prog)
+        assert host.stage(prog) == remote                     # once per content
+        done = host.run([remote, "a b", "it's"], timeout=20)  # words arrive intact
+        assert (done.returncode, done.stdout, done.stderr) == (3, "args:a b it's\n", "oops\n")
+        assert done.failure == "exit status 3"
+        assert host.run(["sh", "-c", "kill -SEGV $$"], timeout=20).failure == "SIGSEGV"
+        slow = host.run(["sleep", "30"], timeout=0.5)
+        assert slow.failure == "timeout after 0.5 s"
+        run_dir = Path(host.dir)
+        assert run_dir.is_dir()
+    assert not run_dir.exists()                               # removed at close
+    assert not _procs_matching("sleep 30")
+
+
+def test_refused_connection_is_one_line(tmp_path, monkeypatch):
+    port = free_port()      # nothing listens there
+    monkeypatch.setenv("FLAGBENCH_SSH", "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null")
+    with pytest.raises(HostError) as e:
+        Connection(f"ssh://root@127.0.0.1:{port}").open()
+    assert str(e.value).startswith(f"host ssh://root@127.0.0.1:{port}: unreachable: ")
+    assert "Connection refused" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_nothing_survives_kill_9_of_the_client(box, tmp_path):
+    """A process holding the connection dies by SIGKILL mid-program: the guard ends the
+    program there and the keeper removes the run directory."""
+    script = tmp_path / "hold.py"
+    script.write_text(
+        "import sys\nfrom flagbench import procs\nfrom flagbench.hosts.ssh import Connection\n"
+        "procs.install()\nc = Connection('box').open()\nprint(c.dir, flush=True)\n"
+        "c.run(['sh', '-c', 'echo started >&2; exec sleep 777'], timeout=600)\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    run_dir = Path(holder.stdout.readline().strip())
+    assert run_dir.is_dir()
+    end = time.monotonic() + 30
+    while not _procs_matching("sleep 777") and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _procs_matching("sleep 777")
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    end = time.monotonic() + 20
+    while (_procs_matching("sleep 777") or run_dir.exists()) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not _procs_matching("sleep 777")
+    assert not run_dir.exists()
