@@ -32,6 +32,8 @@ class Options:
     seed: int | None = None
     fmt: str = "text"
     quiet: bool = False
+    host: str | None = None                  # guest benches also on this machine, by kexec
+    rounds: int = 2                          # kexec rounds on the host: A B, B A, ...
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -54,6 +56,8 @@ def run(path: Path, opts: Options):
         raise UserError("--jobs must be at least 1")
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
+    if opts.host or (exp.kernel and exp.kernel.config.startswith("host")):
+        exp = _host_kernel(exp, opts)   # refuse a host that cannot kexec before anything is built
     chosen = choose(exp, opts.benches)
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
@@ -77,6 +81,8 @@ def run(path: Path, opts: Options):
                                                       fresh=opts.fresh, say=say)
                 for note in profile_notes:
                     say(note)
+            if opts.host and outcome.status in (0, 1):
+                outcome = _on_host(exp, chosen, workdir, store, outcome, opts, say)
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
         return outcome, report_run(store, outcome.run_id, opts.fmt)
@@ -142,6 +148,37 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> 
 
     builds = kbuild.build_kernels(exp, progress=not quiet, extra_fragments=boot.boot_fragments(exp))
     return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes, progress=not quiet)
+
+
+def _host_kernel(exp, opts: Options):
+    """With --host: the host must be able to kexec (checked now, before any build), and
+    `config = "host"` becomes the host's own config."""
+    from flagbench.kernel import kexec
+
+    if opts.host and not any(getattr(b, "guest", False) for b in exp.benches):
+        raise UserError(f"{exp.path}: --host boots kernels there: it needs benches with guest = true")
+    if opts.rounds < 1:
+        raise UserError("--rounds must be at least 1")
+    return kexec.for_host(exp, opts.host)
+
+
+def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, say):
+    """Guest benches on the host, each variant's kernel booted there by kexec (kernel/hostrun.py),
+    stored in the same run as the TCG counts."""
+    from dataclasses import replace
+
+    from flagbench.kernel import boot, hostrun, kbuild
+    from flagbench.run.engine import EXIT_FAILED
+
+    guest = [b for b in benches if getattr(b, "guest", False)]
+    builds = kbuild.build_kernels(exp, progress=False, extra_fragments=boot.boot_fragments(exp))
+    failures, notes = hostrun.run_on_host(exp, guest, builds, store=store, run_id=outcome.run_id, dest=opts.host,
+                                          rounds=opts.rounds, workdir=workdir / "host", say=say)
+    for note in notes:
+        say(note)
+    if failures and outcome.status == 0:
+        outcome = replace(outcome, status=EXIT_FAILED)
+    return outcome
 
 
 def _sayer(quiet: bool) -> Callable[[str], None]:

@@ -29,6 +29,9 @@ def run(args) -> int:
         raise UserError("--jobs must be at least 1")
     procs.install()
     exp = spec.load(args.experiment)
+    if exp.kernel is not None and exp.kernel.config.startswith("host:"):   # the config a machine runs with
+        from flagbench.kernel import kexec
+        exp = kexec.for_host(exp, None)
     notes = list(exp.notes)
 
     def say(text: str) -> None:

@@ -26,6 +26,10 @@ def register(sub):
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
     p.add_argument("--seed", type=int, help="seed of the randomised sample order")
     p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--host", metavar="DEST", help="also boot each variant's kernel on this ssh host by kexec "
+                   "and run the guest benches there (real time); the host's kernel is restored at the end")
+    p.add_argument("--rounds", type=int, default=2, metavar="N",
+                   help="with --host: boot every variant N times, A B B A ... (default 2)")
     return p
 
 
@@ -34,7 +38,7 @@ def run(args) -> int:
 
     procs.install()
     opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
-                            jobs=args.jobs, seed=args.seed, fmt=args.format)
+                            jobs=args.jobs, seed=args.seed, fmt=args.format, host=args.host, rounds=args.rounds)
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored

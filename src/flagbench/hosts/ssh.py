@@ -289,6 +289,19 @@ class Connection:
             raise HostError(f"host {self.dest}: cannot copy {Path(local).name} to {remote}: "
                             f"{_last_line(done.stderr) or done.failure}")
 
+    def fetch(self, remote: str, local: Path, timeout: float = 600) -> None:
+        """REMOTE's bytes into LOCAL (written to a temporary name, then renamed)."""
+        tmp = Path(f"{local}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            proc = procs.start(self._argv(["cat", remote]), stdout=f)
+            code = proc.wait(timeout=timeout)
+            err = proc.output()[1]
+        if code != 0:
+            tmp.unlink(missing_ok=True)
+            raise HostError(f"host {self.dest}: cannot fetch {remote}: "
+                            f"{_last_line(err) or ('timeout' if code is None else f'exit status {code}')}")
+        os.replace(tmp, local)
+
     def stage(self, local: Path) -> str:
         """LOCAL in this run's directory there, named by its content (copied once)."""
         if self.dir is None:

@@ -9,8 +9,9 @@ at all. `make -jN all` output drives one progress bar per cell; a failing cell k
 compiler's error lines and the others go on. Per-cell file locks: two processes building the
 same cell build it once.
 
-Reproducible: KBUILD_BUILD_TIMESTAMP/USER/HOST/VERSION are pinned, so A and B differ only
-where the variant does.
+Reproducible: KBUILD_BUILD_TIMESTAMP/USER/VERSION are pinned, so A and B differ only where
+the variant does and in the build identity, KBUILD_BUILD_HOST = fb-VARIANT-CELLHASH (only
+init/version.o sees it): a kernel booted on a real machine is checked against it.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from flagbench.build import cached_version, probe
 from flagbench.errors import UserError
 from flagbench.kernel import config as kconfig_file
 from flagbench.kernel import source
-from flagbench.kernel.spec import Changes, Option, fragment_file, is_config_line, parse_lines
+from flagbench.kernel.spec import Changes, Option, fragment_file, is_config_line, is_host_config, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
 from flagbench.toolchains import CLANG, TARGETS, is_clang
 
@@ -75,6 +76,7 @@ class KernelBuild:
     make: tuple[str, ...] = ()         # the make command (without the target)
     options: tuple[Option, ...] = ()   # every config option asked for
     src: Path | None = None            # the source tree make ran in (a patched copy for patches)
+    identity: str = ""                 # KBUILD_BUILD_HOST: /proc/version says "(flagbench@IDENTITY)"
     ccache: ccache.Stats | None = None  # what ccache did for this run's make (None: no make ran)
 
 
@@ -190,6 +192,9 @@ def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]
 
 def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     kernel = exp.kernel
+    if is_host_config(kernel.config):
+        raise UserError(f"{exp.path}: config = {kernel.config!r}: the config comes from a machine "
+                        "(flagbench run --host DEST, or config = \"host:DEST\")")
     changes = kernel.changes(cell.variant.name)
     tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
     variables, probe_argv, cc = toolchain(cell, changes, tree)
@@ -219,8 +224,15 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
               "pinned": PINNED_ENV}
     last = _read_json(odir / CELL_FILE)
     config_inputs = {**inputs, "make": [a for a in make if "FLAGS" not in a.split("=", 1)[0]]}
+    env["KBUILD_BUILD_HOST"] = inputs["identity"] = identity(cell.variant.name, _sha(json.dumps(inputs, sort_keys=True)))
     return _Plan(cell, tree, odir, make, env, options, kernel.config, tools,
                  _sha(json.dumps(inputs, sort_keys=True)), _sha(json.dumps(config_inputs, sort_keys=True)), last)
+
+
+def identity(variant: str, cell_hash: str) -> str:
+    """The kernel's build identity: its variant and cell hash, in /proc/version as
+    "(flagbench@IDENTITY)", so a booted kernel says which build it is."""
+    return f"fb-{re.sub(r'[^A-Za-z0-9._+=,-]', '_', variant)}-{cell_hash[:12]}"
 
 
 def _llvm_tool(llvm: str, name: str) -> str:
@@ -391,7 +403,7 @@ def _result(p: _Plan, cached: bool) -> KernelBuild:
         tools=dict(p.last.get("tools") or p.tools), cached=cached, ok=bool(p.last.get("ok")),
         error=p.last.get("error"), compiled=0 if cached else int(p.last.get("compiled") or 0),
         tree=f"{p.tree.label}: Linux {p.tree.version}", make=tuple(p.make), options=tuple(p.options),
-        src=p.tree.src)
+        src=p.tree.src, identity=p.env["KBUILD_BUILD_HOST"])
 
 
 # -- what `flagbench build` prints ------------------------------------------------------------
@@ -402,4 +414,4 @@ def as_json(b: KernelBuild) -> dict:
             "image": str(b.image) if b.image else None, "system_map": str(b.system_map) if b.ok else None,
             "config": str(b.config), "modules": [str(m) for m in b.modules], "seconds": round(b.seconds, 1),
             "compiled": b.compiled, "tools": b.tools, "tree": b.tree, "make": list(b.make),
-            "options": [o.line for o in b.options], "ccache": b.ccache.as_dict() if b.ccache else None}
+            "options": [o.line for o in b.options], "identity": b.identity, "ccache": b.ccache.as_dict() if b.ccache else None}
