@@ -67,9 +67,8 @@ def _samples(db: Path) -> list[dict]:
 
 
 def _identities(exp: Path, box) -> dict[str, str]:
-    """variant -> build identity, from `flagbench build --format json` (config host:box: same cells)."""
-    other = _experiment(exp.parent / "as-built", "host:box")
-    done = flagbench("build", other, "--format", "json", "-q", env=_env(box), timeout=3600)
+    """variant -> (build identity, cached), from `flagbench build --host box --format json`."""
+    done = flagbench("build", exp, "--host", "box", "--format", "json", "-q", env=_env(box), timeout=3600)
     assert done.returncode == 0, done.stderr
     return {c["variant"]: (c["identity"], c["cached"]) for c in json.loads(done.stdout)["cells"]}
 

@@ -159,7 +159,7 @@ def _host_kernel(exp, opts: Options):
         raise UserError(f"{exp.path}: --host boots kernels there: it needs benches with guest = true")
     if opts.rounds < 1:
         raise UserError("--rounds must be at least 1")
-    return kexec.for_host(exp, opts.host)
+    return kexec.for_host(exp, opts.host, say=_sayer(opts.quiet))
 
 
 def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, say):

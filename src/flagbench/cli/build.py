@@ -16,6 +16,7 @@ def register(sub):
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--host", metavar="DEST", help="the ssh host whose kernel config `config = \"host\"` takes")
     return p
 
 
@@ -29,9 +30,9 @@ def run(args) -> int:
         raise UserError("--jobs must be at least 1")
     procs.install()
     exp = spec.load(args.experiment)
-    if exp.kernel is not None and exp.kernel.config.startswith("host:"):   # the config a machine runs with
+    if exp.kernel is not None and exp.kernel.config.startswith("host"):   # the config a machine runs with
         from flagbench.kernel import kexec
-        exp = kexec.for_host(exp, None)
+        exp = kexec.for_host(exp, args.host, check=False)
     notes = list(exp.notes)
 
     def say(text: str) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.hosts.ssh import Connection, HostError
 from flagbench.kernel import boot as boots
@@ -101,25 +102,31 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
                 try:
                     seconds = k.boot(build.image, _initrd(k), build.identity)
                 except HostError as e:
-                    for c in mine:
-                        c.failure = f"boot {boot_no} (round {round_no}): {e}"
                     failures.append(str(e))
-                    k.restore()     # the next variant starts from a known kernel
-                    continue
-                version = k._version()
+                    for c in cells.values():
+                        c.failure = c.failure or (f"boot {boot_no} (round {round_no}, {variant}): {e}" if c in mine
+                                                  else f"not measured: boot {boot_no} ({variant}) failed first")
+                    break
+                version = k.version()
                 say(f"{dest} answers as {build.identity} {seconds:.1f} s after kexec")
                 prov = {"host": dest, "boot": boot_no, "round": round_no, "kernel": version,
                         "kexec_seconds": round(seconds, 2), "identity": build.identity, "guest_time": "real"}
                 for c in mine:
                     _measure(conn, store, run_id, c, exe[c.row.program], prov)
         finally:
-            k.restore()
+            with procs.after_signal():    # Ctrl-C and SIGTERM too: the host goes back to its kernel
+                try:
+                    k.restore()
+                except HostError as e:
+                    failures.append(str(e))
+                    say(str(e))
         for c in cells.values():
             if c.failure:
                 store.finish_cell(run_id, c.bench, c.key, "failed", c.failure)
             else:
                 store.finish_cell(run_id, c.bench, c.key, "ok")
-        notes.append(f"{dest} is back on its own kernel {host.release}")
+        if not k.moved:
+            notes.append(f"{dest} is back on its own kernel {host.release}")
     return failures, notes
 
 

@@ -134,9 +134,9 @@ class Kexec:
             self.say(f"{self.conn.dest} runs {_ident(host.version)}, left there by an interrupted run: "
                      f"restoring its kernel {left.release} first")
             self.original, self.moved = left, True
-            self.restore()
-            host, _ = inspect(self.conn)
-        elif left is None:
+            self.restore()            # and forgets: what to come back to is fetched again below
+            host, left = inspect(self.conn)[0], None
+        if left is None:
             if not host.image:
                 raise HostError(f"host {self.conn.dest}: no /boot/vmlinuz-{host.release} there: flagbench could not "
                                 "come back to the running kernel")
@@ -166,14 +166,14 @@ class Kexec:
     def boot(self, image: Path, initrd: Path | None, identity: str, cmdline: str | None = None) -> float:
         """Boot IMAGE there and wait until it answers as IDENTITY (in /proc/version); the
         seconds from kexec -e to that answer."""
-        before = self._version()
+        before = self.version()
         self._load(image, initrd, cmdline if cmdline is not None else self.original.cmdline)
         self.moved = True
         started = time.monotonic()
         self.conn.shell(EXEC, timeout=20)
         return self._wait(identity, before, started)
 
-    def _version(self) -> str:
+    def version(self) -> str:
         done = self.conn.shell("cat /proc/version", timeout=30)
         if done.failure:
             raise HostError(f"host {self.conn.dest}: {done.failure}")
@@ -201,7 +201,7 @@ class Kexec:
             time.sleep(0.5)
             try:
                 self.conn.reopen()
-                version = self._version()
+                version = self.version()
             except HostError as e:
                 last = str(e)
                 continue
@@ -225,7 +225,7 @@ class Kexec:
         try:
             if not self.conn.alive():
                 self.conn.reopen()
-            if self._version() == o.version:
+            if self.version() == o.version:
                 seconds = 0.0
             else:
                 self._load(self.dir / "vmlinuz", initrd if initrd.exists() else None, o.cmdline)
@@ -246,7 +246,7 @@ class Kexec:
             time.sleep(0.5)
             try:
                 self.conn.reopen()
-                if self._version() == version:
+                if self.version() == version:
                     return time.monotonic() - started
             except HostError as e:
                 last = str(e)
@@ -266,11 +266,13 @@ def _last(text: str) -> str:
 
 
 # -- building for a host ----------------------------------------------------------------------
-def for_host(exp, dest: str | None):
+def for_host(exp, dest: str | None, check: bool = True, say: Callable[[str], None] = lambda s: None):
     """EXP ready for a host: with DEST (--host), the host must be able to kexec (HostError
     naming why not, before anything is built); `config = "host"` or `"host:DEST"` becomes the
     config that host's kernel runs with (/proc/config.gz, else /boot/config-RELEASE), kept in
-    the cache by content, so a second run builds nothing new while the host's kernel stays."""
+    the cache by content, so a second run builds nothing new while the host's kernel stays.
+    A host an interrupted run left on another kernel is restored first (its config is the
+    one wanted). check=False: only the config (flagbench build --host)."""
     from dataclasses import replace
 
     from flagbench.errors import UserError
@@ -284,8 +286,10 @@ def for_host(exp, dest: str | None):
     for name in dict.fromkeys(d for d in (dest, source if is_host_config(config) else None) if d):
         with Connection(name) as conn:
             host, problems = inspect(conn)
-            if name == dest and problems:
-                raise HostError(f"host {dest} cannot boot kernels by kexec: {'; '.join(problems)}")
+            if check and name == dest:
+                if problems:
+                    raise HostError(f"host {dest} cannot boot kernels by kexec: {'; '.join(problems)}")
+                host = Kexec(conn, say).prepare()
             if name == source and is_host_config(config):
                 path = _fetch_config(conn, host)
                 exp = replace(exp, kernel=replace(exp.kernel, config=str(path),
