@@ -25,34 +25,20 @@ from flagbench.kernel import hostrun, kexec
 BOOT_FRAGMENT = ROOT / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
 
 
-def _experiment(dir: Path, config: str = "host") -> Path:
+EXPERIMENT = DATA / "kexec"
+
+
+def _experiment(dir: Path | None = None, config: str = "host") -> Path:
+    """The test experiment: tests/data/kexec itself (its kernels built once for every test and
+    session), or a copy in DIR with another config (nothing built from it)."""
+    if dir is None:
+        return EXPERIMENT
     dir.mkdir(parents=True, exist_ok=True)
-    (dir / "wis_getppid.c").write_text((DATA / "wis_getppid.c").read_text())
-    (dir / "one-function.patch").write_text((DATA / "kernel" / "one-function.patch").read_text())
-    (dir / "experiment.toml").write_text(f"""
-name = "kexec-box"
-targets = ["x86_64"]
-
-[kernel]
-source = "debian:6.1"
-config = "{config}"
-fragments = ["{BOOT_FRAGMENT}"]
-
-[variants]
-default = {{}}
-patched = {{ patches = ["one-function.patch"] }}
-
-[[bench]]
-name = "getppid"
-kind = "wis"
-testcase = "wis_getppid.c"
-guest = true
-modes = ["processes"]
-tasks = [1]
-duration = 0.3
-warmup_seconds = 0.1
-samples = 2
-""")
+    text = (EXPERIMENT / "experiment.toml").read_text().replace('config = "host"', f'config = "{config}"')
+    for rel in ("../../../src/flagbench/kernel/boot-x86_64.config", "../kernel/one-function.patch",
+                "../wis_getppid.c"):
+        text = text.replace(f'"{rel}"', f'"{(EXPERIMENT / rel).resolve()}"')
+    (dir / "experiment.toml").write_text(text)
     return dir
 
 
@@ -88,7 +74,7 @@ def test_refusal_reasons():
 
 @pytest.mark.slow
 def test_kexec_rounds_on_the_box(tmp_path):
-    exp = _experiment(tmp_path / "exp")
+    exp = _experiment()
     db = tmp_path / "fb.db"
     with booted_box(tmp_path / "box") as box:
         original = box.version()
@@ -145,7 +131,7 @@ def _start(args, env) -> subprocess.Popen:
 def test_killed_run_leaves_the_box_restored(tmp_path):
     """SIGTERM mid-run: flagbench restores the box before it exits 143. kill -9 mid-run: the
     box stays on the variant, and the next run restores it first."""
-    exp = _experiment(tmp_path / "exp")
+    exp = _experiment()
     with booted_box(tmp_path / "box") as box:
         original = box.version()
         _identities(exp, box)        # built (and cached) before the clock matters
@@ -175,9 +161,9 @@ def test_killed_run_leaves_the_box_restored(tmp_path):
 
 @pytest.mark.slow
 def test_box_that_cannot_kexec_is_refused_before_building(tmp_path):
-    exp = _experiment(tmp_path / "exp")
+    exp = _experiment(tmp_path / "exp", "tinyconfig")
     (exp / "experiment.toml").write_text((exp / "experiment.toml").read_text().replace(
-        'config = "host"', 'config = "tinyconfig"').replace('patched = { patches', 'never = { kcflags = ["-O1"], patches'))
+        "patched = { patches", 'never = { kcflags = ["-O1"], patches'))
     with booted_box(tmp_path / "box") as box:
         assert box.run("sh", "-c", "rm /usr/sbin/kexec; echo 1 > /proc/sys/kernel/kexec_load_disabled").returncode == 0
         done = flagbench("run", exp, "--host", "box", "--db", tmp_path / "fb.db", env=_env(box), timeout=600)
