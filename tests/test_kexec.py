@@ -54,7 +54,7 @@ def _samples(db: Path) -> list[dict]:
 
 def _identities(exp: Path, box) -> dict[str, str]:
     """variant -> (build identity, cached), from `flagbench build --host box --format json`."""
-    done = flagbench("build", exp, "--host", "box", "--format", "json", "-q", env=_env(box), timeout=3600)
+    done = flagbench("build", exp, "--host", box.alias, "--format", "json", "-q", env=_env(box), timeout=3600)
     assert done.returncode == 0, done.stderr
     return {c["variant"]: (c["identity"], c["cached"]) for c in json.loads(done.stdout)["cells"]}
 
@@ -76,14 +76,14 @@ def test_refusal_reasons():
 def test_kexec_rounds_on_the_box(tmp_path):
     exp = _experiment()
     db = tmp_path / "fb.db"
-    with booted_box(tmp_path / "box") as box:
+    with booted_box(tmp_path / "box", alias="box-rounds") as box:
         original = box.version()
-        done = flagbench("run", exp, "--host", "box", "--rounds", "2", "--db", db, "--format", "json",
+        done = flagbench("run", exp, "--host", "box-rounds", "--rounds", "2", "--db", db, "--format", "json",
                          env=_env(box), timeout=3600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert box.version() == original                       # restored
         assert "is back on its own kernel" in done.stderr
-        samples = [s for s in _samples(db) if s["bench"] == "getppid on box"]
+        samples = [s for s in _samples(db) if s["bench"] == "getppid on box-rounds"]
         identities = _identities(exp, box)
         assert all(cached for _, cached in identities.values())   # the run built them; nothing rebuilt
         # 2 variants x 2 rounds x 2 samples, each from a boot that said its variant's identity
@@ -99,9 +99,9 @@ def test_kexec_rounds_on_the_box(tmp_path):
                                                 {("default", 1)}]
         report = json.loads(done.stdout)
         text = json.dumps(report)
-        assert "getppid on box" in text and "kernel_insns_per_iter" in text   # real time beside TCG counts
+        assert "getppid on box-rounds" in text and "kernel_insns_per_iter" in text   # real time beside TCG counts
         # a second run: the builds are reused (no make), the box restored again
-        again = flagbench("run", exp, "--host", "box", "--rounds", "1", "--db", db, "--fresh",
+        again = flagbench("run", exp, "--host", "box-rounds", "--rounds", "1", "--db", db, "--fresh",
                           env=_env(box), timeout=3600)
         assert again.returncode == 0, again.stderr[-3000:]
         assert box.version() == original
@@ -132,11 +132,11 @@ def test_killed_run_leaves_the_box_restored(tmp_path):
     """SIGTERM mid-run: flagbench restores the box before it exits 143. kill -9 mid-run: the
     box stays on the variant, and the next run restores it first."""
     exp = _experiment()
-    with booted_box(tmp_path / "box") as box:
+    with booted_box(tmp_path / "box", alias="box-killed") as box:
         original = box.version()
         _identities(exp, box)        # built (and cached) before the clock matters
         for sig, status in ((signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL)):
-            proc = _start(["run", exp, "--host", "box", "--rounds", "2", "--db", tmp_path / f"{sig}.db"], _env(box))
+            proc = _start(["run", exp, "--host", "box-killed", "--rounds", "2", "--db", tmp_path / f"{sig}.db"], _env(box))
             try:
                 _wait_for(lambda: _on_variant(box) or proc.poll() is not None, 900,
                           "the box on a variant kernel")
@@ -152,7 +152,7 @@ def test_killed_run_leaves_the_box_restored(tmp_path):
                 assert box.version() == original and "is back on its own kernel" in err, err[-2000:]
             else:
                 assert _on_variant(box)      # left there
-        done = flagbench("run", exp, "--host", "box", "--rounds", "1", "--db", tmp_path / "next.db",
+        done = flagbench("run", exp, "--host", "box-killed", "--rounds", "1", "--db", tmp_path / "next.db",
                          env=_env(box), timeout=3600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert "left there by an interrupted run: restoring" in done.stderr

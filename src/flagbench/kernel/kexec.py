@@ -16,8 +16,9 @@ unsigned kernel; `refusal` says which is missing before anything is built.
 The kernel a host ran is remembered locally (<cache>/hosts/NAME/: its /proc/version, command
 line, and copies of /boot/vmlinuz-RELEASE and /boot/initrd.img-RELEASE fetched from it),
 because a host whose root is in RAM forgets its /boot at the first kexec, and because a
-flagbench killed with -9 cannot restore anything: the next `prepare` on that host finds the
-state file, sees the host is not on its original kernel, and restores it first.
+flagbench killed with -9 cannot restore anything: the state file says a kexec away from that
+kernel was started and not undone, and the next `prepare` on that host restores it first.
+A host found on another kernel with no such mark changed it itself: that one is remembered.
 
 Every wait is bounded: a kernel that does not answer ssh in `wait_s` (or answers as another
 build) is a HostError carrying the last ssh error.
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,38 +129,42 @@ class Kexec:
         host, problems = inspect(self.conn)
         if problems:
             raise HostError(f"host {self.conn.dest} cannot boot kernels by kexec: {'; '.join(problems)}")
-        left = self._read_state()
-        if left and left.version != host.version:
+        left, moved = self._read_state()
+        if left and left.version != host.version and moved:
             self.say(f"{self.conn.dest} runs {_ident(host.version)}, left there by an interrupted run: "
                      f"restoring its kernel {left.release} first")
             self.original, self.moved = left, True
-            self.restore()            # and forgets: what to come back to is fetched again below
-            host, left = inspect(self.conn)[0], None
-        if left is None:
-            if not host.image:
-                raise HostError(f"host {self.conn.dest}: no /boot/vmlinuz-{host.release} there: flagbench could not "
-                                "come back to the running kernel")
+            self.restore()
+        elif host.image:              # fresh copies: its initrd may have changed since
             self.dir.mkdir(parents=True, exist_ok=True)
             self.conn.fetch(host.image, self.dir / "vmlinuz")
             if host.initrd:
                 self.conn.fetch(host.initrd, self.dir / "initrd.img")
             else:
                 (self.dir / "initrd.img").unlink(missing_ok=True)
-            tmp = self.state_file.with_suffix(f".{os.getpid()}")
-            tmp.write_text(json.dumps(host.__dict__, indent=1))
-            os.replace(tmp, self.state_file)
-        self.original = self._read_state()
+            self.original = host
+            self._write_state(False)
+        elif not left or left.version != host.version:
+            raise HostError(f"host {self.conn.dest}: no /boot/vmlinuz-{host.release} there: flagbench could not "
+                            "come back to the running kernel")
+        self.original = self._read_state()[0]
         return host
 
-    def _read_state(self) -> HostKernel | None:
+    def _read_state(self) -> tuple[HostKernel | None, bool]:
+        """The kernel remembered for this host, and whether a kexec away from it was started
+        and not undone (then the next run restores it)."""
         try:
-            return HostKernel(**json.loads(self.state_file.read_text()))
+            data = json.loads(self.state_file.read_text())
+            moved = bool(data.pop("moved", False))
+            return HostKernel(**data), moved
         except (OSError, ValueError, TypeError):
-            return None
+            return None, False
 
-    def forget(self) -> None:
-        """The host is back on its kernel: nothing to restore next time."""
-        shutil.rmtree(self.dir, ignore_errors=True)
+    def _write_state(self, moved: bool) -> None:
+        self.moved = moved
+        tmp = self.state_file.with_suffix(f".{os.getpid()}")
+        tmp.write_text(json.dumps({**self.original.__dict__, "moved": moved}, indent=1))
+        os.replace(tmp, self.state_file)
 
     # -- booting --------------------------------------------------------------------------------
     def boot(self, image: Path, initrd: Path | None, identity: str, cmdline: str | None = None) -> float:
@@ -168,7 +172,7 @@ class Kexec:
         seconds from kexec -e to that answer."""
         before = self.version()
         self._load(image, initrd, cmdline if cmdline is not None else self.original.cmdline)
-        self.moved = True
+        self._write_state(True)
         started = time.monotonic()
         self.conn.shell(EXEC, timeout=20)
         return self._wait(identity, before, started)
@@ -234,8 +238,7 @@ class Kexec:
                 seconds = self._wait_version(o.version, started)
         except HostError as e:
             raise HostError(f"{e}: could not restore its kernel {o.release}: kexec or reboot it by hand") from None
-        self.moved = False
-        self.forget()
+        self._write_state(False)
         message = f"{self.conn.dest} is back on its own kernel {o.release} ({_ident(o.version)})"
         self.say(message + (f", {seconds:.1f} s after kexec" if seconds else ""))
         return message
