@@ -13,8 +13,8 @@ from CLOCK_MONOTONIC there (the guest markers are no-ops on hardware), one `per_
 sample; a command row is timed from flagbench's side of the connection (`seconds`,
 including the ssh round trip, about a millisecond). Each row runs `samples` times per boot.
 
-Samples go straight to the store (one transaction each) under the bench "NAME on HOST",
-beside the exact TCG counts of the same run, which stay under "NAME". Whatever happens
+Samples go straight to the store (one transaction each) under the bench
+"NAME on HOST (kexec)", beside the exact TCG counts of the same run, which stay under "NAME". Whatever happens
 (a failure, Ctrl-C, SIGTERM) the host is kexec'd back into its own kernel before this
 returns, and the run says so.
 """
@@ -40,7 +40,7 @@ MACHINES = {"x86_64": "x86_64", "aarch64": "aarch64", "arm": "armv7l", "riscv64"
 
 @dataclass
 class HostCell:
-    bench: str                 # "NAME on HOST"
+    bench: str                 # "NAME on HOST (kexec)"
     key: str                   # the store's cell key
     variant: str
     row: guest.GuestRow
@@ -84,7 +84,7 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
                                          guest.WIS_GUEST_C if any(r.program == name and r.line.startswith("self")
                                                                   for r in rows) else None)
                for name, sources in programs.items()}
-        cells = {(v, r.tag): HostCell(f"{r.bench} on {conn.name}", _key(v, build, r), v, r, samples[r.bench])
+        cells = {(v, r.tag): HostCell(f"{r.bench} on {conn.name} (kexec)", _key(v, build, r), v, r, samples[r.bench])
                  for v, build in by_variant.items() for r in rows}
         done = store.finished_cells(run_id)
         if all((c.bench, c.key) in done for c in cells.values()):
