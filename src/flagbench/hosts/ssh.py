@@ -127,6 +127,7 @@ class Connection:
         self._master: procs.Proc | None = None
         self._keeper: procs.Proc | None = None
         self._staged: dict[str, str] = {}
+        self._setsid = False       # the server's sessions share its process group (dropbear): guard with setsid
 
     # -- connection ------------------------------------------------------------------------------
     def open(self) -> "Connection":
@@ -135,6 +136,7 @@ class Connection:
             self._tmp = Path(tempfile.mkdtemp(prefix=f"flagbench-ssh-{os.getpid()}-"))
         self._start_master()
         self._start_keeper()
+        self._check_group()
         return self
 
     def reopen(self) -> None:
@@ -143,6 +145,7 @@ class Connection:
         self._staged.clear()
         self._start_master()
         self._start_keeper()
+        self._check_group()
 
     def close(self) -> None:
         self._stop_master()
@@ -220,6 +223,13 @@ class Connection:
         raise HostError(f"host {self.dest}: cannot make a directory under {BASE}: "
                         f"{_last_line(keeper.output()[1]) or 'no answer'}")
 
+    def _check_group(self) -> None:
+        """Dropbear runs a command in its connection's process group (OpenSSH's sshd gives each
+        session its own): there the guard's `kill -KILL 0` would end the whole connection, so
+        guarded programs start under setsid (no fork: the shell is not a group leader)."""
+        done = self.shell('read -r _ _ _ _ g _ </proc/$$/stat && [ "$g" != "$$" ] && command -v setsid', timeout=30)
+        self._setsid = done.returncode == 0 and bool(done.stdout.strip())
+
     def _argv(self, remote: Sequence[str]) -> list[str]:
         """ssh argv running REMOTE (each word quoted) through the master connection."""
         return [*self.ssh, *self._options(), "-o", "ControlMaster=no", "-T", "--", self.dest,
@@ -240,6 +250,8 @@ class Connection:
             words = ["taskset", "-c", str(cpu), *words]
         if guard:
             words = ["sh", "-c", GUARD, "flagbench-guard", f"{max(timeout, 0.001):.3f}", *words]
+            if self._setsid:
+                words = ["setsid", *words]
         local_timeout = timeout + _GRACE_S if guard else timeout
         if input is None:
             # stdin stays open (a pipe only flagbench writes) until the program ends
