@@ -315,7 +315,7 @@ def _fetch_config(conn: Connection, host: HostKernel) -> Path:
     raw.unlink()
     if host.config.endswith(".gz"):
         data = gzip.decompress(data)
-    path = out / f"{conn.name}-{host.release}-{hashlib.sha256(data).hexdigest()[:12]}.config"
+    path = out / f"{host.release}-{hashlib.sha256(data).hexdigest()[:12]}.config"   # by content: any alias, same cells
     if not path.exists():
         path.write_bytes(data)
     return path
