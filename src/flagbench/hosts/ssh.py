@@ -172,6 +172,7 @@ class Connection:
                 "-o", f"ControlPath={self.socket}"]
 
     def _start_master(self) -> None:
+        Path(self.socket).unlink(missing_ok=True)   # a master killed by a signal leaves its socket
         argv = [*self.ssh, *self._options(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
                 "-N", "--", self.dest]
         try:
