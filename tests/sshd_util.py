@@ -116,6 +116,28 @@ def _wait_listening(box: Box, within: float = 20) -> None:
     raise RuntimeError("sshd does not answer")
 
 
+def running(exe_prefix: str, arg: str | None = None) -> list[int]:
+    """Live processes whose executable path starts with EXE_PREFIX (and, given ARG, whose argv
+    holds it). Read from /proc/PID/exe first: `ps` reads every process's argv, and that blocks
+    behind a process stuck in exec or a core dump (other tests on the machine make those)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            exe = os.readlink(f"/proc/{entry}/exe")
+            if not exe.startswith(exe_prefix):
+                continue
+            if arg is not None and arg.encode() not in Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0"):
+                continue
+            if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+        except OSError:
+            continue
+        out.append(int(entry))
+    return out
+
+
 def _descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):

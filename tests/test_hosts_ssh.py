@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from flagbench.hosts.ssh import Connection, HostError
-from sshd_util import free_port, sshd_server
+from sshd_util import free_port, running, sshd_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,9 +23,8 @@ def box(tmp_path, monkeypatch):
         yield server
 
 
-def _procs_matching(text: str) -> list[str]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if text in line and "ps -eo" not in line]
+def _sleeping(seconds: str) -> list[int]:
+    return running("/usr/bin/sleep", seconds)
 
 
 def test_run_copy_and_statuses(box, tmp_path):
@@ -47,7 +46,7 @@ def test_run_copy_and_statuses(box, tmp_path):
         run_dir = Path(host.dir)
         assert run_dir.is_dir()
     assert not run_dir.exists()                               # removed at close
-    assert not _procs_matching("sleep 30")
+    assert not _sleeping("30")
 
 
 def test_refused_connection_is_one_line(tmp_path, monkeypatch):
@@ -72,13 +71,40 @@ def test_nothing_survives_kill_9_of_the_client(box, tmp_path):
     run_dir = Path(holder.stdout.readline().strip())
     assert run_dir.is_dir()
     end = time.monotonic() + 30
-    while not _procs_matching("sleep 777") and time.monotonic() < end:
+    while not _sleeping("777") and time.monotonic() < end:
         time.sleep(0.05)
-    assert _procs_matching("sleep 777")
+    assert _sleeping("777")
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     end = time.monotonic() + 20
-    while (_procs_matching("sleep 777") or run_dir.exists()) and time.monotonic() < end:
+    while (_sleeping("777") or run_dir.exists()) and time.monotonic() < end:
         time.sleep(0.1)
-    assert not _procs_matching("sleep 777")
+    assert not _sleeping("777")
     assert not run_dir.exists()
+
+
+def test_a_run_directory_left_behind_is_removed_by_the_next_connection(box):
+    """A directory whose keeper is gone (the host rebooted, the keeper was killed) goes when
+    the next connection opens; one whose keeper lives stays."""
+    base = box.home / ".flagbench"
+    stale = base / "run-stale"
+    stale.mkdir(parents=True)
+    dead = subprocess.Popen(["/bin/true"])
+    dead.wait()
+    (stale / "keeper").write_text(f"{dead.pid}\n")
+    (stale / "prog").write_bytes(b"x")
+    with Connection("box") as first, Connection("box") as second:
+        assert not stale.exists()
+        assert Path(first.dir).is_dir() and Path(second.dir).is_dir() and first.dir != second.dir
+
+
+def test_perf_counters_are_split_from_the_programs_stderr():
+    """perf stat -x, on a host writes its CSV after the program's own stderr."""
+    from flagbench.run.executors import _perf_lines
+    stderr = ("warning: from the program\n"
+              "1234567,,cycles,1002003,100.00,,\n"
+              "<not counted>,,iTLB-load-misses,0,0.00,,\n"
+              "890,,branch-misses,1002003,100.00,,\n")
+    counts, rest = _perf_lines(stderr, ("cycles", "iTLB-load-misses", "branch-misses"))
+    assert counts == {"perf_cycles": 1234567.0, "perf_branch_misses": 890.0}
+    assert rest == "warning: from the program"

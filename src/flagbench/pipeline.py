@@ -1,6 +1,8 @@
 """`flagbench run` as stages: spec -> build -> bench cells -> engine (store) -> report.
 
     spec.load            the experiment file, benches typed (benchspec.py)
+    _fleet               --host / `hosts`: one ssh connection per host (run/places.py), opened
+                         before anything builds; the host's facts go into the run's provenance
     Store.writer         one writer per results database, taken before anything is built
     build.build          variant x target x compiler objects, content-cached
     run.kinds            harness programs linked, one engine cell per table cell
@@ -13,7 +15,9 @@ The CLI verbs (cli/run.py, cli/demo.py) only parse options and print what this r
 """
 from __future__ import annotations
 
+import hashlib
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -32,7 +36,9 @@ class Options:
     seed: int | None = None
     fmt: str = "text"
     quiet: bool = False
-    host: str | None = None                  # guest benches also on this machine, by kexec
+    hosts: Sequence[str] = ()                # ssh destinations (else the experiment's `hosts`)
+    replicate: bool = False                  # every host times every cell
+    cpu: int | None = None                   # pin timed programs to this CPU (taskset on hosts)
     rounds: int = 2                          # kexec rounds on the host: A B, B A, ...
 
 
@@ -54,25 +60,30 @@ def run(path: Path, opts: Options):
         raise UserError("--samples must be 1..100000")
     if opts.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    if opts.cpu is not None and opts.cpu < 0:
+        raise UserError("--cpu must be a CPU number (0, 1, ...)")
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
-    if opts.host or (exp.kernel and exp.kernel.config.startswith("host")):
-        exp = _host_kernel(exp, opts)   # refuse a host that cannot kexec before anything is built
+    kexec_host = _kexec_host(exp, opts)
+    if kexec_host or (exp.kernel and exp.kernel.config.startswith("host")):
+        exp = _host_kernel(exp, opts, kexec_host)   # refuse a host that cannot kexec before anything is built
     chosen = choose(exp, opts.benches)
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
     say = _sayer(opts.quiet)
-    with Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
+    with _fleet(exp, opts, say) as fleet, Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
         check_symbols(exp, chosen, builds)
         with procs.owned_dir("flagbench-run") as workdir:
-            cells = host_cells(exp, chosen, builds, workdir, notes)
+            cells = host_cells(exp, chosen, builds, workdir, notes, fleet, opts.cpu)
             cells += _guest_cells(exp, chosen, workdir, notes, opts.quiet)
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
-            outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=exp.hash,
-                                provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes},
+            hosts = fleet.provenance() if fleet else {}
+            outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
+                                provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
+                                            **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)
             profiled = [b for b in chosen if "profile" in b.metrics and not getattr(b, "guest", False)]
             if profiled:   # where the instructions went: stored beside the run, shown by its report
@@ -81,8 +92,8 @@ def run(path: Path, opts: Options):
                                                       fresh=opts.fresh, say=say)
                 for note in profile_notes:
                     say(note)
-            if opts.host and outcome.status in (0, 1):
-                outcome = _on_host(exp, chosen, workdir, store, outcome, opts, say)
+            if kexec_host and outcome.status in (0, 1):
+                outcome = _on_host(exp, chosen, workdir, store, outcome, opts, kexec_host, say)
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
         return outcome, report_run(store, outcome.run_id, opts.fmt)
@@ -116,9 +127,47 @@ def check_symbols(exp, benches, builds) -> None:
                             f"{missing[0]} (objects: {', '.join(o.name for o in builds[0].objects)})")
 
 
-def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
-    """Cells of the benches that run on this host (or under qemu-user), programs linked;
-    a bench whose programs cannot be made is bad input at its own line."""
+@contextmanager
+def _fleet(exp, opts: Options, say):
+    """The run's ssh hosts (--host, else the experiment's `hosts`), connected before anything
+    builds: a host that cannot be reached is one line naming it (exit 2). None without hosts."""
+    dests = list(opts.hosts or exp.hosts)
+    if not dests:
+        yield None
+        return
+    from flagbench.hosts.facts import perf_problem
+    from flagbench.run.places import Fleet, SshHost
+
+    if len(set(dests)) != len(dests):
+        raise UserError(f"--host names {next(d for d in dests if dests.count(d) > 1)} twice")
+    fleet = Fleet([SshHost(d) for d in dests], replicate=opts.replicate).open()
+    try:
+        for host in fleet.hosts:
+            f = host.facts
+            if opts.cpu is not None and (not f.get("taskset") or (f.get("cpus") or 0) <= opts.cpu):
+                raise UserError(f"host {host.dest}: --cpu {opts.cpu}: " + (
+                    "no taskset there" if not f.get("taskset") else f"it has {f.get('cpus')} CPUs"))
+            takes = [t for t in exp.targets if t == host.machine()]
+            say(f"host {host.name}: {f.get('machine')}, {f.get('cpu') or '?'} x {f.get('cpus') or '?'}, "
+                f"kernel {f.get('kernel')}; times {', '.join(takes) or 'none'} of the targets "
+                f"{', '.join(exp.targets)}; perf: {perf_problem(f) or 'counts ' + ', '.join(f['perf_events'])}")
+        say("exact counts (insns) are taken on this machine: they do not depend on the machine")
+        yield fleet
+    finally:
+        fleet.close()
+
+
+def _run_hash(exp, opts: Options, fleet) -> str:
+    """What a run resumes by: the experiment, and the hosts timing it."""
+    if fleet is None:
+        return exp.hash
+    key = f"{exp.hash} hosts={sorted(h.dest for h in fleet.hosts)} replicate={opts.replicate}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None, cpu: int | None = None) -> list:
+    """Cells of the benches that run on this machine, under qemu-user or on the fleet's
+    hosts, programs linked; a bench whose programs cannot be made is bad input at its own line."""
     from flagbench.run.kinds import cells_for_bench
 
     cells = []
@@ -126,7 +175,8 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str]) -> list:
         if getattr(bench, "guest", False):
             continue
         try:
-            cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes)
+            cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes,
+                                     fleet=fleet, cpu=cpu)
         except UserError as e:
             raise UserError(f"{exp.path}:{bench.line}: {e}") from None
     return cells
@@ -150,19 +200,29 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> 
     return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes, progress=not quiet)
 
 
-def _host_kernel(exp, opts: Options):
+def _kexec_host(exp, opts: Options) -> str | None:
+    """The host a kernel experiment's guest benches boot on by kexec: its --host (one)."""
+    guest = [b for b in exp.benches if getattr(b, "guest", False)]
+    dests = list(opts.hosts or exp.hosts)
+    if exp.kernel is None or not guest or not dests:
+        return None
+    if len(dests) > 1:
+        raise UserError(f"{exp.path}: guest benches boot kernels by kexec on one --host at a time "
+                        f"(given: {', '.join(dests)})")
+    return dests[0]
+
+
+def _host_kernel(exp, opts: Options, host: str | None):
     """With --host: the host must be able to kexec (checked now, before any build), and
     `config = "host"` becomes the host's own config."""
     from flagbench.kernel import kexec
 
-    if opts.host and not any(getattr(b, "guest", False) for b in exp.benches):
-        raise UserError(f"{exp.path}: --host boots kernels there: it needs benches with guest = true")
     if opts.rounds < 1:
         raise UserError("--rounds must be at least 1")
-    return kexec.for_host(exp, opts.host, say=_sayer(opts.quiet))
+    return kexec.for_host(exp, host, say=_sayer(opts.quiet))
 
 
-def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, say):
+def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, host: str, say):
     """Guest benches on the host, each variant's kernel booted there by kexec (kernel/hostrun.py),
     stored in the same run as the TCG counts."""
     from dataclasses import replace
@@ -172,7 +232,7 @@ def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, say):
 
     guest = [b for b in benches if getattr(b, "guest", False)]
     builds = kbuild.build_kernels(exp, progress=False, extra_fragments=boot.boot_fragments(exp))
-    failures, notes = hostrun.run_on_host(exp, guest, builds, store=store, run_id=outcome.run_id, dest=opts.host,
+    failures, notes = hostrun.run_on_host(exp, guest, builds, store=store, run_id=outcome.run_id, dest=host,
                                           rounds=opts.rounds, workdir=workdir / "host", say=say)
     for note in notes:
         say(note)

@@ -23,7 +23,7 @@ SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show", "kernel", "cache"}
+            "variants", "target", "bench", "show", "kernel", "cache", "hosts"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernel/spec.py)
@@ -83,6 +83,7 @@ class Experiment:
     show: tuple[str, ...] = ()                   # functions reports show side by side (asm)
     kernel: "kernel_spec.Kernel | None" = None   # the [kernel] table; None for C-only experiments
     cache_remote: str | None = None              # [cache] remote: ccache remote storage (ccache.py)
+    hosts: tuple[str, ...] = ()                  # ssh destinations that time the benches (run --host)
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -244,7 +245,8 @@ class _Checker:
             compilers=compilers, target_cflags=target_cflags, benches=benches,
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()),
-            cache_remote=self.cache_remote(data.get("cache", {})))
+            cache_remote=self.cache_remote(data.get("cache", {})),
+            hosts=self.hosts(data))
         if "kernel" in data:   # kernel/spec.py parses the table and the variants' kernel keys
             from flagbench.kernel import spec as kernel_spec
             kernel = kernel_spec.parse(self, data)
@@ -253,6 +255,14 @@ class _Checker:
         if not pairs:
             self.fail(("compilers",), "no compiler here can build any target: " + "; ".join(notes))
         return replace(exp, notes=tuple(notes))
+
+    def hosts(self, data: dict) -> tuple[str, ...]:
+        hosts = self.strings(data, "hosts", (), ())
+        for h in hosts:
+            if not h or h.startswith("-") or any(c.isspace() for c in h):
+                self.fail(("hosts",), f"host {h!r}: an ssh destination (an alias, user@host, ssh://user@host:port)")
+        self.no_repeats(hosts, ("hosts",), "hosts")
+        return hosts
 
     def variants(self, data: dict) -> tuple[Variant, ...]:
         if "variants" not in data:

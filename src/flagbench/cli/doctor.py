@@ -1,9 +1,13 @@
-"""`flagbench doctor`: which tools are here for each target, and what to install."""
+"""`flagbench doctor`: which tools are here for each target, and what to install;
+`flagbench doctor --host DEST`: whether a machine over ssh can time benches, and what
+would make its timings noisy (with the command that fixes each)."""
 from __future__ import annotations
 
 
 def register(sub):
     p = sub.add_parser("doctor", help="list compilers, disassemblers and runners per target")
+    p.add_argument("--host", action="append", metavar="DEST", default=[],
+                   help="check this ssh host instead (repeatable; FLAGBENCH_SSH replaces the ssh command)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     return p
 
@@ -12,6 +16,9 @@ def run(args) -> int:
     import json
 
     from flagbench import toolchains
+
+    if args.host:
+        return _hosts(args.host, args.format)
 
     rows = toolchains.doctor_rows()
     if args.format == "json":
@@ -26,3 +33,61 @@ def run(args) -> int:
             cells.append(f"{text:<{width}}")
         print(f"{r['target']:<12} " + " ".join(cells) + " " + (" ".join(r["install"]) or "ok"))
     return 0
+
+
+def _hosts(dests: list[str], fmt: str) -> int:
+    """One block per host; exit 2 when a host cannot be reached (its line says why)."""
+    import json
+    import sys
+    import time
+
+    from flagbench import procs
+    from flagbench.errors import UserError
+    from flagbench.hosts.facts import noise, perf_problem
+    from flagbench.run.places import SshHost
+    from flagbench.toolchains import TARGETS
+
+    procs.install()
+    out, status = [], 0
+    for dest in dests:
+        host, started = SshHost(dest), time.monotonic()
+        try:
+            host.open()
+        except UserError as e:
+            out.append({"host": dest, "reachable": False, "error": str(e)})
+            status = 2
+            continue
+        try:
+            f = host.facts
+            target = host.machine()
+            out.append({"host": dest, "reachable": True, "connect_s": round(time.monotonic() - started, 2),
+                        "facts": f, "takes": [target] if target in TARGETS else [],
+                        "cannot": [t for t in TARGETS if t != target], "perf": perf_problem(f),
+                        "noise": [{"what": w, "fix": fix} for w, fix in noise(f)]})
+        finally:
+            host.close()
+    if fmt == "json":
+        print(json.dumps(out, indent=2))
+        return status
+    for r in out:
+        if not r["reachable"]:
+            print(f"flagbench doctor: {r['error']}", file=sys.stderr)
+            continue
+        f = r["facts"]
+        print(f"{r['host']}: reachable ({r['connect_s']:.2f} s to connect), {f.get('hostname', '?')}")
+        print(f"  machine   {f.get('machine')}: takes {', '.join(r['takes']) or 'none of the targets'} "
+              f"programs; cannot run {', '.join(r['cannot'])}")
+        print(f"  cpu       {f.get('cpu') or '?'} x {f.get('cpus') or '?'}; kernel {f.get('kernel')}")
+        print(f"  taskset   {f.get('taskset') or 'missing: --cpu cannot pin there (install util-linux)'}")
+        print(f"  perf      {r['perf'] or 'counts ' + ', '.join(f['perf_events'])}; "
+              f"perf_event_paranoid = {f.get('perf_event_paranoid') or '?'}")
+        print(f"  governor  {f.get('governor') or '? (no cpufreq)'}; isolated CPUs {f.get('isolated') or 'none'}; "
+              f"load {' '.join(map(str, f.get('loadavg') or ['?']))}")
+        if r["noise"]:
+            print("  noise:")
+            width = max(len(n["what"]) for n in r["noise"])
+            for n in r["noise"]:
+                print(f"    {n['what']:<{width}}  fix: {n['fix']}")
+        else:
+            print("  noise: nothing found")
+    return status

@@ -4,6 +4,8 @@ A second run of an unchanged experiment resumes its latest run in the database: 
 cells are not measured again (`--fresh` starts over). Exit 0 when every cell ran, 1 when
 some failed (the tables say which and why), 2 for bad input, 128 + the signal on SIGINT,
 SIGTERM or SIGHUP (every program it started is killed, every sample taken is kept).
+With --host DEST (repeatable) the timed benches run on those machines over ssh, exact counts
+here; a host that cannot be reached is bad input, before anything builds.
 
 The work is done by flagbench.pipeline; this module only parses and prints.
 """
@@ -25,11 +27,15 @@ def register(sub):
     p.add_argument("--fresh", action="store_true", help="start a new run instead of resuming the latest")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
     p.add_argument("--seed", type=int, help="seed of the randomised sample order")
+    p.add_argument("--host", action="append", metavar="DEST", default=[],
+                   help="time the benches on this machine over ssh (an ssh alias, user@host, ssh://user@host:port; "
+                        "repeatable: a fleet shares the cells; FLAGBENCH_SSH replaces the ssh command)")
+    p.add_argument("--replicate", action="store_true", help="with several --host: every host times every cell")
+    p.add_argument("--cpu", type=int, metavar="N", help="pin the timed programs to CPU N (taskset on a host)")
     p.add_argument("--format", choices=FORMATS, default="text")
-    p.add_argument("--host", metavar="DEST", help="also boot each variant's kernel on this ssh host by kexec "
-                   "and run the guest benches there (real time); the host's kernel is restored at the end")
     p.add_argument("--rounds", type=int, default=2, metavar="N",
-                   help="with --host: boot every variant N times, A B B A ... (default 2)")
+                   help="kernel experiments with --host: boot every variant there by kexec N times, A B B A ... "
+                        "(default 2); the guest benches run there, the host's kernel is restored at the end")
     return p
 
 
@@ -38,7 +44,9 @@ def run(args) -> int:
 
     procs.install()
     opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
-                            jobs=args.jobs, seed=args.seed, fmt=args.format, host=args.host, rounds=args.rounds)
+                            jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
+                            replicate=args.replicate, cpu=args.cpu,
+                            rounds=args.rounds)
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored

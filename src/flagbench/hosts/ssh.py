@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import shlex
 import subprocess
 import tempfile
@@ -53,14 +54,19 @@ _GRACE_S = 15.0            # local timeout past the guard's own: the guard repor
 
 # $1 = timeout (s), then the program's argv. fd 3 is the connection's stdin: its EOF means
 # flagbench or the connection is gone. `kill -KILL 0` ends the guard's whole group (sshd
-# makes each session its own), the program and all it started included.
+# makes each session its own), the program and all it started included. The program runs
+# in / with a fixed, minimal environment (as locally); the load average before and after it
+# rides on the exit line.
 GUARD = f"""t=$1; shift
 exec 3<&0 </dev/null
 {{ cat <&3 >/dev/null; kill -KILL 0; }} 2>/dev/null &
 {{ sleep "$t"; kill -KILL 0; }} 3<&- >/dev/null 2>&1 &
-"$@" 3<&-
+cd /
+read -r b _ </proc/loadavg 2>/dev/null || b=-
+env -i PATH=/usr/bin:/bin LC_ALL=C "$@" 3<&-
 r=$?
-printf '\\n{_MARK} %s\\n' "$r" >&2
+read -r a _ </proc/loadavg 2>/dev/null || a=-
+printf '\\n{_MARK} %s %s %s\\n' "$r" "$b" "$a" >&2
 kill -KILL 0
 """
 
@@ -91,6 +97,7 @@ class HostError(UserError):
 class Done(procs.Done):
     """procs.Done of a remote program; `lost` says why the connection, not the program, failed."""
     lost: str | None = None
+    load: tuple[float, float] | None = None   # the host's 1-minute load before and after
 
     @property
     def failure(self) -> str | None:
@@ -134,9 +141,13 @@ class Connection:
         if self._tmp is None:
             procs.sweep(Path(tempfile.gettempdir()), "flagbench-ssh")
             self._tmp = Path(tempfile.mkdtemp(prefix=f"flagbench-ssh-{os.getpid()}-"))
-        self._start_master()
-        self._start_keeper()
-        self._check_group()
+        try:
+            self._start_master()
+            self._start_keeper()
+            self._check_group()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def reopen(self) -> None:
@@ -258,7 +269,7 @@ class Connection:
             # stdin stays open (a pipe only flagbench writes) until the program ends
             proc = procs.start(self._argv(words), stdin=subprocess.PIPE)
             try:
-                code = proc.wait(timeout=local_timeout)
+                code = proc.wait(timeout=0 if not _exited(proc, local_timeout) else None)
             finally:
                 proc.popen.stdin.close()
             wall = time.perf_counter_ns() - proc.started
@@ -277,10 +288,11 @@ class Connection:
             return Done(argv, code, out, err, wall, timeout, lost)
         head, sep, tail = err.rpartition(f"\n{_MARK} ")
         if sep:
-            status = int(tail.split()[0]) if tail.split() and tail.split()[0].isdigit() else LOST_STATUS
+            words = tail.split()
+            status = int(words[0]) if words and words[0].isdigit() else LOST_STATUS
             if status > 128 and status - 128 < 65:   # the shell's 128 + signal
                 status = -(status - 128)
-            return Done(argv, status, out, head, wall, timeout)
+            return Done(argv, status, out, head, wall, timeout, None, _loads(words[1:3]))
         if code is None or wall >= timeout * 1e9:
             return Done(argv, None, out, err, wall, timeout)    # the guard's (or our) timeout
         if not self.alive():
@@ -328,6 +340,23 @@ class Connection:
         return self._staged[key]
 
 
+def _exited(proc: procs.Proc, timeout: float) -> bool:
+    """Wait until PROC exits (True) or TIMEOUT passes (False). A pidfd wakes at the exit;
+    Popen.wait(timeout) polls with sleeps of up to 50 ms, more than a sample's own overhead."""
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.popen.wait(timeout=max(timeout, 0.0))
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        return bool(select.select([fd], [], [], max(timeout, 0.0))[0])
+    finally:
+        os.close(fd)
+
+
 def _stop(proc: procs.Proc) -> None:
     proc.stop()
     if proc.popen.stdin is not None:
@@ -336,6 +365,14 @@ def _stop(proc: procs.Proc) -> None:
 
 def _lost(argv, timeout, why) -> Done:
     return Done(tuple(str(a) for a in argv), LOST_STATUS, "", "", 0, timeout, why)
+
+
+def _loads(words: list[str]) -> tuple[float, float] | None:
+    try:
+        before, after = (float(w) for w in words)
+    except ValueError:
+        return None
+    return before, after
 
 
 def _last_line(text: str) -> str:

@@ -107,7 +107,16 @@ def run_line(run: dict | None) -> str | None:
     load = " ".join(f"{x:.2f}" for x in load) if load else "?"
     return (f"run {run['id']} · {run['experiment']} ({run['experiment_hash'][:12]}) · {run['started']} · "
             f"{p.get('cpu', '?')} · {str(p.get('kernel', '?')).split(' #')[0]} · load {load} · "
-            f"flagbench {p.get('flagbench', '?')}")
+            f"flagbench {p.get('flagbench', '?')}" + _hosts_part(p.get("hosts")))
+
+
+def _hosts_part(hosts: dict | None) -> str:
+    """The ssh hosts that timed the run; exact counts are never taken there."""
+    if not hosts:
+        return ""
+    names = ", ".join(f"{name} ({h.get('machine', '?')}, {h.get('cpu') or '?'} x {h.get('cpus') or '?'}, "
+                      f"{h.get('kernel', '?')})" for name, h in hosts.items())
+    return f" · timed on {names} · exact counts taken here (they do not depend on the machine)"
 
 
 def _text(tables, run, failures) -> str:

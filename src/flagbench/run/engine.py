@@ -22,7 +22,9 @@ fails its cell with that reason; the other cells go on. Exit status: 0 all cells
 from __future__ import annotations
 
 import os
+import queue
 import random
+import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from typing import Callable
 
 from flagbench.errors import UserError
 from flagbench.run.executors import interleave
+from flagbench.run.places import RESUME
 from flagbench.store import Store
 
 Emit = Callable[[str, float, str], None]          # metric, value, unit
@@ -57,6 +60,8 @@ class BenchCell:
     per_invocation: int = 1        # values of timed_metric one `timed` run emits
     check: Callable[[], "str | None"] | None = None  # gate before the first job (memcheck)
     provenance: dict = field(default_factory=dict)   # flags, tool versions, function, ...
+    sample_facts: Callable[[], dict] | None = None    # per-sample facts of the place (a host's load)
+    lane: str = ""                 # the place `timed` runs on: lanes run side by side ("" = here)
 
     @property
     def key(self) -> str:
@@ -124,7 +129,9 @@ def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experime
         run_id = store.start_run(experiment, experiment_hash, {**(provenance or {}), "seed": seed})
         done, stored = set(), defaultdict(Counter)
     else:
-        done = store.finished_cells(run_id)
+        # a cell whose place failed it (a host that dropped) is measured again, from where it stopped
+        done = {(c["bench"], c["cell"]) for c in store.cells(run_id)
+                if not (c["status"] == "failed" and (c["reason"] or "").endswith(RESUME))}
         stored = defaultdict(Counter)
         for s in store.samples(run_id):
             stored[(s["bench"], s["cell"])][s["metric"]] += 1
@@ -165,7 +172,15 @@ class _Runner:
                    TextColumn("{task.fields[cells]} cells left"), TimeElapsedColumn())
         with Progress(*columns, console=self.console, disable=not show, transient=False) as bar:
             task = bar.add_task("measuring", total=sum(len(st.jobs) for st in active), cells=len(active))
+
+            def advance(st: _State, before: int) -> None:
+                bar.update(task, description=f"{st.cell.bench} {st.key}", advance=before - len(st.jobs))
+                if not st.jobs:
+                    bar.update(task, cells=sum(1 for s in active if s.jobs))
             try:
+                if len({st.cell.lane for st in active}) > 1:
+                    self._lanes(active, advance)
+                    active = []
                 while active:
                     for st in interleave(active, 1, self.rng.randrange(2**32)):
                         bar.update(task, description=f"{st.cell.bench} {st.key} ({st.jobs[0]})")
@@ -183,12 +198,17 @@ class _Runner:
         return EXIT_OK
 
     def _step(self, st: _State) -> None:
+        self._record(st, *self._work(st))
+
+    def _work(self, st: _State) -> tuple[list[tuple], str | None]:
+        """Run the cell's next job (its gate first): the values it emitted and its failure.
+        Touches no store, so lanes may run it in their own threads."""
         cell = st.cell
         if not st.checked and cell.check is not None:
             st.checked = True
             reason = _guard(cell.check)
             if reason:
-                return self._fail(st, reason)
+                return [], reason
         st.checked = True
         kind = st.jobs.pop(0)
         job, executor = (cell.counted, cell.count_executor) if kind == "count" else (cell.timed, cell.executor)
@@ -196,12 +216,66 @@ class _Runner:
             st.taken += 1
         values: list[tuple] = []
         reason = _guard(lambda: job(self._emitter(st, kind, executor, values)))
+        return values, reason
+
+    def _record(self, st: _State, values: list[tuple], reason: str | None) -> None:
         self.store.add_samples(self.run_id, values)   # the job's values together, or none of them
         self.stored += len(values)
         if reason:
             return self._fail(st, reason)
         if not st.jobs:
-            self.store.finish_cell(self.run_id, cell.bench, st.key, "ok")
+            self.store.finish_cell(self.run_id, st.cell.bench, st.key, "ok")
+
+    def _lanes(self, active: list[_State], progress) -> None:
+        """Cells of several places (ssh hosts; "" is this machine) at once: one thread per
+        place interleaves its own cells and runs their jobs; this thread stores every
+        result as it comes, in order, and says when a cell failed (the other lanes go on)."""
+        lanes: dict[str, list[_State]] = defaultdict(list)
+        for st in active:
+            lanes[st.cell.lane].append(st)
+        results: queue.Queue = queue.Queue()
+        stop = threading.Event()
+
+        def lane(states: list[_State], seed: int) -> None:
+            rng = random.Random(seed)
+            try:
+                while states and not stop.is_set():
+                    for st in interleave(states, 1, rng.randrange(2**32)):
+                        if stop.is_set():
+                            break
+                        if st.jobs:
+                            recorded = threading.Event()
+                            results.put((st, len(st.jobs), self._work(st), recorded))
+                            recorded.wait()
+                    states = [st for st in states if st.jobs]
+            except KeyboardInterrupt:   # procs refuses new programs once a signal came: stop here
+                pass
+            finally:
+                results.put(None)
+
+        threads = [threading.Thread(target=lane, args=(sts, self.rng.randrange(2**32)), daemon=True)
+                   for sts in lanes.values()]
+        for t in threads:
+            t.start()
+        running = len(threads)
+        try:
+            while running:
+                item = results.get()
+                if item is None:
+                    running -= 1
+                    continue
+                st, before, (values, reason), recorded = item
+                self._record(st, values, reason)
+                recorded.set()
+                progress(st, before)
+        finally:
+            stop.set()
+            while running:   # let every lane see `stop`; a job still running ends with its programs
+                item = results.get()
+                if item is None:
+                    running -= 1
+                else:
+                    item[3].set()
 
     def _emitter(self, st: _State, kind: str, executor: str, values: list[tuple]) -> Emit:
         cell = st.cell
@@ -212,8 +286,9 @@ class _Runner:
                 "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup}
 
         def emit(metric: str, value: float, unit: str) -> None:
+            facts = cell.sample_facts() if cell.sample_facts else {}
             values.append((cell.bench, st.key, metric, value, unit, executor or "unknown",
-                           {**prov, "loadavg": _loadavg(), "time": time.time()}))
+                           {**prov, "loadavg": _loadavg(), "time": time.time(), **facts}))
         return emit
 
     def _fail(self, st: _State, reason: str) -> None:

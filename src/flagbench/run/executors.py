@@ -1,8 +1,9 @@
 """Executors: run one benchmark program once and say what it measured.
 
-Three ways to measure: wall time on this host (NativeExecutor), exact
-instruction counts under callgrind (host binaries) or under qemu-user with the
-project's TCG plugin (other targets). Every program runs with the same minimal
+Three ways to measure: time on a real machine (NativeExecutor: this one, or a host
+over ssh, see run/places.py), exact instruction counts under callgrind (host
+binaries) or under qemu-user with the project's TCG plugin (other targets); counts
+do not depend on the machine, so they are always taken here. Every program runs with the same minimal
 environment, an absolute path and a fixed cwd, because instruction counts move
 with the size of the environment and argv. A failing program never raises: the
 Measurement says why it failed (signal name, timeout, exit status, garbage).
@@ -27,10 +28,9 @@ from typing import Protocol, Sequence, TypeVar
 
 from flagbench import procs
 from flagbench.errors import UserError
+from flagbench.run.places import FIXED_CWD, FIXED_ENV, LOCAL, Place
 from flagbench.toolchains import get_target
 
-FIXED_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
-FIXED_CWD = "/"
 HOST_TARGET = "x86_64"
 # qemu 7.2 runs SVE's predicated loads/stores in helpers the plugin API cannot see, and
 # static glibc picks __memcpy_sve on the default `-cpu max`: its copies would count as
@@ -262,19 +262,27 @@ def _parse_perf_csv(path: Path) -> dict[str, float]:
 
 
 class NativeExecutor:
-    """Wall time of the whole process on this host, pinned to one CPU; optional perf events."""
+    """The program run natively on a place (default: here, pinned to this machine's last CPU;
+    a host: on CPU `cpu` if given), with wall time here and perf's counters where perf counts."""
 
     name = "native"
 
-    def __init__(self, *, cpu: int | None = -1, perf: bool = False, parse_stdout: bool = True):
-        self.cpu = _default_cpu() if cpu == -1 else cpu
-        if perf and not perf_available():
-            raise UserError("perf stat -e task-clock,page-faults does not work here "
-                            "(apt-get install linux-perf; check kernel.perf_event_paranoid)")
+    def __init__(self, *, cpu: int | None = -1, perf: bool = False, parse_stdout: bool = True,
+                 place: Place = LOCAL):
+        self.place = place
+        if place.remote:
+            self.cpu = None if cpu == -1 else cpu
+        else:
+            self.cpu = _default_cpu() if cpu == -1 else cpu
+            if perf and not perf_available():
+                raise UserError("perf stat -e task-clock,page-faults does not work here "
+                                "(apt-get install linux-perf; check kernel.perf_event_paranoid)")
         self.perf = perf
         self.parse_stdout = parse_stdout
 
     def measure(self, argv: list[str], *, target: str = HOST_TARGET, timeout: float = 60) -> Measurement:
+        if self.place.remote:
+            return self._measure_there(argv, target, timeout)
         if target != HOST_TARGET:
             raise UserError(f"cannot time {target} programs natively on this {HOST_TARGET} host")
         argv = absolute_argv(argv)
@@ -288,6 +296,39 @@ class NativeExecutor:
         metrics = {"wall_ns": float(done.wall_ns), **counts}
         failure = perf_failure if done.returncode == 0 else None   # the program's own failure first
         return _finish(done, record, timeout, metrics, self.parse_stdout, failure)
+
+
+    def _measure_there(self, argv: list[str], target: str, timeout: float) -> Measurement:
+        """One run on a host: the program staged there by content; perf's hardware counters
+        when the host's perf counts them (perf forks the program there)."""
+        place = self.place
+        if target != place.machine():
+            raise UserError(f"host {place.name} runs {place.machine()} programs, not {target}")
+        argv = absolute_argv(argv)
+        remote = [place.stage(Path(argv[0])), *argv[1:]]
+        events = place.perf_events() if self.perf else ()
+        if events:
+            remote = ["perf", "stat", "-x,", "-e", ",".join(events), "--", *remote]
+        done = place.run(remote, timeout=timeout, cpu=self.cpu)
+        counts: dict[str, float] = {}
+        if events:
+            counts, stderr = _perf_lines(done.stderr, events)
+            done = procs.Done(done.argv, done.returncode, done.stdout, stderr, done.wall_ns, done.timeout)
+        return _finish(done, [f"{place.name}:", *remote], timeout, counts, self.parse_stdout)
+
+
+def _perf_lines(stderr: str, events) -> tuple[dict[str, float], str]:
+    """perf stat -x, lines (at the end of stderr) as perf_<event> metrics; the rest of stderr."""
+    from flagbench.hosts.facts import PERF_METRICS
+    counts, rest = {}, []
+    for line in stderr.splitlines():
+        fields = line.split(",")
+        value = _number(fields[0]) if len(fields) >= 3 and fields[2] in events else None
+        if value is not None:
+            counts[f"perf_{PERF_METRICS[fields[2]]}"] = value
+        elif not (len(fields) >= 3 and fields[2] in events):
+            rest.append(line)
+    return counts, "\n".join(rest)
 
 
 class CallgrindExecutor:

@@ -56,15 +56,17 @@ def limit(warmup_samples: int, kept_samples: int, interval: float) -> float:
 
 
 def run_driver(exe: Path, tasks: int, n_warmup: int, n_kept: int, interval: float, *,
-               timeout: float | None = None, mode: str = "") -> dict:
-    """One driver run: per_second is the mean of the kept samples (all tasks together);
-    warm-up samples are reported apart; "failure" says why it is unusable, if it is."""
+               timeout: float | None = None, mode: str = "", place=None, target: str = "x86_64") -> dict:
+    """One driver run (here, or on PLACE: run/places.py): per_second is the mean of the kept
+    samples (all tasks together); warm-up samples are reported apart; "failure" says why it
+    is unusable, if it is."""
     result = {"mode": mode, "tasks": tasks, "per_second": None, "samples": [],
               "warmup_samples": [], "description": None, "failure": None}
     total = n_warmup + n_kept
     timeout = limit(n_warmup, n_kept, interval) if timeout is None else timeout
-    m = NativeExecutor(cpu=None, parse_stdout=False).measure(   # the driver pins its own tasks
-        [str(exe), str(tasks), str(total), str(int(interval * 1e9))], timeout=timeout)
+    on = {} if place is None else {"place": place}
+    m = NativeExecutor(cpu=None, parse_stdout=False, **on).measure(   # the driver pins its own tasks
+        [str(exe), str(tasks), str(total), str(int(interval * 1e9))], target=target, timeout=timeout)
     try:
         for line in m.stdout.splitlines():
             _take_line(line, result, n_warmup)

@@ -24,13 +24,22 @@ from flagbench.run.harness import Linker, link_with_build
 from flagbench.run.kinds import command, memfn, micro, wis
 from flagbench.run.kinds.context import Context
 
+REMOTE_KINDS = ("micro", "memcpy", "memset", "memmove", "wis")   # static programs: they run anywhere
 MODULES = {"micro": micro, "memcpy": memfn, "memset": memfn, "memmove": memfn, "wis": wis, "command": command}
 
 
 def cells_for_bench(bench: Bench, builds: Sequence, *, root: Path, workdir: Path,
-                    link: Linker = link_with_build, notes: list[str] | None = None) -> list[BenchCell]:
-    """The engine cells of one bench over the experiment's builds."""
-    ctx = Context(bench, builds, Path(root), Path(workdir), link, notes if notes is not None else [])
+                    link: Linker = link_with_build, notes: list[str] | None = None,
+                    fleet=None, cpu: int | None = None) -> list[BenchCell]:
+    """The engine cells of one bench over the experiment's builds; timed on the fleet's
+    hosts where one has the target's architecture (run/places.py), else here."""
+    notes = notes if notes is not None else []
+    if fleet is not None and bench.kind not in REMOTE_KINDS:
+        note = f"bench {bench.name}: {bench.kind} benches are timed on this machine only, not on --host"
+        if note not in notes:
+            notes.append(note)
+        fleet = None
+    ctx = Context(bench, builds, Path(root), Path(workdir), link, notes, fleet=fleet, cpu=cpu)
     make = MODULES[bench.kind].cells
     return [cell for build in ctx.builds for cell in make(ctx, build)]
 

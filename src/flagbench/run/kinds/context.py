@@ -13,6 +13,7 @@ from flagbench.errors import UserError
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET, Measurement, NativeExecutor, perf_available
 from flagbench.run.harness import Linker, Program, program_dir
+from flagbench.run.places import LOCAL, Fleet, Place
 from flagbench.spec import compiler_label
 from flagbench.toolchains import get_target
 
@@ -22,9 +23,11 @@ _FAIL_LINE = re.compile(r"^FAIL .*$", re.M)
 
 class Context:
     def __init__(self, bench: Bench, builds: Sequence, root: Path, workdir: Path, link: Linker,
-                 notes: list[str]):
+                 notes: list[str], fleet: Fleet | None = None, cpu: int | None = None):
         self.bench, self.root, self.workdir, self.link, self.notes = bench, root, workdir, link, notes
         self.name, self.kind = bench.name, bench.kind
+        self.fleet, self.cpu = fleet, cpu
+        self.executors: dict[str, NativeExecutor] = {}
         self.perf = "perf" in bench.metrics and self._perf_here()
         self.builds = [b for b in builds if bench.runs_on(b.cell.target)]
         self.single_variant = len({b.cell.variant.name for b in builds}) == 1
@@ -32,10 +35,51 @@ class Context:
         self.native = None
         self.calibrated: dict[tuple, int] = {}   # one calibration per bench x target x compiler x point
 
-    def native_executor(self) -> NativeExecutor:
-        if self.native is None:
-            self.native = NativeExecutor(perf=self.perf)
-        return self.native
+    def native_executor(self, place: Place = LOCAL) -> NativeExecutor:
+        """The timed executor on PLACE (a host's counts perf there whenever its perf can)."""
+        if not place.remote:
+            if self.native is None:
+                self.native = NativeExecutor(perf=self.perf, **({} if self.cpu is None else {"cpu": self.cpu}))
+            return self.native
+        if place.name not in self.executors:
+            self.executors[place.name] = NativeExecutor(place=place, perf=bool(place.perf_events()),
+                                                        cpu=self.cpu)
+        return self.executors[place.name]
+
+    def places(self, target: str, row: tuple = ()) -> list[Place]:
+        """Where programs of TARGET are timed: the fleet's hosts of that architecture
+        (one per table row, or all with --replicate), else here when this machine can."""
+        hosts = self.fleet.places_for(target, (self.name, target, *row)) if self.fleet else []
+        if hosts:
+            return hosts
+        return [LOCAL] if target == HOST_TARGET and platform.machine() == HOST_TARGET else []
+
+    def can_time(self, target: str) -> bool:
+        if self.fleet and target in self.fleet.targets():
+            return True
+        return target == HOST_TARGET and platform.machine() == HOST_TARGET
+
+    def cells_on(self, build, column: str, params: dict, *, timed_on, counted, **kw) -> list[BenchCell]:
+        """One cell here (timed and counted) or, where hosts time TARGET, the counted cell here
+        and a timed cell per host, its row named by the host (exact counts are the same on
+        every machine)."""
+        row = (build.cell.compiler, *params.items())
+        places = self.places(build.cell.target, row) if timed_on else []
+        if not any(p.remote for p in places):
+            return [self.cell(build, column, params, timed=timed_on(LOCAL) if places else None,
+                              counted=counted, **kw)]
+        out = []
+        if counted is not None:
+            local = {k: v for k, v in kw.items() if k not in ("executor", "timed_metric", "per_invocation")}
+            out.append(self.cell(build, column, params, counted=counted, **local))
+        for place in places:
+            prov = {**kw.get("provenance", {}), "host": place.name}
+            out.append(self.cell(build, column, {"host": place.name, **params}, timed=timed_on(place),
+                                 **{**kw, "executor": f"ssh:{place.name}", "count_executor": "",
+                                    "counted_metric": None, "provenance": prov},
+                                 sample_facts=lambda place=place: {"host_load": place.last_load},
+                                 lane=place.name))
+        return out
 
     def _perf_here(self) -> bool:
         if not perf_available():
@@ -52,8 +96,9 @@ class Context:
         for m in self.bench.metrics:
             if m in ("perf", "profile"):   # perf rides on timed runs; profiles are profile_run.py's
                 continue
-            if m == "time" and (target != HOST_TARGET or platform.machine() != HOST_TARGET):
-                self.note(f"{target}: time is measured natively on {HOST_TARGET} only; insns instead")
+            if m == "time" and not self.can_time(target):
+                self.note(f"{target}: time is measured natively on {HOST_TARGET} only, or on a --host of "
+                          f"this architecture; insns instead")
                 continue
             out.append(m)
         return out
@@ -112,6 +157,9 @@ def emit_perf(m: Measurement, emit: Emit) -> None:
         emit("task_clock_ms", m.metrics["task_clock_ns"] / 1e6, "ms")
     if "page_faults" in m.metrics:
         emit("page_faults", m.metrics["page_faults"], "faults")
+    for name, value in m.metrics.items():   # a host's PMU counters (perf_cycles, perf_itlb_misses, ...)
+        if name.startswith("perf_"):
+            emit(name, value, name.removeprefix("perf_").split("_")[-1])
 
 
 def count_executor_name(target: str) -> str:

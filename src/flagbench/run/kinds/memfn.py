@@ -18,7 +18,8 @@ from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET, NativeExecutor, executor_for
 from flagbench.run.harness import MEMCHECK_C, MEMSWEEP_C, Program
 from flagbench.run.kinds.context import (Context, count_executor_name, counter_deltas, defined_symbols,
-                                         need_function, pad)
+                                         emit_perf, need_function, pad)
+from flagbench.run.places import Place
 from flagbench.toolchains import get_target
 
 CHECK_TIMEOUT = 600          # memcheck: thousands of cases, under qemu for other targets
@@ -53,13 +54,14 @@ def cells(ctx: Context, build) -> list[BenchCell]:
             for size in bench.sizes:
                 params = {"dalign": dalign, **({} if kind == "memset" else {"salign": salign}), "size": size}
                 point = (size, dalign, salign)
-                out.append(ctx.cell(
-                    build, column, params, check=check,
-                    timed=_timed(ctx, sweeper, target, build.cell.compiler, point) if "time" in measures else None,
+                timed_on = ((lambda place, point=point: _timed(ctx, sweeper, target, build.cell.compiler, point, place))
+                            if "time" in measures else None)
+                out += ctx.cells_on(
+                    build, column, params, check=check, timed_on=timed_on,
                     counted=_counted(ctx, sweeper, target, point) if "insns" in measures else None,
                     executor="native", count_executor=count_executor_name(target),
                     timed_metric="MB/s", counted_metric="insns_per_byte",
-                    provenance={"function": function, "memcheck": str(checker)}))
+                    provenance={"function": function, "memcheck": str(checker)})
     return out
 
 
@@ -85,20 +87,20 @@ def _memcheck(ctx: Context, exe: Path, target: str) -> Callable[[], str | None]:
     return check
 
 
-def _timed(ctx: Context, exe: Path, target: str, compiler: str, point: tuple[int, int, int]):
+def _timed(ctx: Context, exe: Path, target: str, compiler: str, point: tuple[int, int, int], place: Place):
     size, d, s = point
     key = f"size{size}.dalign{d}" + ("" if ctx.kind == "memset" else f".salign{s}")
 
     def timed(emit: Emit) -> str | None:
-        native, deadline = ctx.native_executor(), procs.Deadline(ctx.bench.timeout)
-        reps = ctx.calibrated.get((target, compiler, point))
+        native, deadline = ctx.native_executor(place), procs.Deadline(ctx.bench.timeout)
+        reps = ctx.calibrated.get((place.name, target, compiler, point))
         if reps is None:   # calibrate: the batch that takes >= 10 ms, shared by every column
             m = native.measure([str(exe), "t", str(size), str(d), str(s), "0"], target=target,
                                timeout=deadline.left())
             reason = ctx.failure(m, f"reps.{key}")
             if reason:
                 return reason
-            reps = ctx.calibrated[(target, compiler, point)] = int(m.metrics[f"reps.{key}"])
+            reps = ctx.calibrated[(place.name, target, compiler, point)] = int(m.metrics[f"reps.{key}"])
         m = native.measure([str(exe), "t", str(size), str(d), str(s), str(reps)], target=target,
                            timeout=deadline.left())
         reason = ctx.failure(m, f"ns.{key}", f"reps.{key}")
@@ -106,6 +108,7 @@ def _timed(ctx: Context, exe: Path, target: str, compiler: str, point: tuple[int
             return reason
         ns = max(m.metrics[f"ns.{key}"], 1.0)
         emit("MB/s", size * m.metrics[f"reps.{key}"] * 1e3 / ns, "MB/s")
+        emit_perf(m, emit)
         return None
     return timed
 

@@ -21,6 +21,7 @@ from flagbench.run.executors import executor_for
 from flagbench.run.harness import MICRO_C, Program
 from flagbench.run.kinds.context import (Context, count_executor_name, counter_deltas, defined_symbols, emit_perf,
                                          need_function, pad)
+from flagbench.run.places import Place
 
 
 def cells(ctx: Context, build) -> list[BenchCell]:
@@ -36,40 +37,30 @@ def cells(ctx: Context, build) -> list[BenchCell]:
     program = Program(MICRO_C, (f"-DFB_FN={function}",), f"micro-{function}")
     variant = build.cell.variant.name
     exe = ctx.program(build, program)
-    out = [_cell(ctx, build, exe, variant, measures, {})]
+    out = _cells(ctx, build, exe, variant, measures, {})
     relinked = bench.layout_variants if bench.layout_variants is not None else (ctx.baseline,)
     if bench.layouts and variant in relinked and "time" in measures:
         from flagbench.run.layout import layout_column, plan, relink, symbol_address
-        out[0].provenance["function_address"] = symbol_address(exe, function)   # the unshifted layout
+        for cell in out:
+            cell.provenance["function_address"] = symbol_address(exe, function)   # the unshifted layout
         for layout in plan(bench.layouts, len(build.objects)):
             column = layout_column(variant, layout.index)
             exe = ctx.program(relink(build, layout, ctx.workdir), program, column)
             address = symbol_address(exe, function)
-            out.append(_cell(ctx, build, exe, column, ["time"], {**layout.describe(), "function_address": address}))
+            out += _cells(ctx, build, exe, column, ["time"], {**layout.describe(), "function_address": address})
     return out
 
 
-def _cell(ctx: Context, build, exe: Path, column: str, measures: list[str], provenance: dict) -> BenchCell:
+def _cells(ctx: Context, build, exe: Path, column: str, measures: list[str], provenance: dict) -> list[BenchCell]:
     bench: MicroBench = ctx.bench
     target, iters = build.cell.target, bench.count_iters
-    calib_key = (target, build.cell.compiler)
 
-    def timed(emit: Emit) -> str | None:
-        native, deadline = ctx.native_executor(), procs.Deadline(bench.timeout)
-        n = ctx.calibrated.get(calib_key)
-        if n is None:   # the first cell of this target measured sets n for every variant
-            m = native.measure([str(exe)], target=target, timeout=deadline.left())
-            reason = ctx.failure(m, "iters")
-            if reason:
-                return reason
-            n = ctx.calibrated[calib_key] = int(m.metrics["iters"])
-        m = native.measure([str(exe), "t", str(n)], target=target, timeout=deadline.left())
-        reason = ctx.failure(m, "iters", "ns")
-        if reason:
-            return reason
-        emit("ns_per_iter", m.metrics["ns"] / m.metrics["iters"], "ns")
-        emit_perf(m, emit)
-        return None
+    def timed_on(place: Place):
+        calib_key = (place.name, target, build.cell.compiler)
+
+        def timed(emit: Emit) -> str | None:
+            return _timed(ctx, exe, target, calib_key, place, emit)
+        return timed
 
     def counted(emit: Emit) -> str | None:
         executor, deadline = executor_for(target, "insns"), procs.Deadline(bench.timeout)
@@ -84,9 +75,30 @@ def _cell(ctx: Context, build, exe: Path, column: str, measures: list[str], prov
             emit(f"{metric}_per_iter", delta / iters, metric.split("_")[0])
         return None
 
-    return ctx.cell(build, column, {},
-                    timed=timed if "time" in measures else None,
-                    counted=counted if "insns" in measures else None,
-                    executor="native", count_executor=count_executor_name(target),
-                    timed_metric="ns_per_iter", counted_metric="insns_per_iter",
-                    provenance={"function": bench.function, "count_iters": iters, **provenance})
+    return ctx.cells_on(build, column, {},
+                        timed_on=timed_on if "time" in measures else None,
+                        counted=counted if "insns" in measures else None,
+                        executor="native", count_executor=count_executor_name(target),
+                        timed_metric="ns_per_iter", counted_metric="insns_per_iter",
+                        provenance={"function": bench.function, "count_iters": iters, **provenance})
+
+
+def _timed(ctx: Context, exe: Path, target: str, calib_key: tuple, place: Place, emit: Emit) -> str | None:
+    """One timed sample on PLACE: n calibrated once per place, target and compiler (one call
+    >= 20 ms there), then one run with n iterations."""
+    native, deadline = ctx.native_executor(place), procs.Deadline(ctx.bench.timeout)
+    n = ctx.calibrated.get(calib_key)
+    if n is None:   # the first cell of this place and target measured sets n for every variant
+        m = native.measure([str(exe)], target=target, timeout=deadline.left())
+        reason = ctx.failure(m, "iters")
+        if reason:
+            return reason
+        n = ctx.calibrated[calib_key] = int(m.metrics["iters"])
+    m = native.measure([str(exe), "t", str(n)], target=target, timeout=deadline.left())
+    reason = ctx.failure(m, "iters", "ns")
+    if reason:
+        return reason
+    emit("ns_per_iter", m.metrics["ns"] / m.metrics["iters"], "ns")
+    emit_perf(m, emit)
+    return None
+

@@ -7,6 +7,7 @@ from flagbench.benchspec import WisBench
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET
 from flagbench.run.kinds.context import Context, compile_flags
+from flagbench.run.places import Place
 from flagbench.run.wis import build_programs, limit, run_driver
 
 INTERVAL = 1.0
@@ -24,9 +25,10 @@ def cells(ctx: Context, build) -> list[BenchCell]:
     n_warmup, n_kept = round(bench.warmup_seconds / INTERVAL), round(bench.duration / INTERVAL)
     timeout = min(bench.timeout, limit(n_warmup, n_kept, INTERVAL))
 
-    def job(mode: str, tasks: int):
+    def job(mode: str, tasks: int, place: Place):
         def timed(emit: Emit) -> str | None:
-            result = run_driver(exes[mode], tasks, n_warmup, n_kept, INTERVAL, timeout=timeout, mode=mode)
+            result = run_driver(exes[mode], tasks, n_warmup, n_kept, INTERVAL, timeout=timeout, mode=mode,
+                                place=place, target=target)
             if result["failure"]:
                 return result["failure"]
             for rate in result["samples"]:
@@ -34,8 +36,9 @@ def cells(ctx: Context, build) -> list[BenchCell]:
             return None
         return timed
 
-    return [ctx.cell(build, build.cell.variant.name, {"mode": mode, "tasks": n}, timed=job(mode, n),
-                     executor="wis", timed_metric="per_second", per_invocation=n_kept,
-                     provenance={"testcase": str(bench.testcase), "duration": bench.duration,
-                                 "warmup_seconds": bench.warmup_seconds})
-            for mode in bench.modes for n in bench.tasks]
+    return [cell for mode in bench.modes for n in bench.tasks
+            for cell in ctx.cells_on(build, build.cell.variant.name, {"mode": mode, "tasks": n},
+                                     timed_on=lambda place, mode=mode, n=n: job(mode, n, place), counted=None,
+                                     executor="wis", timed_metric="per_second", per_invocation=n_kept,
+                                     provenance={"testcase": str(bench.testcase), "duration": bench.duration,
+                                                 "warmup_seconds": bench.warmup_seconds})]
