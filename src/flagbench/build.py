@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from flagbench import procs
+from flagbench import ccache, procs
 from flagbench.cache import CACHE_ENV, cache_dir  # noqa: F401 - re-exported: build.cache_dir is the common import
 from flagbench.elf.constants import ELF_MAGIC
 from flagbench.errors import DiskFull, UserError, disk_full
@@ -48,6 +48,7 @@ class Build:
     cflags: tuple[str, ...]           # the full flags used, after the compiler argv
     tools: dict[str, str]             # tool -> its version line
     cached: bool                      # True: no compiler ran for this cell
+    ccache: "ccache.Stats | None" = None   # with a ccache remote: what ccache did for its compiles
 
 
 def archive(b: Build) -> Path:
@@ -187,6 +188,7 @@ class _Job:
     tools: tuple[tuple[str, str], ...]
     cwd: Path
     what: str                          # for messages: "variant/target/compiler"
+    via: tuple[tuple[str, str], ...] = ()   # with a ccache remote: ccache's environment (not in the key)
 
     @property
     def shown(self) -> str:
@@ -218,8 +220,10 @@ def _compile(job: _Job, progress: Progress) -> tuple[Path, bool]:
     src = job.shown
     if progress:
         progress(f"cc {job.what} {src}")
+    # through ccache only with a remote: flagbench's own cache already keys objects by content
+    argv = ["ccache", *job.argv] if job.via else list(job.argv)
     try:
-        out = _run([*job.argv, *job.flags, "-c", src, "-o", tmp], job.cwd)
+        out = _run([*argv, *job.flags, "-c", src, "-o", tmp], job.cwd, dict(job.via))
         if out.returncode != 0:
             check_disk(out.stderr, Path(tmp).parent)
             raise UserError(f"{src} does not compile for {job.what}: "
@@ -268,6 +272,8 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
             continue
         tools[pair] = tool_versions(get_target(pair[0]), pair[1], argvs[pair])
     cells = [c for c in cells if (c.target, c.compiler) in argvs]
+    remote = ccache.remote(exp.cache_remote)
+    logs = _stats_logs(cells, exp.root, remote) if remote else {}
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         flags = {}
@@ -280,10 +286,15 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
         pair = (c.target, c.compiler)
         for src in c.variant.sources or exp.sources:
             work.append(_Job(src, tuple(argvs[pair]), tuple(flags[c.key]), tuple(sorted(tools[pair].items())),
-                             exp.root, c.key))
+                             exp.root, c.key, logs.get(c.key, ())))
     if progress:
         progress(f"{len(cells)} cells, {len(work)} objects, {max(1, jobs)} workers")
-    results = iter(_compile_all(work, jobs, progress))
+    try:
+        results = iter(_compile_all(work, jobs, progress))
+        stats = {key: ccache.read_stats(Path(dict(via)["CCACHE_STATSLOG"]), remote) for key, via in logs.items()}
+    finally:
+        for via in logs.values():
+            Path(dict(via)["CCACHE_STATSLOG"]).unlink(missing_ok=True)
 
     builds = []
     for c in cells:
@@ -295,8 +306,24 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
         cell_dir = _cell_dir(exp.name, c, [(s.stem + ".o", obj) for s, (obj, _) in zip(sources, done)], meta)
         builds.append(Build(cell=c, dir=cell_dir, objects=tuple(cell_dir / (s.stem + ".o") for s in sources),
                             cflags=tuple(flags[c.key]), tools=dict(tools[pair]),
-                            cached=all(hit for _, hit in done)))
+                            cached=all(hit for _, hit in done), ccache=stats.get(c.key)))
     return builds
+
+
+def _stats_logs(cells: list[Cell], root: Path, remote: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Per cell, ccache's environment with a stats log of its own (under the cache's tmp/,
+    swept if a kill leaves it). Paths are hashed relative to the experiment, and the working
+    directory not at all, so another machine's checkout at another path hits too."""
+    if shutil.which("ccache") is None:
+        raise UserError("a ccache remote is configured but ccache is not installed: apt-get install ccache")
+    out = {}
+    for c in cells:
+        fd, log = tempfile.mkstemp(prefix=f"o-{os.getpid()}-", suffix=".ccache-log", dir=ensure_cache() / "tmp")
+        os.close(fd)
+        via = {**ccache.env(remote, Path(log)), "CCACHE_BASEDIR": str(root),
+               "CCACHE_NOHASHDIR": "1"}
+        out[c.key] = tuple(sorted(via.items()))
+    return out
 
 
 def _cell_dir(name: str, cell: Cell, objects: list[tuple[str, Path]], meta: dict) -> Path:
@@ -345,9 +372,10 @@ def compile_sources(target: str, compiler: str, sources: Sequence[Path], cflags:
 
 
 # -- helpers ------------------------------------------------------------------------------
-def _run(argv: Sequence[str], cwd: Path) -> procs.Done:
+def _run(argv: Sequence[str], cwd: Path, extra_env: dict[str, str] | None = None) -> procs.Done:
     try:
-        done = procs.run(list(argv), timeout=COMPILE_TIMEOUT, cwd=cwd, env={**os.environ, "LC_ALL": "C"})
+        done = procs.run(list(argv), timeout=COMPILE_TIMEOUT, cwd=cwd,
+                         env={**os.environ, "LC_ALL": "C", **(extra_env or {})})
     except FileNotFoundError:
         raise UserError(f"{argv[0]} is not installed: apt-get install {install_hint(argv[0])}") from None
     except OSError as e:

@@ -2,7 +2,8 @@
 
     [kernel]
     source = "debian:6.1"            # or "debian:6.12", or a path to a kernel tree
-    config = "tinyconfig"            # defconfig, allnoconfig, any *_defconfig, or a .config path
+    config = "tinyconfig"            # defconfig, allnoconfig, any *_defconfig, a .config path,
+                                     # or "host" / "host:DEST": the config a machine's kernel runs with
     fragments = ["CONFIG_X=y", "extra.config"]   # config lines, or fragment files
     kcflags = ["-g0"]                # every variant
     make = { V = "0" }               # make variables for every variant
@@ -88,6 +89,11 @@ class Kernel:
         return self.common.plus(own)
 
 
+def is_host_config(config: str) -> bool:
+    """config = "host" (the --host machine's) or "host:DEST": the running kernel's config there."""
+    return config == "host" or config.startswith("host:")
+
+
 def parse_lines(lines, origin_of) -> tuple[Option, ...]:
     """Config lines -> Options; blank lines and comments (other than "is not set") are skipped.
     origin_of(i) names line i for errors and reports. A malformed line is a UserError."""
@@ -141,7 +147,9 @@ def parse(checker, data: dict) -> Kernel:
                          "(no Makefile and Kconfig)")
         source = str(tree)
     config = checker.string(table, "config", ("kernel",), DEFAULT_CONFIG)
-    if config not in BASE_TARGETS and not config.endswith("_defconfig"):
+    if config == "host:" or (config.startswith("host:") and config[5:6] == "-"):
+        checker.fail(("kernel", "config"), f"config {config!r}: host:DEST names an ssh destination")
+    if config not in BASE_TARGETS and not config.endswith("_defconfig") and not is_host_config(config):
         path = (checker.root / config).resolve()
         if not path.is_file():
             checker.fail(("kernel", "config"), f"config {config!r}: not one of {', '.join(BASE_TARGETS)}, "

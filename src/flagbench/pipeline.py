@@ -40,6 +40,7 @@ class Options:
     replicate: bool = False                  # every host times every cell
     cpu: int | None = None                   # pin timed programs to this CPU (taskset on hosts)
     aa_control: bool = False                 # each bench's baseline measured twice (run/noise.aa_control)
+    rounds: int = 2                          # kexec rounds on the host: A B, B A, ...
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -64,6 +65,9 @@ def run(path: Path, opts: Options):
         raise UserError("--cpu must be a CPU number (0, 1, ...)")
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
+    kexec_host = _kexec_host(exp, opts)
+    if kexec_host or (exp.kernel and exp.kernel.config.startswith("host")):
+        exp = _host_kernel(exp, opts, kexec_host)   # refuse a host that cannot kexec before anything is built
     chosen = choose(exp, opts.benches)
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
@@ -95,6 +99,8 @@ def run(path: Path, opts: Options):
                                                       fresh=opts.fresh, say=say)
                 for note in profile_notes:
                     say(note)
+            if kexec_host and outcome.status in (0, 1):
+                outcome = _on_host(exp, chosen, workdir, store, outcome, opts, kexec_host, say)
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
         return outcome, report_run(store, outcome.run_id, opts.fmt)
@@ -201,4 +207,45 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> 
 
     builds = kbuild.build_kernels(exp, progress=not quiet, extra_fragments=boot.boot_fragments(exp))
     return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes)
+
+
+def _kexec_host(exp, opts: Options) -> str | None:
+    """The host a kernel experiment's guest benches boot on by kexec: its --host (one)."""
+    guest = [b for b in exp.benches if b.guest]
+    dests = list(opts.hosts or exp.hosts)
+    if exp.kernel is None or not guest or not dests:
+        return None
+    if len(dests) > 1:
+        raise UserError(f"{exp.path}: guest benches boot kernels by kexec on one --host at a time "
+                        f"(given: {', '.join(dests)})")
+    return dests[0]
+
+
+def _host_kernel(exp, opts: Options, host: str | None):
+    """With --host: the host must be able to kexec (checked now, before any build), and
+    `config = "host"` becomes the host's own config."""
+    from flagbench.kernel import kexec
+
+    if opts.rounds < 1:
+        raise UserError("--rounds must be at least 1")
+    return kexec.for_host(exp, host, say=sayer("flagbench run: ", quiet=opts.quiet))
+
+
+def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, host: str, say):
+    """Guest benches on the host, each variant's kernel booted there by kexec (kernel/hostrun.py),
+    stored in the same run as the TCG counts."""
+    from dataclasses import replace
+
+    from flagbench.kernel import boot, hostrun, kbuild
+    from flagbench.run.engine import EXIT_FAILED
+
+    guest = [b for b in benches if b.guest]
+    builds = kbuild.build_kernels(exp, progress=False, extra_fragments=boot.boot_fragments(exp))
+    failures, notes = hostrun.run_on_host(exp, guest, builds, store=store, run_id=outcome.run_id, dest=host,
+                                          rounds=opts.rounds, workdir=workdir / "host", say=say)
+    for note in notes:
+        say(note)
+    if failures and outcome.status == 0:
+        outcome = replace(outcome, status=EXIT_FAILED)
+    return outcome
 

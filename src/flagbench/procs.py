@@ -142,6 +142,19 @@ def _on_signal(signum, frame) -> None:
     raise Terminated(signum)
 
 
+@contextmanager
+def after_signal() -> Iterator[None]:
+    """Inside: programs may start again after a signal, for a cleanup that must run some
+    (kexec a host back into its own kernel). The signal is still the caller's to re-raise;
+    a second one inside raises Terminated as usual."""
+    global _terminating
+    saved, _terminating = _terminating, None
+    try:
+        yield
+    finally:
+        _terminating = _terminating or saved
+
+
 def _child_setup(cpu: int | None, parent: int):
     def setup():   # runs in the child between fork and exec: async-signal-safe calls only
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

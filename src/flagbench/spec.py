@@ -23,7 +23,7 @@ SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show", "kernel", "hosts"}
+            "variants", "target", "bench", "show", "kernel", "cache", "hosts"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
@@ -84,6 +84,7 @@ class Experiment:
     notes: tuple[str, ...] = ()                  # cells skipped, and why
     show: tuple[str, ...] = ()                   # functions reports show side by side (asm)
     kernel: "kernelspec.Kernel | None" = None   # the [kernel] table; None for C-only experiments
+    cache_remote: str | None = None              # [cache] remote: ccache remote storage (ccache.py)
     hosts: tuple[str, ...] = ()                  # ssh destinations that time the benches (run --host)
 
     def cells(self) -> list[Cell]:
@@ -256,6 +257,7 @@ class _Checker:
             compilers=compilers, target_cflags=target_cflags, benches=benches,
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()),
+            cache_remote=self.cache_remote(data.get("cache", {})),
             hosts=self.hosts(data))
         if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
             kernel = kernelspec.parse(self, data)
@@ -338,6 +340,20 @@ class _Checker:
                 self.fail(where + (key,), f"define {key}: a value on one line")
             out.append((key, str(value)))
         return tuple(out)
+
+    def cache_remote(self, table) -> str | None:
+        """[cache] remote = "redis://host:port": where every compile shares its ccache objects."""
+        from flagbench.ccache import check_remote
+
+        table = self.table(table, ("cache",), "[cache]")
+        self.known_keys(table, {"remote"}, ("cache",), "[cache]")
+        if "remote" not in table:
+            return None
+        url = self.string(table, "remote", ("cache",), "")
+        problem = check_remote(url)
+        if problem:
+            self.fail(("cache", "remote"), problem)
+        return url
 
     def target_tables(self, table) -> tuple[dict, dict]:
         table = self.table(table, ("target",), "[target]")

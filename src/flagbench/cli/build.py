@@ -14,6 +14,7 @@ def register(sub):
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr, one line per cell")
+    p.add_argument("--host", metavar="DEST", help="the ssh host whose kernel config `config = \"host\"` takes")
     return p
 
 
@@ -28,6 +29,9 @@ def run(args) -> int:
         raise UserError("--jobs must be at least 1")
     procs.install()
     exp = spec.load(args.experiment)
+    if exp.kernel is not None and exp.kernel.config.startswith("host"):   # the config a machine runs with
+        from flagbench.kernel import kexec
+        exp = kexec.for_host(exp, args.host, check=False)
     notes = list(exp.notes)
 
     say = sayer("flagbench build: ", quiet=args.quiet)
@@ -56,6 +60,8 @@ def run(args) -> int:
             print(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
             for tool, version in b.tools.items():
                 print(f"{'':<{width}}  {tool}: {version}")
+            if b.ccache:
+                print(f"{'':<{width}}  {b.ccache.line()}")
         for note in notes if not args.quiet else ():
             print(f"note: {note}")
     return 0 if all(k.ok for k in kernels) else 1
@@ -65,7 +71,8 @@ def _c_cell(b, kind: bool) -> dict:
     """A C cell in `--format json`; beside kernel cells it says it is one (kind "c")."""
     return {"cell": b.cell.key, **({"kind": "c"} if kind else {}), "variant": b.cell.variant.name,
             "target": b.cell.target, "compiler": b.cell.compiler, "dir": str(b.dir),
-            "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached}
+            "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached,
+            "ccache": b.ccache.as_dict() if b.ccache else None}
 
 
 def _print_kernels(kernels, quiet: bool = False) -> None:
@@ -84,5 +91,7 @@ def _print_kernels(kernels, quiet: bool = False) -> None:
             for line in (k.error or "").splitlines():
                 print(f"{'':<{width}}  {line}")
         print(f"{'':<{width}}  tree {k.tree}")
+        if k.ccache:
+            print(f"{'':<{width}}  {k.ccache.line()}")
         for tool, version in k.tools.items():
             print(f"{'':<{width}}  {tool}: {version}")

@@ -35,6 +35,9 @@ def register(sub):
     p.add_argument("--aa-control", action="store_true",
                    help="measure each bench's baseline twice (A/A): only changes beyond its reach are called")
     p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--rounds", type=int, default=2, metavar="N",
+                   help="kernel experiments with --host: boot every variant there by kexec N times, A B B A ... "
+                        "(default 2); the guest benches run there, the host's kernel is restored at the end")
     return p
 
 
@@ -44,7 +47,8 @@ def run(args) -> int:
     procs.install()
     opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
                             jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
-                            replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control)
+                            replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control,
+                            rounds=args.rounds)
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored

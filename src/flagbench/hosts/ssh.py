@@ -133,6 +133,7 @@ class Connection:
         self._master: procs.Proc | None = None
         self._keeper: procs.Proc | None = None
         self._staged: dict[str, str] = {}
+        self._setsid = False       # the server's sessions share its process group (dropbear): guard with setsid
 
     # -- connection ------------------------------------------------------------------------------
     def open(self) -> "Connection":
@@ -142,6 +143,7 @@ class Connection:
         try:
             self._start_master()
             self._start_keeper()
+            self._check_group()
         except BaseException:
             self.close()
             raise
@@ -153,6 +155,7 @@ class Connection:
         self._staged.clear()
         self._start_master()
         self._start_keeper()
+        self._check_group()
 
     def close(self) -> None:
         self._stop_master()
@@ -179,6 +182,7 @@ class Connection:
                 "-o", f"ControlPath={self.socket}"]
 
     def _start_master(self) -> None:
+        Path(self.socket).unlink(missing_ok=True)   # a master killed by a signal leaves its socket
         argv = [*self.ssh, *self._options(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
                 "-N", "--", self.dest]
         try:
@@ -230,6 +234,13 @@ class Connection:
         raise HostError(f"host {self.dest}: cannot make a directory under {BASE}: "
                         f"{_last_line(keeper.output()[1]) or 'no answer'}")
 
+    def _check_group(self) -> None:
+        """Dropbear runs a command in its connection's process group (OpenSSH's sshd gives each
+        session its own): there the guard's `kill -KILL 0` would end the whole connection, so
+        guarded programs start under setsid (no fork: the shell is not a group leader)."""
+        done = self.shell('read -r _ _ _ _ g _ </proc/$$/stat && [ "$g" != "$$" ] && command -v setsid', timeout=30)
+        self._setsid = done.returncode == 0 and bool(done.stdout.strip())
+
     def _argv(self, remote: Sequence[str]) -> list[str]:
         """ssh argv running REMOTE (each word quoted) through the master connection."""
         return [*self.ssh, *self._options(), "-o", "ControlMaster=no", "-T", "--", self.dest,
@@ -250,6 +261,8 @@ class Connection:
             words = ["taskset", "-c", str(cpu), *words]
         if guard:
             words = ["sh", "-c", GUARD, "flagbench-guard", f"{max(timeout, 0.001):.3f}", *words]
+            if self._setsid:
+                words = ["setsid", *words]
         local_timeout = timeout + _GRACE_S if guard else timeout
         if input is None:
             # stdin stays open (a pipe only flagbench writes) until the program ends
@@ -299,6 +312,19 @@ class Connection:
         if done.returncode != 0:
             raise HostError(f"host {self.dest}: cannot copy {Path(local).name} to {remote}: "
                             f"{_last_line(done.stderr) or done.failure}")
+
+    def fetch(self, remote: str, local: Path, timeout: float = 600) -> None:
+        """REMOTE's bytes into LOCAL (written to a temporary name, then renamed)."""
+        tmp = Path(f"{local}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as f:
+            proc = procs.start(self._argv(["cat", remote]), stdout=f)
+            code = proc.wait(timeout=timeout)
+            err = proc.output()[1]
+        if code != 0:
+            tmp.unlink(missing_ok=True)
+            raise HostError(f"host {self.dest}: cannot fetch {remote}: "
+                            f"{_last_line(err) or ('timeout' if code is None else f'exit status {code}')}")
+        os.replace(tmp, local)
 
     def stage(self, local: Path) -> str:
         """LOCAL in this run's directory there, named by its content (copied once)."""

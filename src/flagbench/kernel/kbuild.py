@@ -10,8 +10,9 @@ compiler's error lines and the others go on. Per-cell file locks: two processes 
 same cell build it once; make's whole tree dies with flagbench, even by kill -9 (procs), and
 a build a killed flagbench left in a cell is ended before the cell is used again.
 
-Reproducible: KBUILD_BUILD_TIMESTAMP/USER/HOST/VERSION are pinned, so A and B differ only
-where the variant does.
+Reproducible: KBUILD_BUILD_TIMESTAMP/USER/VERSION are pinned, so A and B differ only where
+the variant does and in the build identity, KBUILD_BUILD_HOST = fb-VARIANT-CELLHASH (only
+init/version.o sees it): a kernel booted on a real machine is checked against it.
 """
 from __future__ import annotations
 
@@ -22,22 +23,23 @@ import re
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from flagbench import procs
+from flagbench import ccache, procs
 from flagbench.build import cached_version, probe
 from flagbench.errors import UserError
 from flagbench.kernel import config as kconfig_file
 from flagbench.kernel import source
-from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, parse_lines
+from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, is_host_config, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
 from flagbench.textsafe import sayer
 from flagbench.toolchains import CLANG, TARGETS, is_clang
 
 STAMP_VERSION = 1
 CELL_FILE = "flagbench-cell.json"
+CCACHE_LOG = "flagbench-ccache.log"    # ccache's stats log of the cell's last make
 BUILD_TIMEOUT = 3 * 3600
 ARCH = {"x86_64": "x86_64", "aarch64": "arm64", "arm": "arm", "riscv64": "riscv",
         "hppa": "parisc", "hppa64": "parisc64", "loongarch64": "loongarch"}
@@ -76,6 +78,8 @@ class KernelBuild:
     make: tuple[str, ...] = ()         # the make command (without the target)
     options: tuple[Option, ...] = ()   # every config option asked for
     src: Path | None = None            # the source tree make ran in (a patched copy for patches)
+    identity: str = ""                 # KBUILD_BUILD_HOST: /proc/version says "(flagbench@IDENTITY)"
+    ccache: ccache.Stats | None = None  # what ccache did for this run's make (None: no make ran)
 
 
 @dataclass
@@ -183,6 +187,9 @@ def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]
 
 def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     kernel = exp.kernel
+    if is_host_config(kernel.config):
+        raise UserError(f"{exp.path}: config = {kernel.config!r}: the config comes from a machine "
+                        "(flagbench run --host DEST, or config = \"host:DEST\")")
     changes = kernel.changes(cell.variant.name)
     tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
     variables, probe_argv, cc = toolchain(cell, changes, tree)
@@ -203,7 +210,8 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     options = implied + list(changes.options) + added
     odir = cell_dir(exp, cell, tree, added)
     make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
-    env = {**os.environ, **PINNED_ENV, **ccache_env(tree)}
+    env = {**os.environ, **PINNED_ENV, **ccache_env(tree),
+           **ccache.env(ccache.remote(exp.cache_remote), odir / CCACHE_LOG)}
     env.pop("KBUILD_OUTPUT", None)
     inputs = {"v": STAMP_VERSION, "tree": tree.identity, "src": str(tree.src), "base": kernel.config,
               "base_hash": kernel.hash if kernel.config_is_file else None,
@@ -211,8 +219,15 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
               "pinned": PINNED_ENV}
     last = _read_json(odir / CELL_FILE)
     config_inputs = {**inputs, "make": [a for a in make if "FLAGS" not in a.split("=", 1)[0]]}
+    env["KBUILD_BUILD_HOST"] = inputs["identity"] = identity(cell.variant.name, _sha(json.dumps(inputs, sort_keys=True)))
     return _Plan(cell, tree, odir, make, env, options, kernel.config, tools,
                  _sha(json.dumps(inputs, sort_keys=True)), _sha(json.dumps(config_inputs, sort_keys=True)), last)
+
+
+def identity(variant: str, cell_hash: str) -> str:
+    """The kernel's build identity: its variant and cell hash, in /proc/version as
+    "(flagbench@IDENTITY)", so a booted kernel says which build it is."""
+    return f"fb-{re.sub(r'[^A-Za-z0-9._+=,-]', '_', variant)}-{cell_hash[:12]}"
 
 
 def _llvm_tool(llvm: str, name: str) -> str:
@@ -299,8 +314,10 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         expected = p.last.get("objects") or _estimate(p)
         bars.update(task, total=expected, completed=0, now="make")
         start = time.monotonic()
+        (p.odir / CCACHE_LOG).unlink(missing_ok=True)
         rc, compiled, errors = _run_make(p, jobs, bars, task, escape)
         seconds = time.monotonic() - start
+        stats = ccache.read_stats(p.odir / CCACHE_LOG, p.env.get("CCACHE_REMOTE_STORAGE"))
         ok = rc == 0 and (p.odir / "vmlinux").is_file()
         error = None
         if not ok:
@@ -316,7 +333,7 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         if ok:
             _remember_estimate(p, data["objects"])
         p.last = data
-        return _result(p, cached=False)
+        return replace(_result(p, cached=False), ccache=stats)
 
 
 def _run_make(p: _Plan, jobs: int, bars, task, escape) -> tuple[int, int, list[str]]:
@@ -390,7 +407,7 @@ def _result(p: _Plan, cached: bool) -> KernelBuild:
         tools=dict(p.last.get("tools") or p.tools), cached=cached, ok=bool(p.last.get("ok")),
         error=p.last.get("error"), compiled=0 if cached else int(p.last.get("compiled") or 0),
         tree=f"{p.tree.label}: Linux {p.tree.version}", make=tuple(p.make), options=tuple(p.options),
-        src=p.tree.src)
+        src=p.tree.src, identity=p.env["KBUILD_BUILD_HOST"])
 
 
 # -- what `flagbench build` prints ------------------------------------------------------------
@@ -401,4 +418,4 @@ def as_json(b: KernelBuild) -> dict:
             "image": str(b.image) if b.image else None, "system_map": str(b.system_map) if b.ok else None,
             "config": str(b.config), "modules": [str(m) for m in b.modules], "seconds": round(b.seconds, 1),
             "compiled": b.compiled, "tools": b.tools, "tree": b.tree, "make": list(b.make),
-            "options": [o.line for o in b.options]}
+            "options": [o.line for o in b.options], "identity": b.identity, "ccache": b.ccache.as_dict() if b.ccache else None}

@@ -1,0 +1,326 @@
+"""Boot a kernel on a real machine by kexec, over its ssh connection (hosts/ssh.py), and
+come back to the kernel it was running.
+
+    k = Kexec(conn, say)
+    k.prepare()                      # refuses a host that cannot kexec; remembers its kernel
+    try:
+        k.boot(image, initrd, "fb-aligned-1a2b3c4d5e6f")   # copy, kexec -l, kexec -e, wait, verify
+        ...                                                 # run programs there
+    finally:
+        k.restore()                  # kexec back into the kernel it ran (or reboot), and say so
+
+A host can kexec when `kexec` is installed, flagbench logs in as root, and neither
+/proc/sys/kernel/kexec_load_disabled nor a lockdown mode (Secure Boot) forbids loading an
+unsigned kernel; `refusal` says which is missing before anything is built.
+
+The kernel a host ran is remembered locally (<cache>/hosts/NAME/: its /proc/version, command
+line, and copies of /boot/vmlinuz-RELEASE and /boot/initrd.img-RELEASE fetched from it),
+because a host whose root is in RAM forgets its /boot at the first kexec, and because a
+flagbench killed with -9 cannot restore anything: the state file says a kexec away from that
+kernel was started and not undone, and the next `prepare` on that host restores it first.
+A host found on another kernel with no such mark changed it itself: that one is remembered.
+
+Every wait is bounded: a kernel that does not answer ssh in `wait_s` (or answers as another
+build) is a HostError carrying the last ssh error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from flagbench.build import cache_dir
+from flagbench.hosts.ssh import Connection, HostError
+
+WAIT_S = 300                 # kexec -e to ssh answering on the new kernel (≈3 s on the test box, minutes on servers)
+STILL_OLD_S = 60             # the old kernel still answering this long after kexec -e: it did not take
+SBIN = "PATH=/usr/local/sbin:/usr/sbin:/sbin:$PATH; export PATH; "
+
+CHECK = SBIN + r"""echo "uid=$(id -u)"
+echo "kexec=$(command -v kexec)"
+echo "disabled=$(cat /proc/sys/kernel/kexec_load_disabled 2>/dev/null)"
+echo "lockdown=$(cat /sys/kernel/security/lockdown 2>/dev/null)"
+echo "release=$(uname -r)"
+echo "machine=$(uname -m)"
+echo "version=$(cat /proc/version)"
+echo "cmdline=$(cat /proc/cmdline)"
+for f in /boot/vmlinuz-$(uname -r) /boot/initrd.img-$(uname -r) /boot/config-$(uname -r) /proc/config.gz; do
+  [ -r "$f" ] && echo "file=$f"
+done
+[ -d /run/systemd/system ] && echo "systemd=1"
+"""
+# kexec -e from a shell that outlives the ssh session (setsid); systemd shuts down cleanly first
+EXEC = SBIN + ("if [ -d /run/systemd/system ]; then setsid systemctl kexec </dev/null >/dev/null 2>&1 & "
+               "else setsid kexec -e </dev/null >/dev/null 2>&1 & fi; sleep 0.2")
+
+
+@dataclass(frozen=True)
+class HostKernel:
+    """What a host is running and what flagbench needs to come back to it."""
+    dest: str
+    release: str
+    machine: str
+    version: str               # /proc/version
+    cmdline: str
+    image: str                 # /boot/vmlinuz-RELEASE there, or ""
+    initrd: str                # /boot/initrd.img-RELEASE there, or ""
+    config: str                # /proc/config.gz or /boot/config-RELEASE there, or ""
+    systemd: bool
+
+
+def inspect(conn: Connection, timeout: float = 60) -> tuple[HostKernel, list[str]]:
+    """The host's running kernel, and why it cannot kexec (empty: it can)."""
+    done = conn.shell(CHECK, timeout=timeout)
+    if done.failure and "release=" not in done.stdout:
+        raise HostError(f"host {conn.dest}: cannot inspect its kernel: {done.failure}: {done.stderr.strip()[-200:]}")
+    facts: dict[str, str] = {}
+    files = []
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key == "file":
+            files.append(value)
+        else:
+            facts[key] = value.strip()
+    release = facts.get("release", "")
+
+    def has(path: str) -> str:
+        return path if path in files else ""
+    host = HostKernel(conn.dest, release, facts.get("machine", ""), facts.get("version", ""), facts.get("cmdline", ""),
+                      has(f"/boot/vmlinuz-{release}"), has(f"/boot/initrd.img-{release}"),
+                      has("/proc/config.gz") or has(f"/boot/config-{release}"), facts.get("systemd") == "1")
+    return host, refusal(facts)
+
+
+def refusal(facts: dict[str, str]) -> list[str]:
+    """Why a host with these facts cannot be kexec'd by flagbench."""
+    out = []
+    if facts.get("uid") != "0":
+        out.append("flagbench must log in as root to kexec (uid is " + (facts.get("uid") or "unknown") + ")")
+    if not facts.get("kexec"):
+        out.append("no kexec there (apt-get install kexec-tools)")
+    if facts.get("disabled") == "1":
+        out.append("kexec is disabled (/proc/sys/kernel/kexec_load_disabled = 1; only a reboot clears it)")
+    lockdown = facts.get("lockdown", "")
+    if "[" in lockdown:
+        mode = lockdown.split("[", 1)[1].split("]", 1)[0]
+        if mode != "none":
+            out.append(f"the kernel is locked down ({mode}, Secure Boot): it loads only signed kernels by kexec")
+    return out
+
+
+class Kexec:
+    def __init__(self, conn: Connection, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
+        self.conn, self.say, self.wait_s = conn, say, wait_s
+        self.dir = cache_dir() / "hosts" / conn.name
+        self.original: HostKernel | None = None
+        self.moved = False          # a kexec was started since prepare/restore
+
+    # -- the kernel to come back to ---------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return self.dir / "state.json"
+
+    def prepare(self) -> HostKernel:
+        """Check the host, restore it first if a killed run left it on another kernel, and keep
+        what restoring it needs. HostError when it cannot kexec."""
+        host, problems = inspect(self.conn)
+        if problems:
+            raise HostError(f"host {self.conn.dest} cannot boot kernels by kexec: {'; '.join(problems)}")
+        left, moved = self._read_state()
+        if left and left.version != host.version and moved:
+            self.say(f"{self.conn.dest} runs {_ident(host.version)}, left there by an interrupted run: "
+                     f"restoring its kernel {left.release} first")
+            self.original, self.moved = left, True
+            self.restore()
+        elif host.image:              # fresh copies: its initrd may have changed since
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.conn.fetch(host.image, self.dir / "vmlinuz")
+            if host.initrd:
+                self.conn.fetch(host.initrd, self.dir / "initrd.img")
+            else:
+                (self.dir / "initrd.img").unlink(missing_ok=True)
+            self.original = host
+            self._write_state(False)
+        elif not left or left.version != host.version:
+            raise HostError(f"host {self.conn.dest}: no /boot/vmlinuz-{host.release} there: flagbench could not "
+                            "come back to the running kernel")
+        self.original = self._read_state()[0]
+        return host
+
+    def _read_state(self) -> tuple[HostKernel | None, bool]:
+        """The kernel remembered for this host, and whether a kexec away from it was started
+        and not undone (then the next run restores it)."""
+        try:
+            data = json.loads(self.state_file.read_text())
+            moved = bool(data.pop("moved", False))
+            return HostKernel(**data), moved
+        except (OSError, ValueError, TypeError):
+            return None, False
+
+    def _write_state(self, moved: bool) -> None:
+        self.moved = moved
+        tmp = self.state_file.with_suffix(f".{os.getpid()}")
+        tmp.write_text(json.dumps({**self.original.__dict__, "moved": moved}, indent=1))
+        os.replace(tmp, self.state_file)
+
+    # -- booting --------------------------------------------------------------------------------
+    def boot(self, image: Path, initrd: Path | None, identity: str, cmdline: str | None = None) -> float:
+        """Boot IMAGE there and wait until it answers as IDENTITY (in /proc/version); the
+        seconds from kexec -e to that answer."""
+        before = self.version()
+        self._load(image, initrd, cmdline if cmdline is not None else self.original.cmdline)
+        self._write_state(True)
+        started = time.monotonic()
+        self.conn.shell(EXEC, timeout=20)
+        return self._wait(identity, before, started)
+
+    def version(self) -> str:
+        done = self.conn.shell("cat /proc/version", timeout=30)
+        if done.failure:
+            raise HostError(f"host {self.conn.dest}: {done.failure}")
+        return done.stdout.strip()
+
+    def _load(self, image: Path, initrd: Path | None, cmdline: str) -> None:
+        remote = f"{self.conn.dir}/kexec-image"
+        self.conn.copy(image, remote, mode="644")
+        args = [remote, f"--command-line={cmdline}"]
+        if initrd is not None:
+            self.conn.copy(initrd, f"{self.conn.dir}/kexec-initrd", mode="644")
+            args.append(f"--initrd={self.conn.dir}/kexec-initrd")
+        errors = []
+        for syscall in (["-s"], []):   # kexec_file_load, then kexec_load (kernels built without it)
+            done = self.conn.shell(SBIN + 'exec kexec "$@"', *syscall, "-l", *args, timeout=120)
+            if not done.failure:
+                return
+            errors.append(_last(done.stderr) or done.failure)
+        raise HostError(f"host {self.conn.dest}: kexec cannot load {image.name}: {' / '.join(errors)}")
+
+    def _wait(self, identity: str, before: str, started: float) -> float:
+        last = "no answer yet"
+        deadline = started + self.wait_s
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                self.conn.reopen()
+                version = self.version()
+            except HostError as e:
+                last = str(e)
+                continue
+            if identity in version:
+                return time.monotonic() - started
+            if version == before and time.monotonic() - started < STILL_OLD_S:
+                continue              # the old kernel is still shutting down
+            raise HostError(f"host {self.conn.dest} runs {_ident(version)} after kexec, not {identity}"
+                            + (" (kexec -e did not take)" if version == before else ""))
+        raise HostError(f"host {self.conn.dest} did not answer within {self.wait_s:g} s of kexec into {identity}; "
+                        f"last ssh error: {last}")
+
+    def restore(self) -> str:
+        """kexec back into the kernel the host ran when prepare() found it (its own image and
+        initrd, the command line it had); a host that cannot be reached is a HostError."""
+        o = self.original
+        if o is None or not self.moved:
+            return ""
+        initrd = self.dir / "initrd.img"
+        self.say(f"restoring {self.conn.dest} to its own kernel {o.release}")
+        try:
+            if not self.conn.alive():
+                self.conn.reopen()
+            if self.version() == o.version:
+                seconds = 0.0
+            else:
+                self._load(self.dir / "vmlinuz", initrd if initrd.exists() else None, o.cmdline)
+                started = time.monotonic()
+                self.conn.shell(EXEC, timeout=20)
+                seconds = self._wait_version(o.version, started)
+        except HostError as e:
+            raise HostError(f"{e}: could not restore its kernel {o.release}: kexec or reboot it by hand") from None
+        self._write_state(False)
+        message = f"{self.conn.dest} is back on its own kernel {o.release} ({_ident(o.version)})"
+        self.say(message + (f", {seconds:.1f} s after kexec" if seconds else ""))
+        return message
+
+    def _wait_version(self, version: str, started: float) -> float:
+        last = "no answer yet"
+        while time.monotonic() < started + self.wait_s:
+            time.sleep(0.5)
+            try:
+                self.conn.reopen()
+                if self.version() == version:
+                    return time.monotonic() - started
+            except HostError as e:
+                last = str(e)
+        raise HostError(f"host {self.conn.dest} did not come back on its kernel within {self.wait_s:g} s; "
+                        f"last ssh error: {last}")
+
+
+def _ident(version: str) -> str:
+    """The part of /proc/version that names a build: "6.1.192 (flagbench@fb-a-1234)"."""
+    words = version.split()
+    return " ".join(words[2:4]) if len(words) >= 4 else version
+
+
+def _last(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+# -- building for a host ----------------------------------------------------------------------
+def for_host(exp, dest: str | None, check: bool = True, say: Callable[[str], None] = lambda s: None):
+    """EXP ready for a host: with DEST (--host), the host must be able to kexec (HostError
+    naming why not, before anything is built); `config = "host"` or `"host:DEST"` becomes the
+    config that host's kernel runs with (/proc/config.gz, else /boot/config-RELEASE), kept in
+    the cache by content, so a second run builds nothing new while the host's kernel stays.
+    A host an interrupted run left on another kernel is restored first (its config is the
+    one wanted). check=False: only the config (flagbench build --host)."""
+    from dataclasses import replace
+
+    from flagbench.errors import UserError
+    from flagbench.kernelspec import is_host_config
+
+    config = exp.kernel.config if exp.kernel else ""
+    source = config[len("host:"):] if config.startswith("host:") else dest
+    if is_host_config(config) and not source:
+        raise UserError(f"{exp.path}: config = \"host\" takes the config of the --host machine: give --host DEST "
+                        "(or write config = \"host:DEST\")")
+    for name in dict.fromkeys(d for d in (dest, source if is_host_config(config) else None) if d):
+        with Connection(name) as conn:
+            host, problems = inspect(conn)
+            if check and name == dest:
+                if problems:
+                    raise HostError(f"host {dest} cannot boot kernels by kexec: {'; '.join(problems)}")
+                host = Kexec(conn, say).prepare()
+            if name == source and is_host_config(config):
+                path = _fetch_config(conn, host)
+                exp = replace(exp, kernel=replace(exp.kernel, config=str(path),
+                                                  hash=_sha(exp.kernel.hash + path.name)))
+    return exp
+
+
+def _fetch_config(conn: Connection, host: HostKernel) -> Path:
+    import gzip
+    import hashlib
+
+    if not host.config:
+        raise HostError(f"host {conn.dest}: its kernel's config is in neither /proc/config.gz nor "
+                        f"/boot/config-{host.release}")
+    out = cache_dir() / "hosts" / "configs"
+    out.mkdir(parents=True, exist_ok=True)
+    raw = out / f".fetch-{os.getpid()}"
+    conn.fetch(host.config, raw)
+    data = raw.read_bytes()
+    raw.unlink()
+    if host.config.endswith(".gz"):
+        data = gzip.decompress(data)
+    path = out / f"{host.release}-{hashlib.sha256(data).hexdigest()[:12]}.config"   # by content: any alias, same cells
+    if not path.exists():
+        path.write_bytes(data)
+    return path
+
+
+def _sha(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode()).hexdigest()

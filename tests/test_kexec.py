@@ -1,0 +1,206 @@
+"""Kernels on a real machine: `flagbench run EXP --host box` against the kexec test box
+(tests/testbox_util.py: a qemu-system TCG machine with dropbear and kexec, reached by ssh on
+127.0.0.1 like any server). flagbench takes the box's own config (config = "host"), builds
+the variants, kexecs the box into each in rounds A B B A, checks each booted kernel by its
+build identity, runs the will-it-scale testcase there, and restores the box's kernel: at the
+end, on SIGTERM, and (after kill -9) at the start of the next run."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, ROOT, flagbench
+from testbox_util import booted_box
+
+from flagbench.kernel import hostrun, kexec
+
+BOOT_FRAGMENT = ROOT / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
+
+
+EXPERIMENT = DATA / "kexec"
+
+
+def _experiment(dir: Path | None = None, config: str = "host") -> Path:
+    """The test experiment: tests/data/kexec itself (its kernels built once for every test and
+    session), or a copy in DIR with another config (nothing built from it)."""
+    if dir is None:
+        return EXPERIMENT
+    dir.mkdir(parents=True, exist_ok=True)
+    text = (EXPERIMENT / "experiment.toml").read_text().replace('config = "host"', f'config = "{config}"')
+    for rel in ("../../../src/flagbench/kernel/boot-x86_64.config", "../kernel/one-function.patch",
+                "../wis_getppid.c"):
+        text = text.replace(f'"{rel}"', f'"{(EXPERIMENT / rel).resolve()}"')
+    (dir / "experiment.toml").write_text(text)
+    return dir
+
+
+def _env(box) -> dict:
+    return {"FLAGBENCH_SSH": box.ssh_env}
+
+
+def _samples(db: Path) -> list[dict]:
+    with sqlite3.connect(db) as c:
+        rows = c.execute("SELECT bench, cell, metric, value, provenance FROM samples").fetchall()
+    return [{"bench": b, "cell": cell, "metric": m, "value": v, "prov": json.loads(p)} for b, cell, m, v, p in rows]
+
+
+def _identities(exp: Path, box) -> dict[str, str]:
+    """variant -> (build identity, cached), from `flagbench build --host box --format json`."""
+    done = flagbench("build", exp, "--host", box.alias, "--format", "json", "-q", env=_env(box), timeout=3600)
+    assert done.returncode == 0, done.stderr
+    return {c["variant"]: (c["identity"], c["cached"]) for c in json.loads(done.stdout)["cells"]}
+
+
+def test_order_is_abba():
+    assert hostrun.order(["A", "B"], 2) == [(0, "A"), (0, "B"), (1, "B"), (1, "A")]
+
+
+def test_refusal_reasons():
+    ok = {"uid": "0", "kexec": "/usr/sbin/kexec", "disabled": "0", "lockdown": "[none] integrity confidentiality"}
+    assert kexec.refusal(ok) == []
+    assert "kexec_load_disabled" in kexec.refusal({**ok, "disabled": "1"})[0]
+    assert "locked down (integrity" in kexec.refusal({**ok, "lockdown": "none [integrity] confidentiality"})[0]
+    assert "no kexec" in kexec.refusal({**ok, "kexec": ""})[0]
+    assert "root" in kexec.refusal({**ok, "uid": "1000"})[0]
+
+
+@pytest.mark.slow
+def test_kexec_rounds_on_the_box(tmp_path):
+    exp = _experiment()
+    db = tmp_path / "fb.db"
+    with booted_box(tmp_path / "box", alias="box-rounds") as box:
+        original = box.version()
+        done = flagbench("run", exp, "--host", "box-rounds", "--rounds", "2", "--db", db, "--format", "json",
+                         env=_env(box), timeout=3600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert box.version() == original                       # restored
+        assert "is back on its own kernel" in done.stderr
+        samples = [s for s in _samples(db) if s["bench"] == "getppid on box-rounds (kexec)"]
+        identities = _identities(exp, box)
+        assert all(cached for _, cached in identities.values())   # the run built them; nothing rebuilt
+        # 2 variants x 2 rounds x 2 samples, each from a boot that said its variant's identity
+        assert len(samples) == 8
+        boots = {}
+        for s in samples:
+            variant = s["cell"].split("/")[0]
+            assert s["metric"] == "per_second" and s["value"] > 0
+            assert f"flagbench@{identities[variant][0]})" in s["prov"]["kernel"]
+            boots.setdefault(s["prov"]["boot"], set()).add((variant, s["prov"]["round"]))
+        assert sorted(boots) == [0, 1, 2, 3]
+        assert [boots[i] for i in range(4)] == [{("default", 0)}, {("patched", 0)}, {("patched", 1)},
+                                                {("default", 1)}]
+        report = json.loads(done.stdout)
+        text = json.dumps(report)
+        assert "getppid on box-rounds (kexec)" in text and "kernel_insns_per_iter" in text   # real time beside TCG counts
+        # a second run: the builds are reused (no make), the box restored again
+        again = flagbench("run", exp, "--host", "box-rounds", "--rounds", "1", "--db", db, "--fresh",
+                          env=_env(box), timeout=3600)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert box.version() == original
+
+
+def _wait_for(pred, within: float, what: str):
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _on_variant(box) -> bool:
+    v = box.version()
+    return "@fb-default-" in v or "@fb-patched-" in v
+
+
+def _start(args, env) -> subprocess.Popen:
+    full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **env}
+    return subprocess.Popen([sys.executable, "-m", "flagbench", *map(str, args)], env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_killed_run_leaves_the_box_restored(tmp_path):
+    """SIGTERM mid-run: flagbench restores the box before it exits 143. kill -9 mid-run: the
+    box stays on the variant, and the next run restores it first."""
+    exp = _experiment()
+    with booted_box(tmp_path / "box", alias="box-killed") as box:
+        original = box.version()
+        _identities(exp, box)        # built (and cached) before the clock matters
+        for sig, status in ((signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL)):
+            proc = _start(["run", exp, "--host", "box-killed", "--rounds", "2", "--db", tmp_path / f"{sig}.db"], _env(box))
+            try:
+                _wait_for(lambda: _on_variant(box) or proc.poll() is not None, 2400,
+                          "the box on a variant kernel")
+                assert proc.poll() is None, proc.communicate()[1][-2000:]
+                proc.send_signal(sig)
+                _, err = proc.communicate(timeout=600)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            assert proc.returncode == status, err[-2000:]
+            if sig == signal.SIGTERM:
+                assert box.version() == original and "is back on its own kernel" in err, err[-2000:]
+            else:
+                _wait_for(lambda: _on_variant(box), 300, "the box on a variant after kill -9")   # left there
+        done = flagbench("run", exp, "--host", "box-killed", "--rounds", "1", "--db", tmp_path / "next.db",
+                         env=_env(box), timeout=3600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "left there by an interrupted run: restoring" in done.stderr
+        assert box.version() == original
+
+
+@pytest.mark.slow
+def test_box_that_cannot_kexec_is_refused_before_building(tmp_path):
+    exp = _experiment(tmp_path / "exp", "tinyconfig")
+    (exp / "experiment.toml").write_text((exp / "experiment.toml").read_text().replace(
+        "patched = { patches", 'never = { kcflags = ["-O1"], patches'))
+    with booted_box(tmp_path / "box") as box:
+        assert box.run("sh", "-c", "rm /usr/sbin/kexec; echo 1 > /proc/sys/kernel/kexec_load_disabled").returncode == 0
+        done = flagbench("run", exp, "--host", "box", "--db", tmp_path / "fb.db", env=_env(box), timeout=600)
+    assert done.returncode == 2, done.stderr
+    assert "no kexec there" in done.stderr and "kexec_load_disabled = 1" in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "configuring" not in done.stderr      # nothing was built
+
+
+@pytest.fixture
+def sshd_box(tmp_path, monkeypatch, object_cache):
+    """This machine's own sshd as a host: inspected and read from, never kexec'd."""
+    from sshd_util import sshd_server
+    with sshd_server(tmp_path / "sshd", alias="box") as server:
+        monkeypatch.setenv("FLAGBENCH_SSH", server.ssh_env)
+        yield server
+
+
+def test_inspect_and_host_config_over_ssh(sshd_box, tmp_path):
+    import gzip
+
+    from flagbench import spec
+    from flagbench.hosts.ssh import Connection
+
+    with Connection("box") as conn:
+        host, _ = kexec.inspect(conn)
+    assert host.release == os.uname().release and host.machine == os.uname().machine
+    assert host.version == Path("/proc/version").read_text().strip()
+    if not Path("/proc/config.gz").exists():
+        pytest.skip("this kernel has no /proc/config.gz")
+    exp = spec.load(_experiment(tmp_path / "exp", "host:box"))
+    assert exp.kernel.config == "host:box"
+    got = kexec.for_host(exp, None)
+    assert Path(got.kernel.config).read_bytes() == gzip.decompress(Path("/proc/config.gz").read_bytes())
+    assert got.kernel.hash != exp.kernel.hash
+
+
+def test_host_config_needs_a_host(tmp_path, object_cache):
+    done = flagbench("build", _experiment(tmp_path / "exp", "host"), cache=object_cache)
+    assert done.returncode == 2 and "--host" in done.stderr and done.stderr.count("\n") == 1, done.stderr
