@@ -16,41 +16,14 @@ import re
 import shutil
 import subprocess
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from flagbench.asm import unsized
+from flagbench.asm import extent, unsized
+from flagbench.asm.mix import mix
+from flagbench.asm.model import PADDING, Disassembly, Function, is_local_label  # noqa: F401 - re-exported
 from flagbench.asm.places import Places
 from flagbench.errors import UserError
 from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
-
-
-@dataclass
-class Function:
-    name: str          # unique within the file: a repeated static name gets "#2", "#3"
-    section: str
-    text: str          # normalised instructions, one per line
-    mix: object = None  # its `mix.Mix`, made where it was disassembled (a worker process for a vmlinux)
-
-    @property
-    def lines(self) -> list[str]:
-        return self.text.split("\n") if self.text else []
-
-
-@dataclass
-class Disassembly:
-    path: Path
-    target: str
-    tool: str          # "objdump-name version"
-    functions: dict[str, Function]
-    label: str = ""    # what to call it instead of the path (a variant build: "strict/loongarch64/clang")
-    # code no sized symbol covers (`unsized.CodeMap.totals`): bytes of "stub", "padding", "other"
-    # and "stubs", the number of linker stubs
-    unsized: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def shown(self) -> str:
-        return self.label or str(self.path)
 
 
 def objdump_argv(tool: str, path: Path, relocatable: bool) -> list[str]:
@@ -74,8 +47,6 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
         ranges = [(None, None)] if elf.relocatable else cmap.code_ranges(SKIP_PADDING)
         functions = _functions(tool, path, elf.relocatable, norm, ranges)
         d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
-        from flagbench.asm import extent   # it uses this module's Function
-        from flagbench.asm.mix import mix
         extent.cut(d, elf.image, cmap)
         part, parts = mix_part
         for f in d.functions.values():
@@ -119,11 +90,6 @@ def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser",
 
 
 _HEADER = re.compile(r"<(.+)>:$")
-
-
-def is_local_label(name: str) -> bool:
-    """An assembler-local label or a mapping symbol ($x, $d), not hppa millicode ($$remI)."""
-    return name.startswith(".L") or (name.startswith("$") and not name.startswith("$$"))
 
 
 def _raw_blocks(stream):
@@ -180,11 +146,7 @@ _X86_PCREL = ("R_X86_64_PC32", "R_X86_64_PLT32", "R_X86_64_GOTPCREL", "R_X86_64_
               "R_X86_64_REX_GOTPCRELX", "R_X86_64_PC64")
 _INDEXED_BY_8 = re.compile(r"\(,%\w+,8\)")       # jmp *TABLE(,%rdx,8)
 _IMMEDIATE = re.compile(r"0x([0-9a-f]{6,16})(?![0-9a-f])")
-# What alignment pads with, on every target: NOP spellings, int3 fill, zero fill ("..."),
-# hppa64's `break 0,0`, arm's `mov r8, r8`.
-PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|int3|\.\.\.|c\.nop"
-                      r"|break 0,0|mov r8, r8|lea +0x0\(%[er]si,%[er]iz,1\),%[er]si"
-                      r"|\.inst 0x00000000.*|udf #0|\.short 0x0000|\.word 0x00000000|\(bad\))(?: .*)?$")
+
 
 
 class Normaliser:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from flagbench.asm.disasm import PADDING, Function
+from flagbench.asm.model import PADDING, Function
 from flagbench.asm.padding import place_in, symbol_spans
 from flagbench.asm.unsized import PADDING as PADDING_KIND
 from flagbench.asm.unsized import STUB, STUB_SYMBOL, CodeMap

@@ -17,7 +17,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from flagbench.asm.disasm import PADDING
+from flagbench.asm.model import PADDING
 from flagbench.asm.isa import CLASSIFIERS, Insn
 
 

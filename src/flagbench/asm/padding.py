@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench.asm.disasm import PADDING, Disassembly, Function, is_local_label
+from flagbench.asm.model import PADDING, Disassembly, Function, is_local_label
 from flagbench.elf import Image
 from flagbench.elf.constants import STT_FILE, STT_SECTION
 from flagbench.toolchains import get_target
