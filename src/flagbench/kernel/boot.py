@@ -1,7 +1,7 @@
 """Boot a built kernel with an initramfs under qemu-system and collect what the guest
 measured: the console, and the syscount plugin's per-region counts and kernel profile.
 
-One recipe per target (machine, console, which kernel file, where the kernel's
+One qemu-system machine per target (`Machine`: the -M line, console, which kernel file, where the kernel's
 addresses start, the marker bytes). Counts repeat bit for bit only with a fixed
 instruction clock: `-icount shift=N,sleep=off -rtc clock=vm,base=<fixed date>`;
 the shift changes kernel counts (timer ticks per instruction), so A and B must use
@@ -28,7 +28,7 @@ TAIL_LINES = 15
 
 
 @dataclass(frozen=True)
-class Target:
+class Machine:
     name: str
     qemu: str
     machine: tuple[str, ...]       # -M/-cpu/firmware arguments
@@ -43,16 +43,16 @@ class Target:
     verified: bool = False         # booted and measured on this project's machine kind
 
 
-TARGETS = {
-    "x86_64": Target("x86_64", "qemu-system-x86_64", ("-M", "pc", "-cpu", "qemu64"), "ttyS0", "vmlinux",
+MACHINES = {
+    "x86_64": Machine("x86_64", "qemu-system-x86_64", ("-M", "pc", "-cpu", "qemu64"), "ttyS0", "vmlinux",
                      0xFFFF800000000000, "0f1f8001004246", "0f1f8002004246", verified=True),
-    "aarch64": Target("aarch64", "qemu-system-aarch64", ("-M", "virt", "-cpu", "cortex-a57"), "ttyAMA0",
+    "aarch64": Machine("aarch64", "qemu-system-aarch64", ("-M", "virt", "-cpu", "cortex-a57"), "ttyAMA0",
                       "image", 0x8000000000000000, "5f2e03d5", "7f2e03d5", "aarch64-linux-gnu-", verified=True),
-    "arm": Target("arm", "qemu-system-arm", ("-M", "virt"), "ttyAMA0", "image", 0xC0000000,
+    "arm": Machine("arm", "qemu-system-arm", ("-M", "virt"), "ttyAMA0", "image", 0xC0000000,
                   "aff37280", "aff37380", "arm-linux-gnueabihf-"),      # Thumb-2 guest programs
-    "riscv64": Target("riscv64", "qemu-system-riscv64", ("-M", "virt", "-bios", "default"), "ttyS0",
+    "riscv64": Machine("riscv64", "qemu-system-riscv64", ("-M", "virt", "-bios", "default"), "ttyS0",
                       "image", 0x8000000000000000, "13001000", "13002000", "riscv64-linux-gnu-"),
-    "hppa": Target("hppa", "qemu-system-hppa", ("-M", "B160L"), "ttyS0", "vmlinux", 0xC0000000,
+    "hppa": Machine("hppa", "qemu-system-hppa", ("-M", "B160L"), "ttyS0", "vmlinux", 0xC0000000,
                    "34000002", "34000004", "hppa-linux-gnu-", memory="1G",
                    why_not="qemu 7.2 has only the 32-bit B160L, and PA-RISC keeps user and kernel in "
                            "separate address spaces (space registers): an address cannot tell them apart"),
@@ -124,10 +124,10 @@ def boot_fragments(exp) -> list[Path]:
     return out
 
 
-def target(name: str) -> Target:
-    if name not in TARGETS:
-        raise UserError(f"no qemu-system recipe for target {name!r} (known: {', '.join(TARGETS)})")
-    return TARGETS[name]
+def target(name: str) -> Machine:
+    if name not in MACHINES:
+        raise UserError(f"no qemu-system recipe for target {name!r} (known: {', '.join(MACHINES)})")
+    return MACHINES[name]
 
 
 def qemu_version(binary: str) -> str:
@@ -137,7 +137,7 @@ def qemu_version(binary: str) -> str:
     return out.splitlines()[0].strip() if out else binary
 
 
-def qemu_argv(t: Target, kernel: Path, initrd: Path, console_log: Path, settings: BootSettings,
+def qemu_argv(t: Machine, kernel: Path, initrd: Path, console_log: Path, settings: BootSettings,
               plugin_args: str | None) -> list[str]:
     append = [f"console={t.console}", "panic=-1", *settings.append]   # full console: a hang shows where
     argv = [t.qemu, *t.machine, "-m", t.memory, "-smp", str(settings.smp), "-nodefaults", "-display", "none",
@@ -153,7 +153,7 @@ def qemu_argv(t: Target, kernel: Path, initrd: Path, console_log: Path, settings
     return argv
 
 
-def boot(t: Target, kernel: Path, initrd: Path, *, workdir: Path, settings: BootSettings = BootSettings(),
+def boot(t: Machine, kernel: Path, initrd: Path, *, workdir: Path, settings: BootSettings = BootSettings(),
          system_map: Path | None = None, count: bool = True) -> BootResult:
     """Boot once; the result says whether the guest reached "FB done" and what it measured."""
     if t.why_not and count:

@@ -135,7 +135,7 @@ def plan_rows(benches: Sequence[Bench], exp_dir: Path) -> tuple[list[GuestRow], 
     return rows, programs
 
 
-def build_program(t: boots.Target, name: str, sources: list[Path], out_dir: Path, driver: Path | None) -> Path:
+def build_program(t: boots.Machine, name: str, sources: list[Path], out_dir: Path, driver: Path | None) -> Path:
     """A static executable for the guest, cached by its inputs."""
     cc = f"{t.cross}gcc"
     files = ([driver] if driver else []) + [s for s in sources if not str(s).startswith("-")]
@@ -158,7 +158,7 @@ def build_program(t: boots.Target, name: str, sources: list[Path], out_dir: Path
     return exe
 
 
-def make_initramfs(t: boots.Target, rows: list[GuestRow], programs: dict[str, list[Path]], workdir: Path) -> Path:
+def make_initramfs(t: boots.Machine, rows: list[GuestRow], programs: dict[str, list[Path]], workdir: Path) -> Path:
     bin_dir = workdir / "programs" / t.name
     init = build_program(t, "init", [], bin_dir, GUEST_INIT_C)
     built = {}
@@ -221,7 +221,7 @@ def parse_console(console: str, regions: list[boots.Region], rows: list[GuestRow
     return results
 
 
-def boot_variant(variant: str, t: boots.Target, build: KernelBuild, initrd: Path, rows: list[GuestRow],
+def boot_variant(variant: str, t: boots.Machine, build: KernelBuild, initrd: Path, rows: list[GuestRow],
                  workdir: Path, settings: boots.BootSettings) -> VariantBoot:
     """Boot once; rows the guest finished keep their results even when the boot failed after them."""
     kernel = build.vmlinux if t.image == "vmlinux" else build.image
@@ -306,7 +306,7 @@ class Booter:
     `get(variant)` for its rows, `floor(tag)` (the baseline booted twice), `symbols(tag)`
     (every variant: a profile's rows are the union of each variant's top symbols)."""
 
-    def __init__(self, t: boots.Target, builds: list[KernelBuild], rows: list[GuestRow], initrd: Path,
+    def __init__(self, t: boots.Machine, builds: list[KernelBuild], rows: list[GuestRow], initrd: Path,
                  tdir: Path, settings: boots.BootSettings, noise_floor: bool, notes: list[str], top: int):
         self.t, self.rows, self.initrd, self.tdir, self.settings = t, rows, initrd, tdir, settings
         self.builds = {_variant_name(b): b for b in builds}

@@ -33,9 +33,9 @@ from flagbench.kernel import boot as boots
 from flagbench.kernel import guest
 from flagbench.kernel.kexec import Kexec
 from flagbench.run.engine import BenchCell
+from flagbench.run.places import target_of
 
 _REGION = re.compile(r"FB region iterations=(\d+) ns=(\d+)")
-MACHINES = {"x86_64": "x86_64", "aarch64": "aarch64", "arm": "armv7l", "riscv64": "riscv64"}
 
 
 @dataclass
@@ -78,7 +78,7 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
     with Connection(dest) as conn:
         k = Kexec(conn, say)
         host = k.prepare()
-        if MACHINES.get(target.name) != host.machine:
+        if target_of(host.machine) != target.name:
             raise UserError(f"--host {dest} is {host.machine}; the kernels are built for {target.name}")
         exe = {name: guest.build_program(target, name, sources, workdir / "programs",
                                          guest.WIS_GUEST_C if any(r.program == name and r.line.startswith("self")
