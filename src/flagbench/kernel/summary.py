@@ -48,6 +48,8 @@ class PairSummary:
     tree: str
     string_ops: list[tuple[str, dict, dict]]   # (function, old {op: n}, new {op: n}) where they differ
     stubs: str = ""                 # linker stubs and code outside functions, one line (size/asm)
+    stub_bytes_old: int = 0         # bytes of linker stubs (code no symbol covers)
+    stub_bytes_new: int = 0
 
     @property
     def text_delta(self) -> int:
@@ -117,7 +119,7 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rul
         c.old.covered, c.new.covered, bom_old, bom_new, fn_old, fn_new, rules_of(old.src, rules)[0],
         counts, kconfig_file.delta(old.config, new.config),
         kobjects.compare_trees(old.dir, new.dir) if with_objects else [], compiler, new.tree, string_ops,
-        _stubs(c, asm if with_asm else None))
+        _stubs(c, asm if with_asm else None), c.old.stub_bytes, c.new.stub_bytes)
 
 
 def _stubs(c, asm) -> str:
@@ -151,6 +153,11 @@ def _string_ops(asm) -> list[tuple[str, dict, dict]]:
 def _why_sections(s: PairSummary) -> str:
     """Why the sections' total and bloat-o-meter's differ, in the words that fit this pair."""
     inside, between = s.covered_new - s.covered_old, s.padding_new - s.padding_old
+    stubs = s.stub_bytes_new - s.stub_bytes_old
+    if stubs:   # linker stubs come and go with the calls that need them: say so before any slack
+        rest = s.text_delta - inside - between - stubs
+        return (f"inside functions {_signed(inside)} B, between them {_signed(between)} B, linker stubs "
+                f"{_signed(stubs)} B" + (f", the rest {_signed(rest)} B (unsized code, section tails)" if rest else ""))
     if s.text_delta == inside + between and not between:
         return "the growth inside functions, no padding moved"
     if inside and between and (inside > 0) != (between > 0) and abs(between) * 2 >= abs(inside):
