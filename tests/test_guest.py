@@ -100,7 +100,8 @@ def test_counts_repeat_bit_for_bit_and_profile_sums_to_kernel(kernel, tmp_path):
 
 def test_guest_cells_emit_exact_rows_and_a_crashing_bench_fails_alone(kernel, tmp_path):
     (tmp_path / "crash.c").write_text(CRASH_C)
-    benches = [_page_fault(), bench({"name": "crash", "kind": "command", "guest": True, "command": ["crash.c"]})]
+    benches = [_page_fault(), bench({"name": "crash", "kind": "command", "guest": True, "command": ["crash.c"]},
+                                       root=tmp_path)]
     notes: list[str] = []
     cells = guest.guest_cells(SimpleNamespace(root=tmp_path), benches, [kernel], workdir=tmp_path / "work",
                               notes=notes, settings=QUICK, noise_floor=False)
@@ -130,7 +131,8 @@ def _ok_crash_hang(tmp_path: Path, hang_timeout: float) -> list:
     for name, text in (("ok", OK_C), ("crash", CRASH_C), ("hang", HANG_C)):
         (tmp_path / f"{name}.c").write_text(text)
     return [bench({"name": name, "kind": "command", "guest": True, "command": [f"{name}.c"],
-                   **({"timeout": hang_timeout} if name == "hang" else {})}) for name in ("ok", "crash", "hang")]
+                   **({"timeout": hang_timeout} if name == "hang" else {})}, root=tmp_path)
+            for name in ("ok", "crash", "hang")]
 
 
 def _run_jobs(cells) -> dict[str, tuple]:

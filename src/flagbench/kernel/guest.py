@@ -72,6 +72,11 @@ class GuestRow:
     budget: float                  # wall seconds the row may take under TCG
     timeout: float                 # guest seconds, after which init kills it
 
+    @property
+    def args(self) -> list[str]:
+        """The program's arguments: the line is KIND, TAG, TIMEOUT_MS, PROGRAM, ARGS..."""
+        return self.line.split("\t")[4:]
+
 
 @dataclass
 class RowResult:

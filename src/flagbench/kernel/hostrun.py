@@ -64,7 +64,7 @@ def order(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
 def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, store, run_id: int, dest: str,
                 rounds: int, workdir: Path, say: Callable[[str], None]) -> tuple[list[str], list[str]]:
     """Measure the guest benches on DEST by kexec into each build; (failures, notes)."""
-    rows, programs = guest.plan_rows(benches, guest._exp_dir(exp))
+    rows, programs = guest.plan_rows(benches, Path(exp.root))
     if not rows:
         return [], []
     builds = [b for b in builds if b.ok]
@@ -142,8 +142,7 @@ def _key(variant: str, build: Any, row: guest.GuestRow) -> str:
 
 def _measure(conn: Connection, store, run_id: int, c: HostCell, program: Path, prov: dict) -> None:
     remote = conn.stage(program)
-    words = c.row.line.split("\t")
-    args = words[3:]
+    args = c.row.args
     for i in range(c.samples):
         timeout = max(60.0, c.row.budget)
         done = conn.run([remote, *args], timeout=timeout)
@@ -152,7 +151,7 @@ def _measure(conn: Connection, store, run_id: int, c: HostCell, program: Path, p
             return
         sample = {**prov, "sample": c.taken, "sample_in_boot": i, "executor": f"kexec {conn.dest}",
                   "variant_column": c.variant, "time": time.time()}
-        if words[0] == "self":
+        if c.row.line.startswith("self"):
             m = _REGION.search(done.stdout)
             if not m or int(m.group(2)) <= 0:
                 c.failure = f"{c.row.tag}: no 'FB region' line in its output: {done.stdout.strip()[-200:]}"

@@ -227,8 +227,9 @@ class Kexec:
         initrd = self.dir / "initrd.img"
         self.say(f"restoring {self.conn.dest} to its own kernel {o.release}")
         try:
-            if not self.conn.alive():
-                self.conn.reopen()
+            # a fresh connection and run directory: a signal may have come while the host was
+            # rebooting, and a kexec'd host's run directory went with its old kernel
+            self.conn.reopen()
             if self.version() == o.version:
                 seconds = 0.0
             else:
