@@ -27,14 +27,8 @@ from typing import Iterator
 SSHD = "/usr/sbin/sshd"
 
 
-@dataclass
-class Box:
-    dir: Path
-    alias: str
-    port: int
-    config: Path          # the client's config file (ssh -F)
-    home: Path            # HOME of the sessions there
-    proc: subprocess.Popen
+class SshClient:
+    """`ssh -F CONFIG` for a test server (`config`: the client's file): argv, and FLAGBENCH_SSH's value."""
 
     @property
     def ssh(self) -> list[str]:
@@ -43,6 +37,16 @@ class Box:
     @property
     def ssh_env(self) -> str:
         return f"ssh -F {self.config}"
+
+
+@dataclass
+class Box(SshClient):
+    dir: Path
+    alias: str
+    port: int
+    config: Path          # the client's config file (ssh -F)
+    home: Path            # HOME of the sessions there
+    proc: subprocess.Popen
 
     def descendants(self) -> list[int]:
         """Every live process the server started (connections, sessions, programs)."""

@@ -43,6 +43,7 @@ from flagbench.kernel import source
 from flagbench.kernel.kbuild import KernelBuild, build_kernels
 
 from kernel_util import missing_tools
+from sshd_util import SshClient
 
 EXPERIMENT = Path(__file__).resolve().parent / "data" / "testbox"
 QEMU = "qemu-system-x86_64"
@@ -69,7 +70,7 @@ while true; do sleep 3600; done
 
 
 @dataclass
-class TestBox:
+class TestBox(SshClient):
     dir: Path
     port: int
     kernel: KernelBuild
@@ -83,14 +84,6 @@ class TestBox:
     @property
     def config(self) -> Path:
         return self.dir / "ssh_config"
-
-    @property
-    def ssh(self) -> list[str]:
-        return ["ssh", "-F", str(self.config)]
-
-    @property
-    def ssh_env(self) -> str:
-        return f"ssh -F {self.config}"
 
     def run(self, *words: str, timeout: float = 60) -> subprocess.CompletedProcess:
         """A command on the box, through plain ssh (not flagbench's connection)."""
