@@ -19,6 +19,15 @@ a burst of load, and refuses a verdict when A and B ran under different load. An
 (the baseline measured twice) gives `reach`, the smallest change a run may call. A `~` with an
 interval says how many samples per side would resolve the change seen (`needed`).
 
+Paired samples: the run engine measures the variants of a row back to back in each round, in a
+random order (noise.paired_round), and tags each sample with its round. `change(paired=True)`
+then compares the rounds' log-ratios with the Wilcoxon signed-rank test and its Hodges-Lehmann
+/ Tukey interval (the median and order statistics of the Walsh averages). A burst of load that
+lasts longer than a round hits both members of a pair and cancels; and because the order within
+a round was a fair coin, under "no change" each log-ratio's sign is a fair coin too, whatever
+the load did, so the test keeps its level however the bursts line up with the samples (a
+randomisation test; no independence between rounds is assumed).
+
 The result is a `Change` (`change` for noisy samples, `exact_change` for deterministic counts);
 the size and asm stages have their own `SizeComparison` and `AsmComparison`. A `Metric` says what
 a number is: its unit, whether it is exact work or noisy time, and which direction is better.
@@ -117,6 +126,7 @@ class Change:
     # to +-resolve (the observed change, at least RESOLVE_AT_LEAST) at the spread seen.
     needed: int | None = None
     resolve: float | None = None
+    paired: bool = False          # n_old == n_new rounds compared pair by pair (signed-rank)
 
     @property
     def relative(self) -> float:
@@ -210,6 +220,96 @@ def ratio_estimate_interval(old: Sequence[float], new: Sequence[float],
             float(math.exp(diffs[m * n - k])))
 
 
+@lru_cache(maxsize=256)
+def _signed_rank_null_cdf(n: int) -> tuple[float, ...]:
+    """P(T+ <= t) for t = 0..n(n+1)/2 under H0: each rank 1..n counts with probability 1/2,
+    so the counts of subsets of {1..n} summing to t, over 2^n (a knapsack count)."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for r in range(1, n + 1):
+        counts[r:] = counts[r:] + counts[:-r].copy()
+    return tuple(np.cumsum(counts) / counts.sum())
+
+
+def _signed_rank_k(n: int, alpha: float) -> int:
+    """The k of the signed-rank interval [W_(k), W_(N+1-k)]: the largest k with P(T+ <= k-1) <= alpha/2."""
+    if n <= 100:
+        cdf = _signed_rank_null_cdf(n)
+        k = 0
+        while k < len(cdf) and cdf[k] <= alpha / 2:
+            k += 1
+        return max(k, 1)
+    from scipy.stats import norm
+    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return max(int(math.floor(mean - norm.ppf(1 - alpha / 2) * sd)), 1)
+
+
+def signed_rank_p(d: Sequence[float]) -> float:
+    """Two-sided p of Wilcoxon's signed-rank test that the d are symmetric about 0 (zeros
+    dropped, ties given their mean rank; exact up to 100 pairs, normal beyond).
+
+    >>> signed_rank_p([0.1, 0.2, 0.15, 0.3, 0.12, 0.25]) < 0.05, signed_rank_p([0.1, -0.1, 0.2, -0.2, 0.3, -0.3])
+    (True, 1.0)
+    """
+    from scipy.stats import rankdata
+    x = np.asarray(d, dtype=float)
+    x = x[x != 0]
+    n = x.size
+    if n == 0:
+        return 1.0
+    ranks = rankdata(np.abs(x))
+    t = float(ranks[x > 0].sum())
+    if n <= 100:
+        cdf = _signed_rank_null_cdf(n)
+        top = len(cdf) - 1
+        below = cdf[min(int(math.floor(t)), top)]
+        above = 1.0 - (cdf[int(math.ceil(t)) - 1] if math.ceil(t) >= 1 else 0.0)
+        return float(min(1.0, 2 * min(below, above)))
+    from scipy.stats import norm
+    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
+    return float(min(1.0, 2 * norm.sf(abs(t - mean) / sd)))
+
+
+def paired_ratio_interval(old: Sequence[float], new: Sequence[float],
+                          alpha: float = 0.05) -> tuple[float, float, float] | None:
+    """(Hodges-Lehmann estimate, low, high) of the ratio new/old from pairs (old[i], new[i]):
+    on d = log(new/old), the median of the Walsh averages (d_i + d_j)/2, i <= j, and the
+    interval [W_(k), W_(N+1-k)] that inverts the signed-rank test. None below MIN_SAMPLES_CI pairs.
+
+    >>> est, lo, hi = paired_ratio_interval([10, 12, 9, 11, 10, 13], [11, 13.2, 9.9, 12.1, 11, 14.3])
+    >>> round(est, 3), lo <= est <= hi
+    (1.1, True)
+    """
+    a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
+    n = a.size
+    if n != b.size or n < MIN_SAMPLES_CI or (a <= 0).any() or (b <= 0).any():
+        return None
+    d = np.log(b) - np.log(a)
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    k = min(_signed_rank_k(n, alpha), (walsh.size + 1) // 2)
+    return (float(math.exp(np.median(walsh))), float(math.exp(walsh[k - 1])),
+            float(math.exp(walsh[walsh.size - k])))
+
+
+def pair_up(old_rounds: Sequence | None, new_rounds: Sequence | None) -> list[tuple[int, int]] | None:
+    """Indices (i, j) of the samples of two columns taken in one round (the engine ran them back to
+    back), when there are enough such pairs for an interval; None: compare them unpaired.
+
+    >>> pair_up(["s.1", "s.2", "s.3", "s.4", "s.5", "s.6", "s.7"], ["s.2", "s.1", "s.3", "s.4", "s.5", "s.6"])
+    [(0, 1), (1, 0), (2, 2), (3, 3), (4, 4), (5, 5)]
+    >>> pair_up(["s.1"] * 6, ["s.1"] * 6) is None
+    True
+    """
+    if not old_rounds or not new_rounds or None in old_rounds or None in new_rounds:
+        return None
+    if len(set(old_rounds)) != len(old_rounds) or len(set(new_rounds)) != len(new_rounds):
+        return None
+    where = {r: j for j, r in enumerate(new_rounds)}
+    pairs = [(i, where[r]) for i, r in enumerate(old_rounds) if r in where]
+    return pairs if len(pairs) >= MIN_SAMPLES_CI else None
+
+
 def uncontended(shares_old: Sequence[float | None] | None, shares_new: Sequence[float | None] | None,
                 limit: float = CONTENDED) -> tuple[np.ndarray, np.ndarray] | None:
     """Which samples ran without a burst of contention: their CPU share is at least `limit` of the
@@ -260,57 +360,69 @@ def samples_needed(n: int, ci_low: float, ci_high: float, change: float) -> int:
 
 def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = False,
            alpha: float = 0.05, metric: str = "", shares_old: Sequence[float | None] | None = None,
-           shares_new: Sequence[float | None] | None = None, floor: float | None = None) -> Change:
+           shares_new: Sequence[float | None] | None = None, floor: float | None = None,
+           paired: bool = False) -> Change:
     """The change between two samples of a noisy metric (times by default: lower is better).
 
     `shares_old`/`shares_new`: each sample's CPU share (noise.Contention.cpu_share); samples that
-    ran through a burst of contention are set aside when enough remain, and no verdict is given
-    when A's and B's shares differ (the machine, not the variant, may explain the change).
+    ran through a burst of contention are set aside when enough remain, and, unpaired, no verdict
+    is given when A's and B's shares differ (the machine, not the variant, may explain the change).
     `floor`: the smallest relative change this run may call (an A/A control's reach): the
-    whole interval must lie beyond +-floor for a verdict."""
+    whole interval must lie beyond +-floor for a verdict.
+    `paired`: old[i] and new[i] were measured in one round, in a random order (see the module's
+    docstring): compared pair by pair, a contended pair set aside whole.
+
+    >>> a = [10.0, 12.0, 9.0, 11.0, 10.0, 13.0, 9.5, 12.5]     # load moves both members of a pair
+    >>> b = [x * 1.03 for x in a]
+    >>> change(a, b).verdict, change(a, b, paired=True).verdict
+    ('~', 'slower')
+    """
     a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError("change needs at least one sample on each side")
+    if paired and a.size != b.size:
+        raise ValueError("paired samples come in pairs")
     warnings: list[str] = []
     refuse = None
     keep = uncontended(shares_old, shares_new) if len(a) == len(shares_old or ()) \
         and len(b) == len(shares_new or ()) else None
     if keep is not None:
+        if paired:
+            keep = (keep[0] & keep[1],) * 2
         sa, sb = np.asarray(shares_old, dtype=float), np.asarray(shares_new, dtype=float)
         n_cont = int((~keep[0]).sum() + (~keep[1]).sum())
-        what = f"{n_cont} of {a.size + b.size} samples ran contended (< {CONTENDED:.0%} of the typical CPU share)"
+        what = (f"{int((~keep[0]).sum())} of {a.size} rounds ran contended" if paired else
+                f"{n_cont} of {a.size + b.size} samples ran contended") + \
+            f" (< {CONTENDED:.0%} of the typical CPU share)"
         if n_cont and min(keep[0].sum(), keep[1].sum()) >= MIN_SAMPLES_CI:
             a, b, sa, sb = a[keep[0]], b[keep[1]], sa[keep[0]], sb[keep[1]]
             warnings.append(f"{what}: set aside")
         elif n_cont:
             warnings.append(what)
-        p_share = contention_differs(sa, sb)
+        p_share = None if paired else contention_differs(sa, sb)
         if p_share is not None and p_share < alpha:
             refuse = (f"A and B ran under different contention (their CPU shares differ, p={p_share:.3f}): "
                       f"not called; measure on a quieter machine")
             warnings.append(refuse)
     med_a, med_b = float(np.median(a)), float(np.median(b))
     n_min = min(a.size, b.size)
+    what = "pairs" if paired else "samples"
     if n_min < MIN_SAMPLES_CI:
-        warnings.append(f"too few samples for a confidence interval (n={n_min} < {MIN_SAMPLES_CI})")
+        warnings.append(f"too few {what} for a confidence interval (n={n_min} < {MIN_SAMPLES_CI})")
     elif n_min < MIN_SAMPLES_QUIET:
-        warnings.append(f"too few samples (n={n_min} < {MIN_SAMPLES_QUIET}): interval is wide")
+        warnings.append(f"too few {what} (n={n_min} < {MIN_SAMPLES_QUIET}): interval is wide")
     for side, values in (("old", a), ("new", b)):
         spread = _spread(values)
         if spread > HIGH_SPREAD:
             warnings.append(f"high spread in {side}: IQR/median {spread:.0%}")
 
-    found = ratio_estimate_interval(a, b, alpha) if n_min >= MIN_SAMPLES_CI else None
-    hl, ci = (None, None) if found is None else (found[0], found[1:])
-    if n_min >= MIN_SAMPLES_CI and ci is None:
-        warnings.append("values <= 0: no ratio interval")
-    p_value = None
+    found, p_value = None, None
     if n_min >= MIN_SAMPLES_CI:
-        from scipy.stats import mannwhitneyu
-        if np.array_equal(np.unique(a), np.unique(b)) and np.unique(a).size == 1:
-            p_value = 1.0  # all values identical: scipy would divide by zero
-        else:
-            p_value = float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+        found = paired_ratio_interval(a, b, alpha) if paired else ratio_estimate_interval(a, b, alpha)
+        if found is None:
+            warnings.append("values <= 0: no ratio interval")
+        p_value = _p_value(a, b, paired)
+    hl, ci = (None, None) if found is None else (found[0], found[1:])
 
     verdict, needed = "~", None
     reach = 1.0 + (floor or 0.0)
@@ -327,7 +439,19 @@ def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool
                   ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],
                   p_value=p_value, verdict=verdict, warnings=tuple(warnings),
                   higher_is_better=higher_is_better, alpha=alpha, hl_ratio=hl, needed=needed,
-                  resolve=None if needed is None else math.expm1(target))
+                  resolve=None if needed is None else math.expm1(target), paired=paired)
+
+
+def _p_value(a: np.ndarray, b: np.ndarray, paired: bool) -> float:
+    """Two-sided p: signed-rank on the pairs' log-ratios, else Mann-Whitney U."""
+    if paired:
+        if (a <= 0).any() or (b <= 0).any():
+            return signed_rank_p(b - a)
+        return signed_rank_p(np.log(b) - np.log(a))
+    if np.array_equal(np.unique(a), np.unique(b)) and np.unique(a).size == 1:
+        return 1.0  # all values identical: scipy would divide by zero
+    from scipy.stats import mannwhitneyu
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
 def reach(control: Change | None) -> float | None:
