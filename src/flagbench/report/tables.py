@@ -37,6 +37,7 @@ class Row:
     band_verdicts: dict[str, str] = field(default_factory=dict)         # variant -> vs the baseline's band
     layout_ratios: dict[str, float] = field(default_factory=dict)       # relink column -> median / its variant's
     seconds: dict[str, float] = field(default_factory=dict)             # variant -> mean wall seconds of one sample
+    rounds: dict[str, list] = field(default_factory=dict)               # variant -> each sample's round (or None)
     control: Change | None = None       # the baseline against itself run again (an A/A control column)
 
     def median(self, variant: str) -> float | None:
@@ -96,6 +97,7 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
     """Group samples (as `Store.samples` returns them) into tables and compare each variant to the baseline."""
     groups: dict[tuple, dict[tuple, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     shares: dict[tuple, list] = defaultdict(list)
+    rounds: dict[tuple, list] = defaultdict(list)
     seconds: dict[tuple, list] = defaultdict(list)
     measures: dict[tuple, Metric] = {}
     keys_seen: dict[tuple, list[str]] = defaultdict(list)
@@ -107,6 +109,7 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
         key = (s["bench"], metric, s["target"], s["compiler"])
         groups[key][tuple(params.items())][s["variant"]].append(sum(values) / len(values))
         shares[(key, tuple(params.items()), s["variant"])].append(contention.get("cpu_share"))
+        rounds[(key, tuple(params.items()), s["variant"])].append((s.get("provenance") or {}).get("round"))
         if contention.get("wall_s"):
             seconds[(key, tuple(params.items()), s["variant"])].append(contention["wall_s"])
         measures.setdefault(key, m)
@@ -127,7 +130,8 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
         measure = None if exact else measures[key]
         rows = []
         for params, values in rows_by_params.items():
-            row = Row(dict(params), dict(values), {v: shares[(key, params, v)] for v in values})
+            row = Row(dict(params), dict(values), {v: shares[(key, params, v)] for v in values},
+                      rounds={v: rounds[(key, params, v)] for v in values})
             row.seconds = {v: sum(x) / len(x) for v in values if (x := seconds[(key, params, v)])}
             base = variants[0]
             if base in controls and base in values and controls[base] in values and measure is not None:
@@ -206,5 +210,13 @@ def _change(row: Row, base: str, variant: str, measure: Metric | None, alpha: fl
         if len(set(old)) > 1 or len(set(new)) > 1:   # a count that moves is not exact: say so
             c = replace(c, warnings=("count differs from run to run",))
         return c
+    shares_old, shares_new, paired = row.shares.get(base), row.shares.get(variant), False
+    pairs = stats.pair_up(row.rounds.get(base), row.rounds.get(variant))
+    if pairs is not None:
+        old, new = [old[i] for i, _ in pairs], [new[j] for _, j in pairs]
+        shares_old = [shares_old[i] for i, _ in pairs] if shares_old else None
+        shares_new = [shares_new[j] for _, j in pairs] if shares_new else None
+        paired = True
     return stats.change(old, new, higher_is_better=measure.higher_is_better, alpha=alpha, metric=measure.name,
-                        shares_old=row.shares.get(base), shares_new=row.shares.get(variant), floor=floor)
+                        shares_old=shares_old, shares_new=shares_new, floor=floor, paired=paired)
+

@@ -9,13 +9,16 @@ carries up to two jobs, plain callables that run a program and hand back values:
   in a fresh random order, the variants of one table row back to back (noise.paired_round),
   so drifts and bursts of load hit all variants alike; the first `warmup` runs of each
   cell are thrown away. Each timed sample records the contention it ran under
-  (noise.Contention: CPU time against wall time) for the verdict to weigh.
+  (noise.Contention: CPU time against wall time) and its round ("round" in its provenance),
+  so the verdict can weigh the one and compare the variants round by round (stats.change).
 The values one job emits go to the Store in one transaction when the job ends, so a
 run killed by Ctrl-C, SIGTERM, SIGKILL or a crash keeps every finished sample and no
 part of one (a will-it-scale sample is a whole run of several per-second values).
 Running the same experiment again continues its latest run: finished cells (ok or
 failed) are skipped, a half-measured cell takes only the samples it still lacks (after
-a fresh warm-up), numbered on from the ones it has.
+a fresh warm-up), numbered on from the ones it has. With `until` (run/until.py) the rows
+whose interval is still wide get more rounds, finished cells of a resumed run included,
+until they are narrow enough or the budget is spent.
 
 A job that fails (signal, timeout, exit status, garbage output, a missing runner)
 fails its cell with that reason; the other cells go on. Exit status: 0 all cells ok,
@@ -35,6 +38,7 @@ from typing import Callable
 from flagbench.errors import UserError
 from flagbench.run import noise
 from flagbench.run.places import RESUME
+from flagbench.run.until import Need, Until, needs, runs, seconds_per_round
 from flagbench.store import Store
 
 Emit = Callable[[str, float, str], None]          # metric, value, unit
@@ -88,6 +92,7 @@ class RunOutcome:
     skipped: int                   # cells already finished in the resumed run
     samples: int                   # values stored by this call
     failed: list[tuple[str, str, str]]   # (bench, cell, reason) of the requested cells
+    unresolved: list[Need] = field(default_factory=list)   # with `until`: rows still too wide at the end
 
 
 @dataclass
@@ -97,9 +102,12 @@ class _State:
     jobs: list[str]                # "count", "warm", "sample" still to do, in order
     checked: bool = False
     taken: int = 0                 # timed samples stored so far (earlier sessions included)
+    round: str = ""                # the round the next job runs in: samples of one round are a pair
+    extra: bool = False            # its sample jobs are `until`'s extra rounds
 
 
-def _plan(st: _State, stored: Counter) -> None:
+def _plan(st: _State, stored: Counter, last: int) -> None:
+    """The jobs a cell still needs; `last` is the number of its latest stored sample."""
     cell, jobs = st.cell, []
     if cell.counted is not None and not (cell.counted_metric and stored[cell.counted_metric]):
         jobs.append("count")
@@ -108,14 +116,15 @@ def _plan(st: _State, stored: Counter) -> None:
         need = max(cell.samples - have, 0)
         if need:
             jobs += ["warm"] * cell.warmup + ["sample"] * need
-        st.taken = min(have, cell.samples)
+        st.taken = last   # new samples are numbered on: one number, one run of the program
     st.jobs = jobs
 
 
 def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experiment_hash: str,
               provenance: dict | None = None, fresh: bool = False, seed: int | None = None,
-              progress: bool = True, console=None) -> RunOutcome:
-    """Measure `cells` into `store`; resume the experiment's latest run unless `fresh`."""
+              progress: bool = True, console=None, until: Until | None = None) -> RunOutcome:
+    """Measure `cells` into `store`; resume the experiment's latest run unless `fresh`;
+    with `until`, sample on where an interval is still wide."""
     states: dict[tuple[str, str], _State] = {}
     for cell in cells:
         ident = (cell.bench, cell.key)
@@ -129,26 +138,35 @@ def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experime
     run_id = None if fresh else store.latest_run(experiment_hash)
     if run_id is None:
         run_id = store.start_run(experiment, experiment_hash, {**(provenance or {}), "seed": seed})
-        done, stored = set(), defaultdict(Counter)
+        done, stored, last = set(), defaultdict(Counter), defaultdict(int)
     else:
         # a cell whose place failed it (a host that dropped) is measured again, from where it stopped
         done = {(c["bench"], c["cell"]) for c in store.cells(run_id)
                 if not (c["status"] == "failed" and (c["reason"] or "").endswith(RESUME))}
-        stored = defaultdict(Counter)
+        stored, last = defaultdict(Counter), defaultdict(int)
         for s in store.samples(run_id):
             stored[(s["bench"], s["cell"])][s["metric"]] += 1
+            if (s["provenance"] or {}).get("job") == "sample":
+                last[(s["bench"], s["cell"])] = max(last[(s["bench"], s["cell"])], s["provenance"].get("sample") or 0)
 
     todo = {ident: st for ident, st in states.items() if ident not in done}
-    for ident, st in todo.items():
-        _plan(st, stored[ident])
+    for ident, st in states.items():
+        _plan(st, stored[ident], last[ident])
+        if ident not in todo:
+            st.jobs = []
+    failed_before = {(c["bench"], c["cell"]) for c in store.cells(run_id) if c["status"] == "failed"} if done else set()
     runner = _Runner(store, run_id, experiment_hash, seed, console if console is not None else _stderr_console())
+    if until is not None:   # every measured cell may take more rounds, a resumed run's finished ones too
+        runner.until = until
+        runner.extendable = [st for ident, st in states.items() if ident not in failed_before
+                             and st.cell.timed is not None and st.cell.timed_metric]
     status = runner.run(todo, progress)
 
     failed = [(c["bench"], c["cell"], c["reason"] or "") for c in store.cells(run_id)
               if c["status"] == "failed" and (c["bench"], c["cell"]) in states]
     if status == EXIT_OK:   # not interrupted
         status = EXIT_FAILED if failed else EXIT_OK
-    return RunOutcome(run_id, status, len(states) - len(todo), runner.stored, failed)
+    return RunOutcome(run_id, status, len(states) - len(todo), runner.stored, failed, runner.unresolved)
 
 
 def _stderr_console():
@@ -162,6 +180,13 @@ class _Runner:
         self.rng = random.Random(seed)
         self.console = console
         self.stored = 0
+        # names this session's rounds apart from a resumed run's earlier ones (not from `seed`:
+        # a user may pass the same seed twice)
+        self.session = f"{random.SystemRandom().randrange(16 ** 8):08x}"
+        self.until: Until | None = None
+        self.extendable: list[_State] = []
+        self.unresolved: list[Need] = []
+        self.started = time.monotonic()
 
     def run(self, todo: dict[tuple[str, str], _State], show: bool) -> int:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -175,23 +200,23 @@ class _Runner:
         with Progress(*columns, console=self.console, disable=not show, transient=False) as bar:
             task = bar.add_task("measuring", total=sum(len(st.jobs) for st in active), cells=len(active))
 
+            def starting(st: _State) -> None:
+                bar.update(task, description=f"{st.cell.bench} {st.key} ({st.jobs[0]})")
+
             def advance(st: _State, before: int) -> None:
                 bar.update(task, description=f"{st.cell.bench} {st.key}", advance=before - len(st.jobs))
                 if not st.jobs:
                     bar.update(task, cells=sum(1 for s in active if s.jobs))
             try:
-                if len({st.cell.lane for st in active}) > 1:
-                    self._lanes(active, advance)
-                    active = []
                 while active:
-                    for st in noise.paired_round(active, _row, self.rng):
-                        bar.update(task, description=f"{st.cell.bench} {st.key} ({st.jobs[0]})")
-                        before = len(st.jobs)
-                        self._step(st)
-                        bar.update(task, advance=before - len(st.jobs))   # a failure skips the rest
-                        if not st.jobs:
-                            bar.update(task, cells=sum(1 for s in active if s.jobs))
-                    active = [st for st in active if st.jobs]
+                    if len({st.cell.lane for st in active}) > 1:
+                        self._lanes(active, advance)
+                    else:
+                        self._rounds(active, starting, advance)
+                    active = self._extend()
+                    if active:
+                        bar.update(task, total=bar.tasks[0].total + sum(len(st.jobs) for st in active),
+                                   cells=len(active))
             except KeyboardInterrupt as e:   # Ctrl-C, or procs.Terminated (SIGTERM, SIGHUP)
                 bar.stop()
                 self.console.print(f"interrupted: {self.stored} samples of this session are stored in run "
@@ -199,6 +224,60 @@ class _Runner:
                 return getattr(e, "exit_status", EXIT_INTERRUPTED)
         return EXIT_OK
 
+    def _rounds(self, active: list[_State], starting, progress) -> None:
+        """Rounds on this machine until every cell's jobs are done; with `until`, a round does not
+        start once the budget is spent (the extra rounds are dropped, the cells finish)."""
+        rounds = 0
+        while active:
+            if self.until is not None and self._spent():
+                for st in active:
+                    self._drop_extra(st)
+                break
+            rounds += 1
+            for st in noise.paired_round(active, _row, self.rng):
+                st.round = f"{self.session}.{rounds}"
+                starting(st)
+                before = len(st.jobs)
+                self._step(st)
+                progress(st, before)   # a failure skips the rest
+            active = [st for st in active if st.jobs]
+
+    def _spent(self) -> bool:
+        return time.monotonic() - self.started >= self.until.budget_s
+
+    def _drop_extra(self, st: _State) -> None:
+        if st.extra and st.jobs:
+            st.jobs.clear()
+            self.store.finish_cell(self.run_id, st.cell.bench, st.key, "ok")
+
+    def _extend(self) -> list[_State]:
+        """With `until`: the rows still wider than asked get more rounds (as many as fit in what is
+        left of the budget); returns their cells, now with sample jobs again."""
+        if self.until is None:
+            return []
+        states = [st for st in self.extendable if not st.jobs]
+        cells = {(st.cell.bench, st.key): (_row(st), st.cell.variant, st.cell.timed_metric, _label(st))
+                 for st in states}
+        samples = self.store.samples(self.run_id)
+        self.unresolved = needs(samples, cells, self.until)
+        left = self.until.budget_s - (time.monotonic() - self.started)
+        if not self.unresolved or left <= 0:
+            return []
+        by_row: dict[tuple, list[_State]] = defaultdict(list)
+        for st in states:
+            by_row[_row(st)].append(st)
+        taken = runs(samples, {ident: metric for ident, (_, _, metric, _) in cells.items()})
+        cost = {n.row: seconds_per_round([taken.get((st.cell.bench, st.key), []) for st in by_row[n.row]])
+                for n in self.unresolved}
+        planned = sum(n.extra * cost[n.row] for n in self.unresolved)
+        scale = min(1.0, left / planned) if planned > 0 else 1.0
+        grown = []
+        for n in self.unresolved:
+            extra = max(1, int(n.extra * scale))
+            for st in by_row[n.row]:
+                st.jobs, st.extra = ["sample"] * extra, True
+                grown.append(st)
+        return grown
     def _step(self, st: _State) -> None:
         self._record(st, *self._work(st))
 
@@ -243,13 +322,15 @@ class _Runner:
         results: queue.Queue = queue.Queue()
         stop = threading.Event()
 
-        def lane(states: list[_State], seed: int) -> None:
-            rng = random.Random(seed)
+        def lane(states: list[_State], seed: int, name: str) -> None:
+            rng, rounds = random.Random(seed), 0
             try:
                 while states and not stop.is_set():
+                    rounds += 1
                     for st in noise.paired_round(states, _row, rng):
                         if stop.is_set():
                             break
+                        st.round = f"{self.session}.{name}.{rounds}"
                         if st.jobs:
                             recorded = threading.Event()
                             results.put((st, len(st.jobs), self._work(st), recorded))
@@ -260,8 +341,8 @@ class _Runner:
             finally:
                 results.put(None)
 
-        threads = [threading.Thread(target=lane, args=(sts, self.rng.randrange(2**32)), daemon=True)
-                   for sts in lanes.values()]
+        threads = [threading.Thread(target=lane, args=(sts, self.rng.randrange(2**32), name), daemon=True)
+                   for name, sts in lanes.items()]
         for t in threads:
             t.start()
         running = len(threads)
@@ -290,7 +371,8 @@ class _Runner:
             return lambda metric, value, unit: None
         prov = {"experiment_hash": self.hash, "variant_column": cell.variant,
                 "target": cell.target, "compiler": cell.compiler, "executor": executor, "job": kind,
-                "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup}
+                "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup,
+                **({"round": st.round} if kind == "sample" and st.round else {})}
 
         def emit(metric: str, value: float, unit: str) -> None:   # the job may add to cell.provenance
             facts = cell.sample_facts() if cell.sample_facts else {}
@@ -308,6 +390,12 @@ def _row(st: _State) -> tuple:
     """The table row a cell belongs to: its variants are compared with each other."""
     cell = st.cell
     return cell.bench, cell.target, cell.compiler, tuple(cell.params.items())
+
+
+def _label(st: _State) -> str:
+    """A row as a reader names it: "bench k=v,... (target/compiler)"."""
+    params = ",".join(f"{k}={v}" for k, v in st.cell.params.items())
+    return f"{st.cell.bench}{' ' + params if params else ''} ({st.cell.target}/{st.cell.compiler})"
 
 
 def _guard(fn: Callable[[], "str | None"]) -> str | None:
