@@ -11,6 +11,7 @@ is a false positive; at alpha = 0.05 the rate should be <= 5 %.
 
     .venv/bin/python bench/aa_false_positive.py --trials 10 --rows 2 --samples 3
     .venv/bin/python bench/aa_false_positive.py --trials 10 --rows 2 --samples 10 --interval-ms 100
+    .venv/bin/python bench/aa_false_positive.py --trials 10 --rows 2 --samples 10 --interval-ms 100 --until 3
 
 bench/power.py uses the same trial with a known slowdown in B.
 """
@@ -34,6 +35,7 @@ from flagbench import procs  # noqa: E402
 from flagbench.report.tables import build_tables  # noqa: E402
 from flagbench.run.engine import BenchCell, run_cells  # noqa: E402
 from flagbench.run.executors import NativeExecutor  # noqa: E402
+from flagbench.run.until import Until  # noqa: E402
 from flagbench.store import Store  # noqa: E402
 
 # K intervals of N loop iterations each, one "sample INDEX ELAPSED_NS ITERATIONS" line per
@@ -127,13 +129,15 @@ def cells(argvs: dict[str, list[str]], rows: int, samples: int, warmup: int, per
 
 
 def trial(argvs: dict[str, list[str]], rows: int, samples: int, rng: random.Random, *, warmup: int = 1,
-          per_run: int = 2) -> list:
-    """One engine run of every row x variant; the report's change of the second variant per row."""
+          per_run: int = 2, until: float | None = None, budget: float = 60.0) -> list:
+    """One engine run of every row x variant (with `until`, sampling on as `run --until` does);
+    the report's change of the second variant per row."""
     from rich.console import Console
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "fb.db") as store:
         out = run_cells(store, cells(argvs, rows, samples, warmup, per_run), experiment="aa",
                         experiment_hash="aa", seed=rng.randrange(2**32), progress=False,
-                        console=Console(file=io.StringIO()))
+                        console=Console(file=io.StringIO()),
+                        until=None if until is None else Until(until / 100, budget, tuple(argvs)))
         if out.failed:
             sys.exit(f"a cell failed: {out.failed[0]}")
         names = list(argvs)
@@ -167,6 +171,8 @@ def common_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--hog", type=int, default=os.cpu_count() or 1, help="hog processes (0: none)")
     ap.add_argument("--hog-period", type=float, default=2.5, help="seconds on, then as many off")
     ap.add_argument("--aa-control", action="store_true", help="add the baseline's A/A control column (run --aa-control)")
+    ap.add_argument("--until", type=float, metavar="PCT", help="sample on as `run --until PCT` does")
+    ap.add_argument("--budget", type=float, default=60.0, help="with --until: seconds per trial (default 60)")
     ap.add_argument("--seed", type=int, default=1)
 
 
@@ -184,14 +190,15 @@ def main() -> int:
         argv = [str(exe), str(iters), str(args.per_run)]
         print(f"program: gcc -O2 loop, {args.per_run} rates of ~{args.interval_ms:g} ms per run; "
               f"{args.rows} rows x {args.samples} runs per variant per trial; {args.trials} trials"
-              f"{'; with an A/A control column' if args.aa_control else ''}")
+              f"{'; with an A/A control column' if args.aa_control else ''}"
+              f"{f'; --until {args.until:g}% within {args.budget:g} s' if args.until else ''}")
         false_positives = compared = 0
         started = time.monotonic()
         with Hog(args.hog, args.hog_period) as hog:
             print(f"contention: {hog}; load average {os.getloadavg()[0]:.1f}")
             for i in range(args.trials):
                 for r, c in enumerate(trial(variants(argv, argv, "A again", args.aa_control), args.rows, args.samples, rng,
-                                            per_run=args.per_run)):
+                                            per_run=args.per_run, until=args.until, budget=args.budget)):
                     compared += 1
                     false_positives += c.verdict not in ("~",)
                     print(f"trial {i + 1:3d} row {r}: {describe(c)}" +

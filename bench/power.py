@@ -7,6 +7,7 @@ of extra work, so its rate is K % lower). A trial counts as a detection when the
 B "slower"; power is detections / comparisons per level.
 
     .venv/bin/python bench/power.py --levels 3,10 --trials 5 --rows 2 --samples 10 --interval-ms 100
+    .venv/bin/python bench/power.py --levels 3,10 --trials 5 --rows 2 --samples 10 --interval-ms 100 --until 3
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def main() -> int:
         iters = calibrate(exe, args.interval_ms)
         print(f"program: gcc -O2 loop, {args.per_run} rates of ~{args.interval_ms:g} ms per run; "
               f"{args.rows} rows x {args.samples} runs per variant per trial; {args.trials} trials per level"
-              f"{'; with an A/A control column' if args.aa_control else ''}")
+              f"{'; with an A/A control column' if args.aa_control else ''}"
+              f"{f'; --until {args.until:g}% within {args.budget:g} s' if args.until else ''}")
         with Hog(args.hog, args.hog_period) as hog:
             print(f"contention: {hog}; load average {os.getloadavg()[0]:.1f}")
             for level in levels:
@@ -48,7 +50,8 @@ def main() -> int:
                                  "B", args.aa_control)
                 verdicts, started = [], time.monotonic()
                 for _ in range(args.trials):
-                    for c in trial(argvs, args.rows, args.samples, rng, per_run=args.per_run):
+                    for c in trial(argvs, args.rows, args.samples, rng, per_run=args.per_run,
+                                   until=args.until, budget=args.budget):
                         verdicts.append(c.verdict)
                         print(f"  +{level:g} %: {describe(c)}" + (f"  [{'; '.join(c.warnings)}]" if c.warnings else ""))
                 found = verdicts.count("slower")

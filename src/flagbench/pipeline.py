@@ -41,6 +41,8 @@ class Options:
     cpu: int | None = None                   # pin timed programs to this CPU (taskset on hosts)
     aa_control: bool = False                 # each bench's baseline measured twice (run/noise.aa_control)
     rounds: int = 2                          # kexec rounds on the host: A B, B A, ...
+    until: float | None = None               # sample on until each row's interval is +-this narrow (run/until.py)
+    budget_s: float = 600.0                  # ... or this many seconds of measuring are spent
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -55,6 +57,7 @@ def run(path: Path, opts: Options):
     from flagbench.report import report_run
     from flagbench.run.engine import run_cells
     from flagbench.run.kinds import column_order
+    from flagbench.run.until import Until, until_note
     from flagbench.store import Store
 
     if opts.samples is not None and not 1 <= opts.samples <= 100_000:
@@ -86,10 +89,13 @@ def run(path: Path, opts: Options):
                 from flagbench.run.noise import aa_control
                 cells += aa_control(cells, order)
             hosts = fleet.provenance() if fleet else {}
+            until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
                                             **({"hosts": hosts} if hosts else {})},
-                                fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet)
+                                fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet, until=until)
+            if until is not None:
+                say(until_note(until, outcome.unresolved))
             for note in notes[shown:]:   # what the guests' boots added while the cells ran
                 say(note)
             profiled = [b for b in chosen if "profile" in b.metrics and not b.guest]

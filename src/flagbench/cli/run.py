@@ -34,6 +34,13 @@ def register(sub):
     p.add_argument("--cpu", type=int, metavar="N", help="pin the timed programs to CPU N (taskset on a host)")
     p.add_argument("--aa-control", action="store_true",
                    help="measure each bench's baseline twice (A/A): only changes beyond its reach are called")
+    p.add_argument("--until", metavar="PCT",
+                   help="after the samples, keep sampling the rows whose 95 %% interval is wider than +-PCT "
+                        "(e.g. 2%%), round after round, until it is not or the --budget is spent; a run resumed "
+                        "with --until sharpens its rows")
+    p.add_argument("--budget", default="10m", metavar="TIME",
+                   help="with --until: the measuring time allowed, the first samples included (300, 90s, 10m, 1h; "
+                        "default 10m)")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--rounds", type=int, default=2, metavar="N",
                    help="kernel experiments with --host: boot every variant there by kexec N times, A B B A ... "
@@ -43,12 +50,14 @@ def register(sub):
 
 def run(args) -> int:
     from flagbench import pipeline, procs
+    from flagbench.run.until import parse_budget, parse_width
 
     procs.install()
     opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
                             jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
                             replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control,
-                            rounds=args.rounds)
+                            rounds=args.rounds, until=None if args.until is None else parse_width(args.until),
+                            budget_s=parse_budget(args.budget))
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored
