@@ -125,7 +125,7 @@ class Kexec:
 
     def prepare(self) -> HostKernel:
         """Check the host, restore it first if a killed run left it on another kernel, and keep
-        what restoring it needs. HostError when it cannot kexec."""
+        what restoring it needs; the kernel it runs then (its own). HostError when it cannot kexec."""
         host, problems = inspect(self.conn)
         if problems:
             raise HostError(f"host {self.conn.dest} cannot boot kernels by kexec: {'; '.join(problems)}")
@@ -135,6 +135,7 @@ class Kexec:
                      f"restoring its kernel {left.release} first")
             self.original, self.moved = left, True
             self.restore()
+            host, _ = inspect(self.conn)   # what it runs now (its /boot and config may differ from the variant's)
         elif host.image:              # fresh copies: its initrd may have changed since
             self.dir.mkdir(parents=True, exist_ok=True)
             self.conn.fetch(host.image, self.dir / "vmlinuz")
