@@ -196,7 +196,8 @@ def test_inspect_and_host_config_over_ssh(sshd_box, tmp_path):
         pytest.skip("this kernel has no /proc/config.gz")
     exp = spec.load(_experiment(tmp_path / "exp", "host:box"))
     assert exp.kernel.config == "host:box"
-    got = kexec.for_host(exp, None)
+    got, prepared = kexec.for_host(exp, None)
+    assert prepared is None
     assert Path(got.kernel.config).read_bytes() == gzip.decompress(Path("/proc/config.gz").read_bytes())
     assert got.kernel.hash != exp.kernel.hash
 
