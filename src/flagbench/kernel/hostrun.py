@@ -115,7 +115,7 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
                         c.failure = c.failure or (f"boot {boot_no} (round {round_no}, {variant}): {e}" if c in mine
                                                   else f"not measured: boot {boot_no} ({variant}) failed first")
                     break
-                version = k.version()
+                version = k.running           # what it answered boot() with
                 say(f"{dest} answers as {build.identity} {seconds:.1f} s after kexec")
                 prov = {"host": dest, "boot": boot_no, "round": round_no, "kernel": version,
                         "kexec_seconds": round(seconds, 2), "identity": build.identity, "guest_time": "real"}

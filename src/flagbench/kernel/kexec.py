@@ -129,6 +129,7 @@ class Kexec:
         self.host: HostKernel | None = None        # what prepare() found it running
         self.original: HostKernel | None = None
         self.moved = False          # a kexec was started since prepare/restore
+        self.running = ""           # /proc/version there as last read (after boot(): the variant's)
         if prepared is not None:    # prepared through another connection this run
             if prepared.host.dest != conn.dest:
                 raise ValueError(f"prepared for {prepared.host.dest}, not {conn.dest}")
@@ -204,7 +205,8 @@ class Kexec:
         done = self.conn.shell("cat /proc/version", timeout=30)
         if done.failure:
             raise HostError(f"host {self.conn.dest}: {done.failure}")
-        return done.stdout.strip()
+        self.running = done.stdout.strip()
+        return self.running
 
     def _load(self, image: Path, initrd: Path | None, cmdline: str) -> None:
         remote = f"{self.conn.dir}/kexec-image"
