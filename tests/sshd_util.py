@@ -14,10 +14,13 @@ config (DIR/ssh_config) names the server ALIAS, with its own identity and known_
 """
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,6 +40,34 @@ class SshClient:
     @property
     def ssh_env(self) -> str:
         return f"ssh -F {self.config}"
+
+    def logged_ssh_env(self, log: Path) -> str:
+        """FLAGBENCH_SSH for this server through a wrapper that appends each ssh argv to LOG
+        (a JSON list a line) before running it: `remote_commands(LOG)` reads back what ran there."""
+        wrapper = Path(log).with_suffix(".py")
+        wrapper.write_text(_LOGGING_SSH)
+        return shlex.join([sys.executable, str(wrapper), str(log), *self.ssh])
+
+
+# argv: LOG SSH-ARGV...; the ssh's own options follow (flagbench's), then "--", DEST, the command
+_LOGGING_SSH = """import json, os, sys
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps(sys.argv[2:]) + "\\n")
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def remote_commands(log: Path) -> list[str]:
+    """The commands run on the server through a logged_ssh_env wrapper, in order (the master
+    connection and its -O checks, which run nothing there, left out)."""
+    out = []
+    for line in Path(log).read_text().splitlines():
+        argv = json.loads(line)
+        if "--" in argv:
+            rest = argv[argv.index("--") + 2:]
+            if rest:
+                out.append(" ".join(rest))
+    return out
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, ROOT, flagbench
+from sshd_util import remote_commands
 from testbox_util import booted_box
 
 from flagbench.kernel import hostrun, kexec
@@ -78,11 +79,18 @@ def test_kexec_rounds_on_the_box(tmp_path):
     db = tmp_path / "fb.db"
     with booted_box(tmp_path / "box", alias="box-rounds") as box:
         original = box.version()
+        release = box.run("uname", "-r").stdout.strip()
+        log = tmp_path / "ssh.log"               # every command the run sends the box
         done = flagbench("run", exp, "--host", "box-rounds", "--rounds", "2", "--db", db, "--format", "json",
-                         env=_env(box), timeout=3600)
+                         env={"FLAGBENCH_SSH": box.logged_ssh_env(log)}, timeout=3600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert box.version() == original                       # restored
         assert "is back on its own kernel" in done.stderr
+        # the box is inspected, and its kernel and initramfs fetched, once per run
+        sent = remote_commands(log)
+        assert sum("kexec_load_disabled" in c for c in sent) == 1, sent
+        assert sent.count(f"cat /boot/vmlinuz-{release}") == 1, sent
+        assert sent.count(f"cat /boot/initrd.img-{release}") == 1, sent
         samples = [s for s in _samples(db) if s["bench"] == "getppid on box-rounds (kexec)"]
         identities = _identities(exp, box)
         assert all(cached for _, cached in identities.values())   # the run built them; nothing rebuilt
@@ -196,7 +204,8 @@ def test_inspect_and_host_config_over_ssh(sshd_box, tmp_path):
         pytest.skip("this kernel has no /proc/config.gz")
     exp = spec.load(_experiment(tmp_path / "exp", "host:box"))
     assert exp.kernel.config == "host:box"
-    got = kexec.for_host(exp, None)
+    got, prepared = kexec.for_host(exp, None)
+    assert prepared is None
     assert Path(got.kernel.config).read_bytes() == gzip.decompress(Path("/proc/config.gz").read_bytes())
     assert got.kernel.hash != exp.kernel.hash
 

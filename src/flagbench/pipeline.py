@@ -69,8 +69,9 @@ def run(path: Path, opts: Options):
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
     kexec_host = _kexec_host(exp, opts)
+    prepared = None                                 # the kexec host as prepared now, for _on_host
     if kexec_host or (exp.kernel and exp.kernel.config.startswith("host")):
-        exp = _host_kernel(exp, opts, kexec_host)   # refuse a host that cannot kexec before anything is built
+        exp, prepared = _host_kernel(exp, opts, kexec_host)   # refuses a host that cannot kexec, before any build
     chosen = choose(exp, opts.benches)
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
@@ -106,7 +107,7 @@ def run(path: Path, opts: Options):
                 for note in profile_notes:
                     say(note)
             if kexec_host and outcome.status in (0, 1):
-                outcome = _on_host(exp, chosen, workdir, store, outcome, opts, kexec_host, say)
+                outcome = _on_host(exp, chosen, workdir, store, outcome, opts, kexec_host, prepared, say)
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
         return outcome, report_run(store, outcome.run_id, opts.fmt)
@@ -229,7 +230,7 @@ def _kexec_host(exp, opts: Options) -> str | None:
 
 def _host_kernel(exp, opts: Options, host: str | None):
     """With --host: the host must be able to kexec (checked now, before any build), and
-    `config = "host"` becomes the host's own config."""
+    `config = "host"` becomes the host's own config; (exp, the host as prepared for kexec)."""
     from flagbench.kernel import kexec
 
     if opts.rounds < 1:
@@ -237,7 +238,7 @@ def _host_kernel(exp, opts: Options, host: str | None):
     return kexec.for_host(exp, host, say=sayer("flagbench run: ", quiet=opts.quiet))
 
 
-def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, host: str, say):
+def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, host: str, prepared, say):
     """Guest benches on the host, each variant's kernel booted there by kexec (kernel/hostrun.py),
     stored in the same run as the TCG counts."""
     from dataclasses import replace
@@ -248,7 +249,8 @@ def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, host: s
     guest = [b for b in benches if b.guest]
     builds = kbuild.build_kernels(exp, progress=False, extra_fragments=boot.boot_fragments(exp))
     failures, notes = hostrun.run_on_host(exp, guest, builds, store=store, run_id=outcome.run_id, dest=host,
-                                          rounds=opts.rounds, workdir=workdir / "host", say=say)
+                                          rounds=opts.rounds, workdir=workdir / "host", say=say,
+                                          prepared=prepared)
     for note in notes:
         say(note)
     if failures and outcome.status == 0:

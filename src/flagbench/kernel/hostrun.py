@@ -31,7 +31,7 @@ from flagbench.errors import UserError
 from flagbench.hosts.ssh import Connection, HostError
 from flagbench.kernel import boot as boots
 from flagbench.kernel import guest
-from flagbench.kernel.kexec import Kexec
+from flagbench.kernel.kexec import Kexec, Prepared
 from flagbench.run.engine import BenchCell
 from flagbench.run.places import target_of
 
@@ -62,8 +62,10 @@ def order(variants: Sequence[str], rounds: int) -> list[tuple[int, str]]:
 
 
 def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, store, run_id: int, dest: str,
-                rounds: int, workdir: Path, say: Callable[[str], None]) -> tuple[list[str], list[str]]:
-    """Measure the guest benches on DEST by kexec into each build; (failures, notes)."""
+                rounds: int, workdir: Path, say: Callable[[str], None],
+                prepared: Prepared | None = None) -> tuple[list[str], list[str]]:
+    """Measure the guest benches on DEST by kexec into each build; (failures, notes).
+    PREPARED: what kexec.for_host found there this run (else DEST is prepared here)."""
     rows, programs = guest.plan_rows(benches, Path(exp.root))
     if not rows:
         return [], []
@@ -76,8 +78,14 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
     samples = {b.name: b.samples for b in benches}
     notes: list[str] = []
     with Connection(dest) as conn:
-        k = Kexec(conn, say)
-        host = k.prepare()
+        k = Kexec(conn, say, prepared=prepared)
+        if prepared is None:
+            host = k.prepare()
+        elif k.version() != prepared.host.version:   # its kernel changed while the variants built
+            say(f"{dest} runs another kernel than at the start of the run: inspecting it again")
+            host = k.prepare()
+        else:
+            host = prepared.host
         if target_of(host.machine) != target.name:
             raise UserError(f"--host {dest} is {host.machine}; the kernels are built for {target.name}")
         exe = {name: guest.build_program(target, name, sources, workdir / "programs",
@@ -107,7 +115,7 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
                         c.failure = c.failure or (f"boot {boot_no} (round {round_no}, {variant}): {e}" if c in mine
                                                   else f"not measured: boot {boot_no} ({variant}) failed first")
                     break
-                version = k.version()
+                version = k.running           # what it answered boot() with
                 say(f"{dest} answers as {build.identity} {seconds:.1f} s after kexec")
                 prov = {"host": dest, "boot": boot_no, "round": round_no, "kernel": version,
                         "kexec_seconds": round(seconds, 2), "identity": build.identity, "guest_time": "real"}

@@ -3,6 +3,8 @@ come back to the kernel it was running.
 
     k = Kexec(conn, say)
     k.prepare()                      # refuses a host that cannot kexec; remembers its kernel
+                                     # (or Kexec(conn, say, prepared=p): what an earlier connection's
+                                     # prepare() found, p = k.prepared, nothing asked or fetched again)
     try:
         k.boot(image, initrd, "fb-aligned-1a2b3c4d5e6f")   # copy, kexec -l, kexec -e, wait, verify
         ...                                                 # run programs there
@@ -71,6 +73,14 @@ class HostKernel:
     systemd: bool
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """What Kexec.prepare() found and kept, handed to a later connection to the same host:
+    for_host prepares before anything builds, hostrun boots the builds, once per run."""
+    host: HostKernel           # the kernel it ran once prepared (its own)
+    original: HostKernel       # the kernel restore() goes back to (the state file's)
+
+
 def inspect(conn: Connection, timeout: float = 60) -> tuple[HostKernel, list[str]]:
     """The host's running kernel, and why it cannot kexec (empty: it can)."""
     done = conn.shell(CHECK, timeout=timeout)
@@ -112,11 +122,23 @@ def refusal(facts: dict[str, str]) -> list[str]:
 
 
 class Kexec:
-    def __init__(self, conn: Connection, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
+    def __init__(self, conn: Connection, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S,
+                 prepared: Prepared | None = None):
         self.conn, self.say, self.wait_s = conn, say, wait_s
         self.dir = cache_dir() / "hosts" / conn.name
+        self.host: HostKernel | None = None        # what prepare() found it running
         self.original: HostKernel | None = None
         self.moved = False          # a kexec was started since prepare/restore
+        self.running = ""           # /proc/version there as last read (after boot(): the variant's)
+        if prepared is not None:    # prepared through another connection this run
+            if prepared.host.dest != conn.dest:
+                raise ValueError(f"prepared for {prepared.host.dest}, not {conn.dest}")
+            self.host, self.original = prepared.host, prepared.original
+
+    @property
+    def prepared(self) -> Prepared:
+        assert self.host is not None and self.original is not None, "prepare() first"
+        return Prepared(self.host, self.original)
 
     # -- the kernel to come back to ---------------------------------------------------------------
     @property
@@ -125,7 +147,7 @@ class Kexec:
 
     def prepare(self) -> HostKernel:
         """Check the host, restore it first if a killed run left it on another kernel, and keep
-        what restoring it needs. HostError when it cannot kexec."""
+        what restoring it needs; the kernel it runs then (its own). HostError when it cannot kexec."""
         host, problems = inspect(self.conn)
         if problems:
             raise HostError(f"host {self.conn.dest} cannot boot kernels by kexec: {'; '.join(problems)}")
@@ -135,6 +157,7 @@ class Kexec:
                      f"restoring its kernel {left.release} first")
             self.original, self.moved = left, True
             self.restore()
+            host, _ = inspect(self.conn)   # what it runs now (its /boot and config may differ from the variant's)
         elif host.image:              # fresh copies: its initrd may have changed since
             self.dir.mkdir(parents=True, exist_ok=True)
             self.conn.fetch(host.image, self.dir / "vmlinuz")
@@ -148,6 +171,7 @@ class Kexec:
             raise HostError(f"host {self.conn.dest}: no /boot/vmlinuz-{host.release} there: flagbench could not "
                             "come back to the running kernel")
         self.original = self._read_state()[0]
+        self.host = host
         return host
 
     def _read_state(self) -> tuple[HostKernel | None, bool]:
@@ -181,7 +205,8 @@ class Kexec:
         done = self.conn.shell("cat /proc/version", timeout=30)
         if done.failure:
             raise HostError(f"host {self.conn.dest}: {done.failure}")
-        return done.stdout.strip()
+        self.running = done.stdout.strip()
+        return self.running
 
     def _load(self, image: Path, initrd: Path | None, cmdline: str) -> None:
         remote = f"{self.conn.dir}/kexec-image"
@@ -271,12 +296,14 @@ def _last(text: str) -> str:
 
 # -- building for a host ----------------------------------------------------------------------
 def for_host(exp, dest: str | None, check: bool = True, say: Callable[[str], None] = lambda s: None):
-    """EXP ready for a host: with DEST (--host), the host must be able to kexec (HostError
-    naming why not, before anything is built); `config = "host"` or `"host:DEST"` becomes the
-    config that host's kernel runs with (/proc/config.gz, else /boot/config-RELEASE), kept in
-    the cache by content, so a second run builds nothing new while the host's kernel stays.
-    A host an interrupted run left on another kernel is restored first (its config is the
-    one wanted). check=False: only the config (flagbench build --host)."""
+    """EXP ready for a host, and DEST prepared for kexec (hostrun.run_on_host takes it: the
+    host is inspected and its kernel fetched once per run). With DEST (--host), the host must
+    be able to kexec (HostError naming why not, before anything is built); `config = "host"` or
+    `"host:DEST"` becomes the config that host's kernel runs with (/proc/config.gz, else
+    /boot/config-RELEASE), kept in the cache by content, so a second run builds nothing new
+    while the host's kernel stays. A host an interrupted run left on another kernel is restored
+    first (its config is the one wanted). check=False: only the config (flagbench build
+    --host), and no Prepared."""
     from dataclasses import replace
 
     from flagbench.errors import UserError
@@ -287,18 +314,20 @@ def for_host(exp, dest: str | None, check: bool = True, say: Callable[[str], Non
     if is_host_config(config) and not source:
         raise UserError(f"{exp.path}: config = \"host\" takes the config of the --host machine: give --host DEST "
                         "(or write config = \"host:DEST\")")
+    prepared = None
     for name in dict.fromkeys(d for d in (dest, source if is_host_config(config) else None) if d):
         with Connection(name) as conn:
-            host, problems = inspect(conn)
             if check and name == dest:
-                if problems:
-                    raise HostError(f"host {dest} cannot boot kernels by kexec: {'; '.join(problems)}")
-                host = Kexec(conn, say).prepare()
+                k = Kexec(conn, say)
+                host = k.prepare()            # inspects it, refuses what cannot kexec
+                prepared = k.prepared
+            else:
+                host, _ = inspect(conn)
             if name == source and is_host_config(config):
                 path = _fetch_config(conn, host)
                 exp = replace(exp, kernel=replace(exp.kernel, config=str(path),
                                                   hash=_sha(exp.kernel.hash + path.name)))
-    return exp
+    return exp, prepared
 
 
 def _fetch_config(conn: Connection, host: HostKernel) -> Path:
