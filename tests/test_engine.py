@@ -292,3 +292,84 @@ def test_a_sample_of_several_values_is_stored_whole_and_numbered_on_after_a_kill
     assert again.run_id == first.run_id and again.status == EXIT_OK
     assert len(stored) == 2 * 3                                  # the count asked for, not more
     assert Counter(s["provenance"]["sample"] for s in stored) == {1: 3, 2: 3}
+
+
+# -- paired rounds and --until ----------------------------------------------------------------
+
+def noisy_cell(variant: str, row: str, spread: float, samples: int = 10) -> BenchCell:
+    """A cell whose values are 100 ns with lognormal noise of `spread` (a seeded generator per cell:
+    the engine's scheduling is under test here, not a program's speed)."""
+    import math
+    import random
+    rng = random.Random(f"{variant}/{row}")
+
+    def timed(emit):
+        emit("t", 100 * math.exp(rng.gauss(0, spread)), "ns")
+    return BenchCell(bench="b", variant=variant, target="x86_64", compiler="gcc", params={"row": row},
+                     timed=timed, timed_metric="t", samples=samples, warmup=0)
+
+
+def until_cells() -> list[BenchCell]:
+    return [noisy_cell(v, row, spread) for v in ("A", "B") for row, spread in (("quiet", 0.001), ("noisy", 0.05))]
+
+
+def per_column(samples) -> Counter:
+    return Counter((s["variant"], s["params"]["row"]) for s in samples)
+
+
+def test_a_rows_variants_share_each_round(tmp_path):
+    with Store(tmp_path / "fb.db") as store:
+        out = run_cells(store, until_cells(), experiment="e", experiment_hash="h", seed=2, console=quiet())
+        samples = store.samples(out.run_id)
+    for row in ("quiet", "noisy"):
+        rounds = {v: [s["provenance"]["round"] for s in samples if s["params"]["row"] == row and s["variant"] == v]
+                  for v in "AB"}
+        assert len(set(rounds["A"])) == 10 and set(rounds["A"]) == set(rounds["B"])
+    from flagbench.report.tables import build_tables
+    [table] = build_tables(samples, ["A", "B"])
+    assert all(r.changes["B"].paired for r in table.rows)
+
+
+def test_until_samples_on_only_where_the_interval_is_wide(tmp_path):
+    from flagbench.report.tables import build_tables
+    from flagbench.run.until import Until
+    with Store(tmp_path / "fb.db") as store:
+        out = run_cells(store, until_cells(), experiment="e", experiment_hash="h", seed=2, console=quiet(),
+                        until=Until(0.02, 600, ("A", "B")))
+        samples = store.samples(out.run_id)
+    counts = per_column(samples)
+    assert out.status == EXIT_OK and out.unresolved == []
+    assert counts[("A", "quiet")] == counts[("B", "quiet")] == 10        # narrow already: left alone
+    assert counts[("A", "noisy")] == counts[("B", "noisy")] > 10        # in pairs, until narrow
+    [table] = build_tables(samples, ["A", "B"])
+    noisy = next(r for r in table.rows if r.params["row"] == "noisy").changes["B"]
+    assert noisy.paired and noisy.ci_high / noisy.ci_low <= 1.02 ** 2
+    numbers = [s["provenance"]["sample"] for s in samples if s["variant"] == "A" and s["params"]["row"] == "noisy"]
+    assert numbers == list(range(1, len(numbers) + 1))
+
+
+def test_until_stops_at_its_budget_and_names_the_rows_left_wide(tmp_path):
+    from flagbench.run.until import Until, until_note
+    with Store(tmp_path / "fb.db") as store:
+        until = Until(0.005, 1e-6, ("A", "B"))
+        out = run_cells(store, until_cells(), experiment="e", experiment_hash="h", seed=2, console=quiet(),
+                        until=until)
+        counts = per_column(store.samples(out.run_id))
+    assert set(counts.values()) == {10}
+    assert [n.label for n in out.unresolved] == ["b row=noisy (x86_64/gcc)"]   # the quiet row is narrow
+    assert until_note(until, out.unresolved).startswith("1 row is still wider than +-0.5 % after the 1e-06 s budget")
+
+
+def test_until_sharpens_a_finished_run_when_resumed(tmp_path):
+    from flagbench.run.until import Until
+    with Store(tmp_path / "fb.db") as store:
+        first = run_cells(store, until_cells(), experiment="e", experiment_hash="h", seed=2, console=quiet())
+        again = run_cells(store, until_cells(), experiment="e", experiment_hash="h", seed=2, console=quiet(),
+                          until=Until(0.02, 600, ("A", "B")))
+        samples = store.samples(again.run_id)
+    assert again.run_id == first.run_id and again.skipped == 4 and again.samples > 0
+    counts = per_column(samples)
+    assert counts[("A", "quiet")] == 10 and counts[("A", "noisy")] == counts[("B", "noisy")] > 10
+    for v in "AB":
+        numbers = [s["provenance"]["sample"] for s in samples if s["variant"] == v and s["params"]["row"] == "noisy"]
+        assert numbers == list(range(1, len(numbers) + 1))   # numbered on, no run counted twice

@@ -203,3 +203,65 @@ def test_band_shrink_needs_the_spreads_to_differ():
     assert verdict == stats.SHRANK and p < 0.05
     assert stats.band_shrink(narrow, wide)[0] == stats.GREW
     assert stats.band_shrink(wide, wide)[0] == stats.NOT_SHOWN
+
+
+# -- paired rounds ---------------------------------------------------------------------------
+
+def test_signed_rank_p_is_scipys_exact_wilcoxon():
+    from scipy.stats import wilcoxon
+    rng = np.random.default_rng(11)
+    for n in (6, 7, 10, 25, 60, 90):
+        d = rng.normal(0.02, 0.05, n)
+        assert stats.signed_rank_p(d) == pytest.approx(wilcoxon(d, method="exact").pvalue, rel=1e-9)
+
+
+def test_paired_interval_inverts_the_signed_rank_test():
+    """The interval excludes 1 exactly when the test rejects at its alpha (no ties in these data)."""
+    rng = np.random.default_rng(5)
+    agree = 0
+    for _ in range(300):
+        n = int(rng.integers(6, 30))
+        old = rng.lognormal(0, 0.1, n)
+        new = old * rng.lognormal(rng.choice([0.0, 0.03]), 0.05, n)
+        est, lo, hi = stats.paired_ratio_interval(old, new)
+        p = stats.signed_rank_p(np.log(new) - np.log(old))
+        assert lo <= est <= hi
+        agree += (p < 0.05) == (not lo <= 1 <= hi)
+    assert agree == 300
+
+
+def test_a_burst_longer_than_a_round_cancels_in_pairs_and_not_unpaired():
+    """Load that moves whole rounds (both members of a pair) hides a 2 % slowdown from the unpaired
+    test and not from the paired one; the paired interval holds the true ratio."""
+    rng = np.random.default_rng(3)
+    load = np.repeat(rng.lognormal(0, 0.2, 10), 2)           # bursts of two rounds
+    old = 100 * load * rng.lognormal(0, 0.004, 20)
+    new = 102 * load * rng.lognormal(0, 0.004, 20)
+    unpaired, paired = stats.change(old, new), stats.change(old, new, paired=True)
+    assert unpaired.verdict == "~"
+    assert paired.verdict == "slower" and paired.paired and paired.ci_low < 1.02 < paired.ci_high
+
+
+def test_paired_aa_is_called_at_most_alpha_however_the_bursts_fall():
+    """The randomisation argument: the order within each round is a fair coin, so under A/A each
+    log-ratio's sign is a fair coin whatever the load did. Simulated with bursts that always hit
+    the second slot of a round (the worst case for a fixed order): false positives stay <= alpha."""
+    rng = np.random.default_rng(8)
+    called = 0
+    trials = 400
+    for _ in range(trials):
+        slots = rng.lognormal(0, 0.05, (12, 2)) * np.array([1.0, 1.3])   # the second run is slowed
+        flip = rng.random(12) < 0.5                                     # which variant ran second
+        a = np.where(flip, slots[:, 1], slots[:, 0])
+        b = np.where(flip, slots[:, 0], slots[:, 1])
+        called += stats.change(a, b, paired=True).verdict != "~"
+    assert called / trials <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / trials)
+
+
+def test_pairs_need_unique_rounds_on_both_sides():
+    rounds = [f"s.{i}" for i in range(8)]
+    assert stats.pair_up(rounds, rounds[::-1]) == [(i, 7 - i) for i in range(8)]
+    assert stats.pair_up(rounds, rounds[:5]) is None                  # too few pairs for an interval
+    assert stats.pair_up(rounds, [None] * 8) is None                  # samples from before rounds were kept
+    with pytest.raises(ValueError):
+        stats.change([1, 2], [1, 2, 3], paired=True)

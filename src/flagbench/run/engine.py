@@ -187,6 +187,8 @@ class _Runner:
         self.extendable: list[_State] = []
         self.unresolved: list[Need] = []
         self.started = time.monotonic()
+        self.rounds = 0                                      # rounds of this session, for the samples' "round"
+        self.lane_rounds: Counter = Counter()                # ... and of each lane
 
     def run(self, todo: dict[tuple[str, str], _State], show: bool) -> int:
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
@@ -208,14 +210,15 @@ class _Runner:
                 if not st.jobs:
                     bar.update(task, cells=sum(1 for s in active if s.jobs))
             try:
-                while active:
+                while True:   # with `until`, once more after the planned samples (even if none were left)
                     if len({st.cell.lane for st in active}) > 1:
                         self._lanes(active, advance)
-                    else:
+                    elif active:
                         self._rounds(active, starting, advance)
                     active = self._extend()
-                    if active:
-                        bar.update(task, total=bar.tasks[0].total + sum(len(st.jobs) for st in active),
+                    if not active:
+                        break
+                    bar.update(task, total=bar.tasks[0].total + sum(len(st.jobs) for st in active),
                                    cells=len(active))
             except KeyboardInterrupt as e:   # Ctrl-C, or procs.Terminated (SIGTERM, SIGHUP)
                 bar.stop()
@@ -227,15 +230,14 @@ class _Runner:
     def _rounds(self, active: list[_State], starting, progress) -> None:
         """Rounds on this machine until every cell's jobs are done; with `until`, a round does not
         start once the budget is spent (the extra rounds are dropped, the cells finish)."""
-        rounds = 0
         while active:
             if self.until is not None and self._spent():
                 for st in active:
                     self._drop_extra(st)
-                break
-            rounds += 1
+                active = [st for st in active if st.jobs]
+            self.rounds += 1
             for st in noise.paired_round(active, _row, self.rng):
-                st.round = f"{self.session}.{rounds}"
+                st.round = f"{self.session}.{self.rounds}"
                 starting(st)
                 before = len(st.jobs)
                 self._step(st)
@@ -323,10 +325,10 @@ class _Runner:
         stop = threading.Event()
 
         def lane(states: list[_State], seed: int, name: str) -> None:
-            rng, rounds = random.Random(seed), 0
+            rng = random.Random(seed)
             try:
                 while states and not stop.is_set():
-                    rounds += 1
+                    rounds = self.lane_rounds[name] = self.lane_rounds[name] + 1
                     for st in noise.paired_round(states, _row, rng):
                         if stop.is_set():
                             break
