@@ -90,6 +90,39 @@ def test_unknown_bench_is_one_line_exit_2(experiment):
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
+
+def test_until_samples_a_run_on_in_pairs_and_bad_values_are_exit_2(tmp_path):
+    (tmp_path / "loop.c").write_text(LOOP_C)
+    (tmp_path / "experiment.toml").write_text(textwrap.dedent("""
+        sources = ["loop.c"]
+        targets = ["x86_64"]
+        cflags = ["-O1"]
+
+        [variants]
+        base = { defines = { WORK = 0 } }
+        more = { defines = { WORK = 8 } }
+
+        [[bench]]
+        name = "spin"
+        kind = "micro"
+        function = "spin"
+        metrics = ["time"]
+        samples = 3
+        """))
+    db = tmp_path / "fb.db"
+    out = flagbench("run", str(tmp_path), "--db", str(db), "--format", "json", "--until", "50%",
+                    "--budget", "5m", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "every row is resolved to +-50.0 % or better" in out.stderr   # 3 samples give no interval; 6 do
+    [timed] = [t for t in json.loads(out.stdout)["tables"] if t["metric"] == "ns_per_iter"]
+    [row] = timed["rows"]
+    change = row["comparisons"]["more"]
+    assert change["paired"] and change["n_old"] >= 6 and change["ci_low"] is not None
+    for bad, says in ((("--until", "wide"), "--until 'wide'"), (("--until", "2%", "--budget", "soon"), "--budget 'soon'")):
+        refused = flagbench("run", str(tmp_path), "--db", str(db), *bad, cwd=tmp_path)
+        assert refused.returncode == 2 and says in refused.stderr and "Traceback" not in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+
 def _in_small_tmpfs(directory, size: str):
     """argv prefix that runs a command with a tmpfs of `size` mounted on `directory` (a private
     mount namespace), or None where user namespaces are not allowed."""

@@ -195,7 +195,7 @@ def _width(band: LayoutBand) -> str:
 def _undecided(t: Table) -> list[str]:
     """What would decide the intervals too wide to call: samples per side (and time) to resolve
     the change seen, at the spread seen."""
-    wide = []
+    wide, finest = [], 1.0
     for r in t.rows:
         label = ",".join(f"{k}={val}" for k, val in r.params.items()) or "all"
         for v, c in r.changes.items():
@@ -203,12 +203,15 @@ def _undecided(t: Table) -> list[str]:
                 continue
             seconds = sum(r.seconds.get(x, 0.0) for x in (t.variants[0], v)) * c.needed
             when = f", about {_duration(seconds)}" if seconds else ""
-            wide.append(f"{v}@{label}: ~{c.needed} samples per side{when} to resolve +-{c.resolve:.1%} "
-                        f"(now {c.n_old}+{c.n_new})")
+            now = f"now {c.n_old} pairs" if c.paired else f"now {c.n_old}+{c.n_new}"
+            wide.append(f"{v}@{label}: ~{c.needed} {'rounds' if c.paired else 'samples per side'}{when} "
+                        f"to resolve +-{c.resolve:.1%} ({now})")
+            finest = min(finest, c.resolve)
     if not wide:
         return []
     more = f" and {len(wide) - 3} more" if len(wide) > 3 else ""
-    return [f"too wide to call: {'; '.join(wide[:3])}{more} (--samples N)"]
+    return [f"too wide to call: {'; '.join(wide[:3])}{more} "
+            f"(--samples N, or run again with --until {finest * 100:.2g}% to sample on where needed)"]
 
 
 def _duration(seconds: float) -> str:
@@ -221,9 +224,10 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
-LEGEND = ("change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % Moses interval [low, high] "
-          "(the estimate always lies inside it), p: Mann-Whitney U; faster/slower only when both agree, "
-          "else ~; exact: instruction counts, no noise")
+LEGEND = ("change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % interval [low, high] (the estimate "
+          "always lies inside it); variants measured in the same rounds are compared round by round "
+          "(p: Wilcoxon signed-rank, interval of the Walsh averages), else as two samples (p: Mann-Whitney U, "
+          "Moses interval); faster/slower only when both agree, else ~; exact: instruction counts, no noise")
 
 
 def has_intervals(tables: list[Table]) -> bool:
