@@ -194,6 +194,9 @@ def test_an_undecided_interval_says_how_many_samples_would_decide_it():
     half = (np.log(c.ci_high) - np.log(c.ci_low)) / 2 * np.sqrt(10 / c.needed)
     assert half <= np.log1p(c.resolve) + 1e-9
     assert stats.change(old, [x * 2 for x in old]).needed is None     # decided: no advice
+    tight = lognormal(rng, 40, 100.0, 0.01)
+    same = stats.change(tight, [x * 1.001 for x in tight])             # ~, but narrower than +-2 %
+    assert same.verdict == "~" and same.ci_high / same.ci_low < 1.02 ** 2 and same.needed is None
 
 
 def test_band_shrink_needs_the_spreads_to_differ():

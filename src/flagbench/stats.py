@@ -431,9 +431,11 @@ def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool
             verdict = "faster" if (ci[0] > 1.0) == higher_is_better else "slower"
         elif not ci[0] <= 1.0 <= ci[1]:
             warnings.append(f"within the A/A control's reach (+-{floor:.1%}): not called")
+    target = 0.0
     if verdict == "~" and ci is not None and refuse is None:
         target = max(abs(math.log(hl)), math.log(reach), math.log1p(RESOLVE_AT_LEAST))
-        needed = samples_needed(n_min, ci[0], ci[1], math.expm1(target))
+        if (math.log(ci[1]) - math.log(ci[0])) / 2 > target:   # else resolved: no change beyond +-target
+            needed = samples_needed(n_min, ci[0], ci[1], math.expm1(target))
     return Change(metric=metric, n_old=int(a.size), n_new=int(b.size), median_old=med_a,
                   median_new=med_b, ratio=_ratio(med_b, med_a),
                   ci_low=None if ci is None else ci[0], ci_high=None if ci is None else ci[1],

@@ -5,9 +5,10 @@ A fixed number of samples is a guess made before the noise is known: on a quiet 
 plenty, on a shared one they end with intervals like [-38 %, +320 %]. With `--until 2%` the run
 takes its samples as usual, then looks at each table row (a bench's variants at one parameter
 point): the 95 % interval of each variant's ratio to the row's baseline (paired by round, as the
-report computes it, contended rounds set aside). A row whose interval is wider than +-2 % gets
-more rounds, as many as the spread seen says it needs (at most doubling at a time, so a burst of
-load does not set the whole budget's plan); the others are left alone.
+report computes it, contended rounds set aside; a row goes on until enough rounds ran clear of
+bursts for that). A row whose interval is wider than +-2 % gets more rounds, as many as the
+spread seen says it needs (at most doubling at a time, so a burst of load does not set the whole
+budget's plan); the others are left alone.
 
 Why stopping on the interval's width and not on a verdict: stopping when p < alpha is "optional
 stopping", which calls A/A differences far more often than alpha. The width of the interval
@@ -131,6 +132,13 @@ def _need(old: list[tuple], new: list[tuple], width: float) -> tuple[int, float 
     if min(len(a), len(b)) == 0:
         return 0, None, stats.MIN_SAMPLES_CI
     c = stats.change(a, b, shares_old=sa, shares_new=sb, paired=paired)
+    keep = stats.uncontended(sa, sb) if paired else None
+    clean = None if keep is None else int((keep[0] & keep[1]).sum())
+    if clean is not None and clean < stats.MIN_SAMPLES_CI:
+        # too few rounds ran clear of a burst to set the others aside: more, until enough do
+        half = None if c.ci_low is None else math.expm1((math.log(c.ci_high) - math.log(c.ci_low)) / 2)
+        wanted = (stats.MIN_SAMPLES_CI - clean) * total / max(clean, 1)
+        return c.n_old, half, max(1, min(math.ceil(wanted), total))
     if c.ci_low is None:
         return c.n_old, None, max(stats.MIN_SAMPLES_CI - c.n_old, 1) if min(a + b) > 0 else 0
     half = (math.log(c.ci_high) - math.log(c.ci_low)) / 2
