@@ -85,9 +85,9 @@ def run(args) -> int:
     return status
 
 
-def plain(blocks) -> str:
-    """Report blocks as terminal text: headings and paragraphs as lines, grids as aligned columns,
-    links as their text (there is nothing to click on a terminal).
+def plain(blocks, width: int | None = None) -> str:
+    """Report blocks as terminal text: headings and paragraphs as lines, grids as aligned columns
+    that fit `width` (a cell too wide is wrapped), links as their text (nothing to click on a terminal).
 
     >>> from flagbench.report.doc import Grid, Heading, Link, Para
     >>> print(plain([Heading(2, "Summary"), Para([Link("memcpy", "m"), ": a | b"]),
@@ -101,7 +101,10 @@ def plain(blocks) -> str:
     x      +1.0 % slower
     <BLANKLINE>
     """
+    import shutil
     from flagbench.report.doc import Bullets, Code, Grid, Heading, Para
+
+    width = width or max(80, shutil.get_terminal_size((120, 24)).columns)
 
     def text(cell) -> str:
         parts = cell if isinstance(cell, list) else [cell]
@@ -119,12 +122,35 @@ def plain(blocks) -> str:
             out += [f"    {line}" for line in b.lines] + [""]
         elif isinstance(b, Grid):
             rows = [b.header] + [[text(c) for c in r] for r in b.rows]
-            widths = [max(len(r[i]) for r in rows) for i in range(len(b.header))]
-            line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()   # noqa: E731
+            widths = _fit([max(len(r[i]) for r in rows) for i in range(len(b.header))], width)
             out += [b.title] if b.title else []
-            out += [line(rows[0]), line(["-" * w for w in widths])] + [line(r) for r in rows[1:]]
+            out += _lines(rows[0], widths) + _lines(["-" * w for w in widths], widths)
+            for r in rows[1:]:
+                out += _lines(r, widths)
             out += [f"- {n}" for n in b.notes] + [""]
     return "\n".join(out) + "\n"
+
+
+def _fit(widths: list[int], limit: int) -> list[int]:
+    """Column widths that fit `limit` characters: the widest columns give way first, to one cap
+    (none below 16).
+
+    >>> _fit([10, 200, 90], 120), _fit([5, 6], 120)
+    ([10, 53, 53], [5, 6])
+    """
+    gaps = 2 * (len(widths) - 1)
+    cap = max(widths, default=0)
+    while cap > 16 and sum(min(w, cap) for w in widths) + gaps > limit:
+        cap -= 1
+    return [min(w, cap) for w in widths]
+
+
+def _lines(row: list[str], widths: list[int]) -> list[str]:
+    """One grid row as terminal lines, a cell wider than its column wrapped at spaces."""
+    import textwrap
+    cells = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(row, widths)]
+    return ["  ".join((cell[k] if k < len(cell) else "").ljust(w) for cell, w in zip(cells, widths)).rstrip()
+            for k in range(max(len(c) for c in cells))]
 
 
 def gather(path: Path, args):
