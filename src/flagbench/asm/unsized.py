@@ -54,14 +54,17 @@ _HALF_PADDING = {   # 2-byte granules: thumb nop / mov r8,r8, arm nop halves; ri
 _FILL = {"x86_64": b"\xcc\x90\x00"}
 
 
+def _tokens(target: str) -> tuple[int, tuple[bytes, ...]]:
+    """Padding other than x86's: (granule, its tokens of that many bytes)."""
+    if target in _WORD_PADDING:
+        return 4, (b"\x00\x00\x00\x00",) + _WORD_PADDING[target]
+    return 2, _HALF_PADDING.get(target, ()) + (b"\x00\x00",)
+
+
 def _padding_regex(target: str) -> re.Pattern:
     if target == "x86_64":
         return re.compile(rb"(?:" + _X86_NOP + rb")*", re.S)
-    if target in _WORD_PADDING:
-        words = (b"\x00\x00\x00\x00",) + _WORD_PADDING[target]
-        return re.compile(rb"(?:" + b"|".join(re.escape(w) for w in words) + rb")*", re.S)
-    halves = _HALF_PADDING.get(target, ()) + (b"\x00\x00",)
-    return re.compile(rb"(?:" + b"|".join(re.escape(h) for h in halves) + rb")*", re.S)
+    return re.compile(rb"(?:" + b"|".join(re.escape(t) for t in _tokens(target)[1]) + rb")*", re.S)
 
 
 class Piece:
@@ -149,22 +152,13 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
     value, size, section index) of the defined symbols (section and file symbols left out);
     READ(index, offset, size): bytes of a section. Without PIECES_ONLY, padding between two
     symbols is only counted (`flagbench size` wants totals: a vmlinux has 20,000 such holes)."""
-    counts = None if pieces_only or target in ("aarch64", "arm") else dict.fromkeys((PADDING, FILL_KEY), 0)
-    exec_sections = {}
-    plt_entries = 0
-    for index, name, stype, flags, addr, size, entsize in sections:
-        if flags & (SHF_ALLOC | SHF_EXECINSTR) == SHF_ALLOC | SHF_EXECINSTR and stype != SHT_NOBITS and size:
-            exec_sections[index] = (name, (0 if relocatable else addr), size)
-        if name in _PLT_RELOCS and entsize:
-            plt_entries += size // entsize
+    counts = None if pieces_only or target in _PIECES_ALWAYS else dict.fromkeys((PADDING, FILL_KEY), 0)
+    exec_sections, plt_entries = _exec_sections(sections, relocatable)
     sized: dict[int, list[tuple[int, int]]] = {k: [] for k in exec_sections}
     labels: dict[int, list[int]] = {k: [] for k in exec_sections}
     stub_syms: dict[int, list[tuple[int, int, str]]] = {}
     rows = [r for r in symbols if r[3] in exec_sections and r[0]]
-    # `flagbench size` reads a vmlinux's 40,000 symbols here: one regex over all names finds
-    # the stub symbols, and the loop below does no more than it must per symbol
-    joined = "\n".join([r[0] for r in rows])
-    stub_names = {m.group(0): m.group(1) for m in _STUB_LINES.finditer(joined)} if "__" in joined else {}
+    stub_names = _stub_names(rows)
     for name, value, size, shndx in rows:
         if stub_names and name in stub_names:
             stub_syms.setdefault(shndx, []).append((value, size, stub_names[name]))
@@ -172,19 +166,10 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
             sized[shndx].append((value, value + size))
         elif not _NOT_LABEL.match(name):
             labels[shndx].append(value)
-    by_value: dict[int, str] = {}      # names for hppa stub targets
-    if target in ("hppa", "hppa64"):
-        for name, value, size, _ in rows:
-            if name not in stub_names and (size or not _NOT_LABEL.match(name)):
-                by_value.setdefault(value, name)
     pad = _padding_regex(target)
-    pieces: list[Piece] = []
-    plt_done = False
+    left = []    # (index, cuts, stubs) of the holes to cut into pieces
     for index, (name, base, size) in exec_sections.items():
         if _PLT.match(name):
-            count = plt_entries if not plt_done else 0
-            plt_done = True
-            pieces.append(Piece(index, base, base + size, STUB, count, "PLT"))
             continue
         bounds = sorted(set(labels[index]) | {v for v, _, _ in stub_syms.get(index, ())})
         stubs = {v: (s, t) for v, s, t in stub_syms.get(index, ())}
@@ -206,16 +191,67 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
                 if not raw.translate(None, fill) or pad.fullmatch(raw):
                     counts[FILL_KEY if end - start >= FILL else PADDING] += end - start
                     continue
-            for a, b in zip(cuts, cuts[1:]):
-                if a in stubs:
-                    s, to = stubs[a]
-                    stop = min(b, a + s) if s else b
-                    pieces.append(Piece(index, a, stop, STUB, 1, to))
-                    a = stop
-                if a < b:
-                    pieces += _scan(target, big, pad, index, read(index, a - base, b - a), a, b, by_value)
+            left.append((index, cuts, stubs))
+    by_value = _by_value(rows, stub_names) if target in ("hppa", "hppa64") and left else {}
+    return CodeMap(_pieces(target, big, exec_sections, plt_entries, left, read, by_value), counts)
+
+
+# aarch64/arm: every hole a piece, even padding (_branches_over_stubs looks at its neighbours)
+_PIECES_ALWAYS = ("aarch64", "arm")
+
+
+def _exec_sections(sections, relocatable: bool) -> tuple[dict[int, tuple[str, int, int]], int]:
+    """{index: (name, base, size)} of the executable sections with bytes (BASE: the address
+    their bytes start at, 0 in an object), and how many PLT entries the PLT relocations make."""
+    exec_sections = {}
+    plt_entries = 0
+    for index, name, stype, flags, addr, size, entsize in sections:
+        if flags & (SHF_ALLOC | SHF_EXECINSTR) == SHF_ALLOC | SHF_EXECINSTR and stype != SHT_NOBITS and size:
+            exec_sections[index] = (name, (0 if relocatable else addr), size)
+        if name in _PLT_RELOCS and entsize:
+            plt_entries += size // entsize
+    return exec_sections, plt_entries
+
+
+def _stub_names(rows) -> dict[str, str]:
+    """{name: target} of the rows' stub symbols, found by one regex over all names (a vmlinux
+    has 40,000)."""
+    joined = "\n".join([r[0] for r in rows])
+    return {m.group(0): m.group(1) for m in _STUB_LINES.finditer(joined)} if "__" in joined else {}
+
+
+def _by_value(rows, stub_names) -> dict[int, str]:
+    """A name per address, for hppa's stub targets."""
+    by_value: dict[int, str] = {}
+    for name, value, size, _ in rows:
+        if name not in stub_names and (size or not _NOT_LABEL.match(name)):
+            by_value.setdefault(value, name)
+    return by_value
+
+
+def _pieces(target, big, exec_sections, plt_entries, holes, read, by_value) -> list[Piece]:
+    """The PLT sections' pieces, then those of HOLES ((index, cuts, stubs): a hole cut at its
+    labels and stub symbols, {address: (size, target)} of those)."""
+    pieces: list[Piece] = []
+    plt_done = False
+    for index, (name, base, size) in exec_sections.items():
+        if _PLT.match(name):
+            count = plt_entries if not plt_done else 0
+            plt_done = True
+            pieces.append(Piece(index, base, base + size, STUB, count, "PLT"))
+    pad = _padding_regex(target)
+    for index, cuts, stubs in holes:
+        base = exec_sections[index][1]
+        for a, b in zip(cuts, cuts[1:]):
+            if a in stubs:
+                s, to = stubs[a]
+                stop = min(b, a + s) if s else b
+                pieces.append(Piece(index, a, stop, STUB, 1, to))
+                a = stop
+            if a < b:
+                pieces += _scan(target, big, pad, index, read(index, a - base, b - a), a, b, by_value)
     _branches_over_stubs(target, pieces)
-    return CodeMap(pieces, counts)
+    return pieces
 
 
 def _count_padding(holes, bounds, pad, fill, counts, data, base) -> list[tuple[int, int]]:
