@@ -121,3 +121,34 @@ def run_verb(argv, seconds: int = 20) -> tuple[int, str, str]:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     return rc, out.getvalue(), err.getvalue()
+
+
+def code_maps(path) -> list[tuple]:
+    """Each member's code map of PATH both ways, as comparable values: `asm.unsized.of_member`
+    (its holes found and counted in C, `_symtab.code_holes`) and its Python model
+    (`code_map`'s walk), or the error each raised."""
+    from flagbench import elf
+    from flagbench.asm import unsized
+    from flagbench.errors import UserError
+
+    def plain(cmap):
+        if cmap is None:
+            return None
+        return (sorted(cmap.totals().items()), sorted(cmap._counted.items()),
+                [(p.section, p.start, p.end, p.kind, p.count, p.target) for p in cmap.pieces])
+
+    out = []
+    inp = elf.open_input(str(path))
+    try:
+        for m in inp.members:
+            both = []
+            for how in (unsized.of_member, unsized._of_member_in_python):
+                try:
+                    both.append(plain(how(inp, m)))
+                except UserError as e:
+                    both.append(("UserError", str(e)))
+            out.append(tuple(both))
+    finally:
+        inp.close()
+    return out
+

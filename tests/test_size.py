@@ -6,6 +6,7 @@ for --format=bom, readelf for the padding arithmetic.
 """
 import collections
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -217,6 +218,25 @@ def test_formats_and_filters(tmp_path):
     assert len([r for r in csv if r.startswith("symbol,")]) == len(j["symbols"])
     md = flagbench("--format=md", a, b).stdout
     assert "| symbol | old | new | delta |" in md
+
+
+def test_sections_of_equal_size_are_in_name_order_whatever_the_hash_seed(tmp_path):
+    """Sections that tie on size come in name order: the same output under every PYTHONHASHSEED
+    (the union of the two sides' names is a set, whose order the seed decides)."""
+    names = [f"sec_{c}" for c in "hcfadgbe"]
+    src = tmp_path / "same.c"
+    src.write_text("".join(f'__attribute__((section("{n}"))) char {n}_data[16] = {{1}};\n' for n in names))
+    obj = cc(tmp_path, "x86_64", "gcc", src, tmp_path / "same.o")
+    outs = []
+    for seed in ("0", "1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        r = subprocess.run([sys.executable, "-m", "flagbench", "size", "--format=json", str(obj), str(obj)],
+                           capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] == outs[2]
+    tied = [s["name"] for s in json.loads(outs[0])["sections"] if s["name"].startswith("sec_")]
+    assert tied == sorted(names)
 
 
 def one_line_error(result, *words):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import flagbench
+from elf_util import code_maps
 
 from flagbench.profile import STUBS, SymbolMap
 
@@ -112,6 +113,8 @@ def test_hppa_long_branch_stubs_counted_like_the_linker(tmp_path, placement):
     in_symbols = sum(size for _, size in sizes.values())
     assert s["padding"]["old"] + s["fill"]["old"] == text - in_symbols - stub_bytes   # 0: no function has padding
     assert s["other_unsized"]["old"] == 0
+    for c, model in code_maps(prog):   # size's holes found in C, as the Python walk finds them
+        assert c == model
 
     # executed instructions at a stub are the stubs', not the function's before them
     symbols = SymbolMap.of_elf(prog)
@@ -161,6 +164,8 @@ def test_aarch64_veneers_are_stubs_not_functions(tmp_path):
     assert out["unsized"]["old"]["stubs"] == len(veneers)
     assert out["total"]["old"]["calls"]["through_stubs"] == via > 0
     assert not any(f["name"].endswith("_veneer") for f in out["functions"])
+    for c, model in code_maps(prog):
+        assert c == model
 
 
 def _overruns(path: Path, objdump: str) -> list[str]:
@@ -222,3 +227,5 @@ def test_x86_plt_entries_are_stubs(tmp_path):
     assert out["unsized"]["old"]["stubs"] == entries >= 2
     assert out["total"]["old"]["calls"]["through_stubs"] == calls >= 3
     assert not any("@plt" in f["name"] for f in out["functions"])
+    for c, model in code_maps(prog):
+        assert c == model

@@ -11,7 +11,10 @@ every sized symbol is one of:
 
 `size` sums the bytes, `asm` cuts functions at their extent and names calls that go through a
 stub, `profile` attributes executed stub instructions to stubs. Plain classes and tuples only:
-`flagbench size` imports this and its start-up is measured.
+`flagbench size` imports this and its start-up is measured. For `size`, the holes of a member
+are found and their padding counted in C (`of_member`: `_symtab.code_holes`, 20,000 holes in a
+vmlinux); `code_map` is the same walk in Python, for `asm` and `profile`, and the model the
+tests hold the C code to.
 """
 from __future__ import annotations
 
@@ -28,7 +31,8 @@ SHF_ALLOC, SHF_EXECINSTR, SHT_NOBITS = 0x2, 0x4, 8
 STT_SECTION, STT_FILE = 3, 4
 
 # The linker's stub symbols, capturing the target: aarch64/arm `__f_veneer`, arm interworking.
-STUB_SYMBOL = re.compile(r"^__(.+?)(?:_veneer|_from_arm|_from_thumb|_change_to_arm)$")
+_STUB_SUFFIXES = ("_veneer", "_from_arm", "_from_thumb", "_change_to_arm")
+STUB_SYMBOL = re.compile(r"^__(.+?)(?:" + "|".join(_STUB_SUFFIXES) + r")$")
 _STUB_LINES = re.compile(STUB_SYMBOL.pattern, re.M)
 # Symbols that start no code of their own: mapping symbols ($x, $d.1, riscv's $xrv64i2p1...)
 # and assembler-local labels.
@@ -54,14 +58,28 @@ _HALF_PADDING = {   # 2-byte granules: thumb nop / mov r8,r8, arm nop halves; ri
 _FILL = {"x86_64": b"\xcc\x90\x00"}
 
 
+def _tokens(target: str) -> tuple[int, tuple[bytes, ...]]:
+    """Padding other than x86's: (granule, its tokens of that many bytes)."""
+    if target in _WORD_PADDING:
+        return 4, (b"\x00\x00\x00\x00",) + _WORD_PADDING[target]
+    return 2, _HALF_PADDING.get(target, ()) + (b"\x00\x00",)
+
+
 def _padding_regex(target: str) -> re.Pattern:
     if target == "x86_64":
         return re.compile(rb"(?:" + _X86_NOP + rb")*", re.S)
-    if target in _WORD_PADDING:
-        words = (b"\x00\x00\x00\x00",) + _WORD_PADDING[target]
-        return re.compile(rb"(?:" + b"|".join(re.escape(w) for w in words) + rb")*", re.S)
-    halves = _HALF_PADDING.get(target, ()) + (b"\x00\x00",)
-    return re.compile(rb"(?:" + b"|".join(re.escape(h) for h in halves) + rb")*", re.S)
+    return re.compile(rb"(?:" + b"|".join(re.escape(t) for t in _tokens(target)[1]) + rb")*", re.S)
+
+
+def _padding_spec(target: str) -> tuple[bytes, int, bytes, int]:
+    """What `_symtab.code_holes` calls padding, as _padding_regex and _FILL do: (fill bytes,
+    granule, its tokens joined, FILL); granule 0 is x86, whose NOPs the C code spells as
+    _X86_NOP does (the tests hold the two together)."""
+    fill = _FILL.get(target, b"\0")
+    if target == "x86_64":
+        return fill, 0, b"", FILL
+    granule, tokens = _tokens(target)
+    return fill, granule, b"".join(tokens), FILL
 
 
 class Piece:
@@ -148,23 +166,15 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
     """SECTIONS: (index, name, type, flags, addr, size, entsize) per section; SYMBOLS: (name,
     value, size, section index) of the defined symbols (section and file symbols left out);
     READ(index, offset, size): bytes of a section. Without PIECES_ONLY, padding between two
-    symbols is only counted (`flagbench size` wants totals: a vmlinux has 20,000 such holes)."""
-    counts = None if pieces_only or target in ("aarch64", "arm") else dict.fromkeys((PADDING, FILL_KEY), 0)
-    exec_sections = {}
-    plt_entries = 0
-    for index, name, stype, flags, addr, size, entsize in sections:
-        if flags & (SHF_ALLOC | SHF_EXECINSTR) == SHF_ALLOC | SHF_EXECINSTR and stype != SHT_NOBITS and size:
-            exec_sections[index] = (name, (0 if relocatable else addr), size)
-        if name in _PLT_RELOCS and entsize:
-            plt_entries += size // entsize
+    symbols is only counted (`flagbench size` wants totals: a vmlinux has 20,000 such holes;
+    `of_member` has this walk in C, and this is the model the tests hold it to)."""
+    counts = None if pieces_only or target in _PIECES_ALWAYS else dict.fromkeys((PADDING, FILL_KEY), 0)
+    exec_sections, plt_entries = _exec_sections(sections, relocatable)
     sized: dict[int, list[tuple[int, int]]] = {k: [] for k in exec_sections}
     labels: dict[int, list[int]] = {k: [] for k in exec_sections}
     stub_syms: dict[int, list[tuple[int, int, str]]] = {}
     rows = [r for r in symbols if r[3] in exec_sections and r[0]]
-    # `flagbench size` reads a vmlinux's 40,000 symbols here: one regex over all names finds
-    # the stub symbols, and the loop below does no more than it must per symbol
-    joined = "\n".join([r[0] for r in rows])
-    stub_names = {m.group(0): m.group(1) for m in _STUB_LINES.finditer(joined)} if "__" in joined else {}
+    stub_names = _stub_names(rows)
     for name, value, size, shndx in rows:
         if stub_names and name in stub_names:
             stub_syms.setdefault(shndx, []).append((value, size, stub_names[name]))
@@ -172,19 +182,10 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
             sized[shndx].append((value, value + size))
         elif not _NOT_LABEL.match(name):
             labels[shndx].append(value)
-    by_value: dict[int, str] = {}      # names for hppa stub targets
-    if target in ("hppa", "hppa64"):
-        for name, value, size, _ in rows:
-            if name not in stub_names and (size or not _NOT_LABEL.match(name)):
-                by_value.setdefault(value, name)
     pad = _padding_regex(target)
-    pieces: list[Piece] = []
-    plt_done = False
+    left = []    # (index, cuts, stubs) of the holes to cut into pieces
     for index, (name, base, size) in exec_sections.items():
         if _PLT.match(name):
-            count = plt_entries if not plt_done else 0
-            plt_done = True
-            pieces.append(Piece(index, base, base + size, STUB, count, "PLT"))
             continue
         bounds = sorted(set(labels[index]) | {v for v, _, _ in stub_syms.get(index, ())})
         stubs = {v: (s, t) for v, s, t in stub_syms.get(index, ())}
@@ -206,16 +207,67 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
                 if not raw.translate(None, fill) or pad.fullmatch(raw):
                     counts[FILL_KEY if end - start >= FILL else PADDING] += end - start
                     continue
-            for a, b in zip(cuts, cuts[1:]):
-                if a in stubs:
-                    s, to = stubs[a]
-                    stop = min(b, a + s) if s else b
-                    pieces.append(Piece(index, a, stop, STUB, 1, to))
-                    a = stop
-                if a < b:
-                    pieces += _scan(target, big, pad, index, read(index, a - base, b - a), a, b, by_value)
+            left.append((index, cuts, stubs))
+    by_value = _by_value(rows, stub_names) if target in ("hppa", "hppa64") and left else {}
+    return CodeMap(_pieces(target, big, exec_sections, plt_entries, left, read, by_value), counts)
+
+
+# aarch64/arm: every hole a piece, even padding (_branches_over_stubs looks at its neighbours)
+_PIECES_ALWAYS = ("aarch64", "arm")
+
+
+def _exec_sections(sections, relocatable: bool) -> tuple[dict[int, tuple[str, int, int]], int]:
+    """{index: (name, base, size)} of the executable sections with bytes (BASE: the address
+    their bytes start at, 0 in an object), and how many PLT entries the PLT relocations make."""
+    exec_sections = {}
+    plt_entries = 0
+    for index, name, stype, flags, addr, size, entsize in sections:
+        if flags & (SHF_ALLOC | SHF_EXECINSTR) == SHF_ALLOC | SHF_EXECINSTR and stype != SHT_NOBITS and size:
+            exec_sections[index] = (name, (0 if relocatable else addr), size)
+        if name in _PLT_RELOCS and entsize:
+            plt_entries += size // entsize
+    return exec_sections, plt_entries
+
+
+def _stub_names(rows) -> dict[str, str]:
+    """{name: target} of the rows' stub symbols, found by one regex over all names (a vmlinux
+    has 40,000)."""
+    joined = "\n".join([r[0] for r in rows])
+    return {m.group(0): m.group(1) for m in _STUB_LINES.finditer(joined)} if "__" in joined else {}
+
+
+def _by_value(rows, stub_names) -> dict[int, str]:
+    """A name per address, for hppa's stub targets."""
+    by_value: dict[int, str] = {}
+    for name, value, size, _ in rows:
+        if name not in stub_names and (size or not _NOT_LABEL.match(name)):
+            by_value.setdefault(value, name)
+    return by_value
+
+
+def _pieces(target, big, exec_sections, plt_entries, holes, read, by_value) -> list[Piece]:
+    """The PLT sections' pieces, then those of HOLES ((index, cuts, stubs): a hole cut at its
+    labels and stub symbols, {address: (size, target)} of those)."""
+    pieces: list[Piece] = []
+    plt_done = False
+    for index, (name, base, size) in exec_sections.items():
+        if _PLT.match(name):
+            count = plt_entries if not plt_done else 0
+            plt_done = True
+            pieces.append(Piece(index, base, base + size, STUB, count, "PLT"))
+    pad = _padding_regex(target)
+    for index, cuts, stubs in holes:
+        base = exec_sections[index][1]
+        for a, b in zip(cuts, cuts[1:]):
+            if a in stubs:
+                s, to = stubs[a]
+                stop = min(b, a + s) if s else b
+                pieces.append(Piece(index, a, stop, STUB, 1, to))
+                a = stop
+            if a < b:
+                pieces += _scan(target, big, pad, index, read(index, a - base, b - a), a, b, by_value)
     _branches_over_stubs(target, pieces)
-    return CodeMap(pieces, counts)
+    return pieces
 
 
 def _count_padding(holes, bounds, pad, fill, counts, data, base) -> list[tuple[int, int]]:
@@ -379,26 +431,72 @@ def of_image(image, target: str) -> CodeMap:
 
 def of_member(inp, m) -> CodeMap | None:
     """The code map of one member of an opened `flagbench.elf.Input` (None: no symbol table or
-    not one of flagbench's targets), from the symbol reader `flagbench size` uses."""
+    not one of flagbench's targets), from the symbol reader `flagbench size` uses, whose C code
+    (`_symtab.code_holes`) finds the holes and counts the padding among them; the holes left are
+    cut into pieces here."""
+    from flagbench.elf import _symtab
     from flagbench.elf import sections as elf_sections
     from flagbench.elf import tables as elf_tables
+    from flagbench.errors import UserError
     target = target_for_elf(m.machine, m.is64)
     if target is None:
         return None
-    t = elf_tables.read_member(inp, m, full=True)
+    found = elf_tables.member_view(inp, m)
+    if found is None:
+        return None
+    hdrs, view = found
+    names = elf_sections.names(inp, m, hdrs, view.shstr)
+    secs = list(zip(range(len(hdrs)), names, hdrs.type, hdrs.flags, hdrs.addr, hdrs.size, hdrs.entsize))
+    whole = _section_bytes(inp, m, hdrs)
+    exec_sections, plt_entries = _exec_sections(secs, m.etype == 1)
+    scan = tuple((i, base, size) for i, (name, base, size) in exec_sections.items() if not _PLT.match(name))
+    if any(base + size >= 1 << 64 for _, base, size in scan):   # a damaged file: past C's integers
+        return _of_member_in_python(inp, m)
+    count = target not in _PIECES_ALWAYS
+    try:
+        padding, fill, holes = _symtab.code_holes(view, elf_tables.rules(m.machine), scan, _padding_spec(target),
+                                                  _SUFFIX_BYTES, whole, count)
+    except ValueError as e:
+        raise UserError(f"{m.name}: corrupt ELF ({e})") from None
+    by_value = {}
+    if target in ("hppa", "hppa64") and holes:   # names for the stubs' targets: the listing's rows
+        t = elf_tables.read_member(inp, m, full=True)
+        rows = [r for r in zip(t.names, t.values, t.sizes, t.sections) if r[3] in exec_sections and r[0]]
+        by_value = _by_value(rows, _stub_names(rows))
+
+    def read(index: int, offset: int, size: int) -> bytes:
+        return whole(index)[offset:offset + size]
+    pieces = _pieces(target, m.big, exec_sections, plt_entries, holes, read, by_value)
+    return CodeMap(pieces, {PADDING: padding, FILL_KEY: fill} if count else None)
+
+
+_SUFFIX_BYTES = tuple(s.encode() for s in _STUB_SUFFIXES)
+
+
+def _section_bytes(inp, m, hdrs):
+    """whole(index): a section's bytes, read once."""
+    from flagbench.elf import sections as elf_sections
+    sections_read: dict[int, bytes] = {}
+
+    def whole(index: int) -> bytes:
+        if index not in sections_read:
+            off, total = elf_sections.table_range(m, hdrs, index, f"section {index}")
+            sections_read[index] = inp.read(off, total)
+        return sections_read[index]
+    return whole
+
+
+def _of_member_in_python(inp, m) -> CodeMap | None:
+    """of_member by `code_map`'s walk: for a code section that ends past 2^64, and for the tests."""
+    from flagbench.elf import sections as elf_sections
+    from flagbench.elf import tables as elf_tables
+    target = target_for_elf(m.machine, m.is64)
+    t = elf_tables.read_member(inp, m, full=True) if target else None
     if t is None:
         return None
     hdrs = elf_sections.read_headers(inp, m)
     names = elf_sections.names(inp, m, hdrs)
     secs = list(zip(range(len(hdrs)), names, hdrs.type, hdrs.flags, hdrs.addr, hdrs.size, hdrs.entsize))
-
-    sections_read: dict[int, bytes] = {}
-
-    def read(index: int, offset: int, size: int) -> bytes:   # a section's bytes, once
-        if index not in sections_read:
-            off, total = elf_sections.table_range(m, hdrs, index, f"section {index}")
-            sections_read[index] = inp.read(off, total)
-        return sections_read[index][offset:offset + size]
-
-    return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections), read,
-                    pieces_only=False)
+    whole = _section_bytes(inp, m, hdrs)
+    return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections),
+                    lambda i, o, n: whole(i)[o:o + n], pieces_only=False)

@@ -9,7 +9,9 @@
  * (elf.tables for nm's listing, elf.image for every entry): one decoding of an entry, one rule
  * for SHN_XINDEX and for ARM's Thumb bit.
  *
- * The sized symbols can go straight into bloat-o-meter's tables (_summary.c) instead of lists.
+ * The sized symbols can go straight into bloat-o-meter's tables (_summary.c) instead of lists;
+ * the code symbols give the holes between them that asm.unsized classifies (code_holes, at
+ * the end), with no list either.
  *
  * What the rules are stays in Python: nm's letters come in as lookup tables built from
  * elf.symbols and elf.sections, a section whose letter depends on its name is asked of a
@@ -318,7 +320,8 @@ struct listing {
 	unsigned long long covered, padding;
 };
 
-static int listing_alloc(struct listing *l, const struct elf *e, int full)
+/* With SPANS also room for the spans of code that gaps() sorts. */
+static int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
 {
 	Py_ssize_t m = e->nsyms + 1;
 
@@ -330,8 +333,8 @@ static int listing_alloc(struct listing *l, const struct elf *e, int full)
 	l->gap = PyMem_Calloc(m, sizeof(*l->gap));
 	l->sec = PyMem_Malloc(sizeof(*l->sec) * m);
 	l->name = PyMem_Malloc(sizeof(*l->name) * m);
-	l->spans = full ? PyMem_Malloc(sizeof(*l->spans) * m) : NULL;
-	if (!l->codes || !l->letter || !l->size || !l->value || !l->gap || !l->sec || !l->name || (full && !l->spans)) {
+	l->spans = spans ? PyMem_Malloc(sizeof(*l->spans) * m) : NULL;
+	if (!l->codes || !l->letter || !l->size || !l->value || !l->gap || !l->sec || !l->name || (spans && !l->spans)) {
 		PyErr_NoMemory();
 		return -1;
 	}
@@ -406,7 +409,8 @@ static void gaps(const struct elf *e, struct listing *l)
 
 /*
  * The symbols nm lists (entry 0 skipped) into L: letter, name offset, size; with FULL also
- * value, section and the spans of code, and the gaps. 0, or -1 with an exception set.
+ * value and section, and when L has room for them the spans of code and the gaps. 0, or -1
+ * with an exception set.
  */
 static int list_symbols(const struct elf *e, const struct rules *r, struct listing *l, int sized_only, int full)
 {
@@ -446,13 +450,13 @@ static int list_symbols(const struct elf *e, const struct rules *r, struct listi
 
 			l->value[l->n] = v;
 			l->sec[l->n] = common ? -1 : (int64_t)real;
-			if (!common && real > 0 && real < e->shnum &&
+			if (l->spans && !common && real > 0 && real < e->shnum &&
 			    (sh(e, real, SH_FLAGS) & (SHF_ALLOC | SHF_EXECINSTR)) == (SHF_ALLOC | SHF_EXECINSTR))
 				add_span(e, l, real, v, size);
 		}
 		l->n++;
 	}
-	if (full)
+	if (l->spans)
 		gaps(e, l);
 	return 0;
 }
@@ -570,7 +574,7 @@ static PyObject *symbols(PyObject *self, PyObject *args, PyObject *kw)
 		elf_release(&e);
 		return NULL;
 	}
-	if (listing_alloc(&l, &e, full) < 0 || list_symbols(&e, &r, &l, sized_only, full) < 0)
+	if (listing_alloc(&l, &e, full, full) < 0 || list_symbols(&e, &r, &l, sized_only, full) < 0)
 		goto done;
 	if (summaries == Py_None)
 		out = listing_columns(&e, &l, full);
@@ -767,10 +771,648 @@ done:
 	return out;
 }
 
+/*
+ * Code no sized symbol covers, for asm.unsized, which says what its kinds are (padding, linker
+ * stubs, other code) and spells padding per target. Why C: speed. `flagbench size` sorts the
+ * holes between a vmlinux's sized code symbols (20,000 of them) into those kinds, and in Python
+ * the walk over its symbols, holes and their bytes took about 75 ms a side, more than the rest
+ * of its default format. This finds the holes, counts those that are all padding, and hands the
+ * rest back cut at their labels and stub symbols, to be sorted into pieces in Python.
+ */
+
+/* Padding as asm.unsized spells it (its _padding_spec): bytes of FILL alone, or a run of tokens. */
+struct padding {
+	Py_buffer b_fill, b_tokens;
+	uint8_t fill[256];		/* whether FILL holds a byte */
+	const uint8_t *tokens;		/* GRANULE bytes each; GRANULE 0: x86's NOPs, below */
+	Py_ssize_t ntokens;
+	int granule;
+	unsigned long long run;		/* a run this long or longer is alignment fill */
+};
+
+/* The bytes at P (N left) start with the LEN bytes of S: LEN, else 0. */
+static Py_ssize_t starts_with(const uint8_t *p, Py_ssize_t n, const char *s, Py_ssize_t len)
+{
+	return n >= len && p[0] == (uint8_t)s[0] && memcmp(p, s, len) == 0 ? len : 0;
+}
+
+/*
+ * The length of the x86 NOP spelling at P (N bytes left), 0 when there is none: each of
+ * asm.unsized._X86_NOP's spellings, byte for byte (tests hold the two together). Their first
+ * bytes decide which one it is, so a run is read left to right without going back.
+ */
+static Py_ssize_t x86_nop(const uint8_t *p, Py_ssize_t n)
+{
+	static const char *const fixed[] = { "\x8d\x76\x00", "\x8d\xb4\x26\x00\x00\x00\x00", "\x8d\x74\x26\x00",
+					     "\x8d\xb6\x00\x00\x00\x00", "\x87\xdb", "\x87\xc9" };
+	static const Py_ssize_t fixed_len[] = { 3, 7, 4, 6, 2, 2 };
+	static const char *const modrm[] = { "\x00", "\x40\x00", "\x44\x00\x00", "\x80\x00\x00\x00\x00",
+					     "\x84\x00\x00\x00\x00\x00" };
+	static const Py_ssize_t modrm_len[] = { 1, 2, 3, 5, 6 };
+	Py_ssize_t q = 0, i, m;
+	int only_66 = 1;
+
+	if (p[0] == 0xcc || p[0] == 0x00 || p[0] == 0x90)
+		return 1;
+	if (p[0] == 0x8d || p[0] == 0x87) {
+		for (i = 0; i < 6; i++)
+			if ((m = starts_with(p, n, fixed[i], fixed_len[i])))
+				return m;
+		return 0;
+	}
+	for (; q < n && (p[q] == 0x66 || p[q] == 0x2e); q++)	/* prefixes: 66+ 90, (66|2e)* 0f 1f */
+		only_66 &= p[q] == 0x66;
+	if (q > 0 && q < n && p[q] == 0x90 && only_66)
+		return q + 1;
+	if (n - q < 2 || p[q] != 0x0f || p[q + 1] != 0x1f)
+		return 0;
+	for (i = 0; i < 5; i++)
+		if ((m = starts_with(p + q + 2, n - q - 2, modrm[i], modrm_len[i])))
+			return q + 2 + m;
+	return 0;
+}
+
+/* How many of the N bytes at P are FILL bytes before the first that is not (eight at a time where one repeats). */
+static Py_ssize_t fill_bytes(const struct padding *r, const uint8_t *p, Py_ssize_t n)
+{
+	Py_ssize_t i = 0;
+	uint64_t same, w;
+
+	while (i < n && r->fill[p[i]])
+		for (same = 0x0101010101010101ULL * p[i++]; i + 8 <= n && (memcpy(&w, p + i, 8), w == same); i += 8)
+			;
+	return i;
+}
+
+/* Whether the N bytes at P are padding, as asm.unsized tests a hole's bytes. */
+static int is_padding(const struct padding *r, const uint8_t *p, Py_ssize_t n)
+{
+	Py_ssize_t i = fill_bytes(r, p, n), m, t;
+
+	if (i == n)
+		return 1;
+	if (!r->granule) {	/* x86's fill bytes are one-byte NOPs: runs of them are skipped as such */
+		while (i < n) {
+			if (!(m = x86_nop(p + i, n - i)))
+				return 0;
+			i += m;
+			i += fill_bytes(r, p + i, n - i);
+		}
+		return 1;
+	}
+	if (n % r->granule)
+		return 0;
+	for (i = 0; i < n; i += r->granule) {
+		for (t = 0; t < r->ntokens && memcmp(p + i, r->tokens + t * r->granule, r->granule); t++)
+			;
+		if (t == r->ntokens)
+			return 0;
+	}
+	return 1;
+}
+
+/* One scanned section: its index, the address its bytes start at (0 in an object), its size. */
+struct scan {
+	Py_ssize_t index;
+	uint64_t base, size;
+};
+
+/* A listed symbol of a scanned section: a sized one's span, or a bound (a label, a stub symbol) that cuts a hole. */
+struct mark {
+	uint64_t start, size;
+	Py_ssize_t k;		/* its place in the listing: symbol order */
+	uint32_t slot;		/* its section's place in the scan */
+	int stub;
+};
+
+/* A span's end: start + size, at most 2^64 - 1 (in Python, past it: the same to every comparison here). */
+static uint64_t mark_end(const struct mark *m)
+{
+	return m->start + m->size < m->start ? UINT64_MAX : m->start + m->size;
+}
+
+static uint8_t mark_byte(const struct mark *m, int pass)
+{
+	return pass < 8 ? (uint8_t)(m->start >> (8 * pass)) : (uint8_t)(m->slot >> (8 * (pass - 8)));
+}
+
+/*
+ * Sort the N marks at M by section and address, keeping their order (symbol order) among
+ * equals: a stable counting pass per byte of the address, then of the section's place, where
+ * those bytes differ (a vmlinux's symbols in a qsort took 600,000 calls of a comparison).
+ * TMP: room for N marks.
+ */
+static void sort_by_address(struct mark *m, struct mark *tmp, Py_ssize_t n)
+{
+	struct mark *from = m, *to = tmp, *swap;
+	Py_ssize_t count[256], i, at, c;
+	int pass;
+
+	for (pass = 0; pass < 12 && n > 0; pass++) {
+		memset(count, 0, sizeof(count));
+		for (i = 0; i < n; i++)
+			count[mark_byte(&from[i], pass)]++;
+		if (count[mark_byte(&from[0], pass)] == n)
+			continue;
+		for (i = 0, at = 0; i < 256; i++, at += c) {
+			c = count[i];
+			count[i] = at;
+		}
+		for (i = 0; i < n; i++)
+			to[count[mark_byte(&from[i], pass)]++] = from[i];
+		swap = from;
+		from = to;
+		to = swap;
+	}
+	if (from != m)
+		memcpy(m, from, sizeof(*m) * n);
+}
+
+/* A hole: [start, end); whether a bound marks it (asm.unsized._count_padding), whether it is left. */
+struct gap {
+	uint64_t start, end;
+	int marked, left;
+};
+
+/* All that code_holes() works with, besides the member's tables. */
+struct holes {
+	const struct listing *l;
+	struct padding pad;
+	PyObject *suffixes;		/* a tuple of bytes: the stub symbols' name endings */
+	struct scan *scan;
+	Py_ssize_t nscan, *slot;	/* SLOT: a section index's place in SCAN, or -1 */
+	struct mark *spans, *bounds;
+	Py_ssize_t nspans, nbounds;
+	unsigned long long padding, fill;
+};
+
+static int padding_from(PyObject *spec, struct padding *r)
+{
+	Py_ssize_t i;
+
+	memset(r, 0, sizeof(*r));
+	if (!PyTuple_Check(spec) ||
+	    !PyArg_ParseTuple(spec, "y*iy*K;padding: (fill, granule, tokens, run)", &r->b_fill, &r->granule,
+			      &r->b_tokens, &r->run)) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "padding: (fill, granule, tokens, run)");
+		return -1;
+	}
+	if (r->granule < 0 || (r->granule && r->b_tokens.len % r->granule)) {
+		PyErr_SetString(PyExc_ValueError, "padding: tokens of GRANULE bytes each");
+		return -1;
+	}
+	for (i = 0; i < r->b_fill.len; i++)
+		r->fill[((const uint8_t *)r->b_fill.buf)[i]] = 1;
+	r->tokens = r->b_tokens.buf;
+	r->ntokens = r->granule ? r->b_tokens.len / r->granule : 0;
+	return 0;
+}
+
+/* H's sections and rules from the arguments; 0, or -1 with an exception set (holes_free undoes it). */
+static int holes_from(struct holes *h, const struct elf *e, PyObject *sections, PyObject *spec, PyObject *suffixes)
+{
+	Py_ssize_t i;
+
+	if (padding_from(spec, &h->pad) < 0)
+		return -1;
+	for (i = 0; i < PyTuple_GET_SIZE(suffixes); i++)
+		if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))) {
+			PyErr_SetString(PyExc_TypeError, "suffixes: a tuple of bytes");
+			return -1;
+		}
+	h->suffixes = suffixes;
+	h->nscan = PyTuple_GET_SIZE(sections);
+	h->scan = PyMem_Malloc(sizeof(*h->scan) * (h->nscan + 1));
+	h->slot = PyMem_Malloc(sizeof(*h->slot) * (e->shnum + 1));
+	if (!h->scan || !h->slot) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (i = 0; i < e->shnum; i++)
+		h->slot[i] = -1;
+	for (i = 0; i < h->nscan; i++) {
+		PyObject *item = PyTuple_GET_ITEM(sections, i);
+		struct scan *s = &h->scan[i];
+
+		if (!PyTuple_Check(item)) {
+			PyErr_SetString(PyExc_TypeError, "sections: (index, base, size) each");
+			return -1;
+		}
+		if (!PyArg_ParseTuple(item, "nKK;sections: (index, base, size) each", &s->index, &s->base, &s->size))
+			return -1;
+		if (s->index <= 0 || s->index >= e->shnum || h->slot[s->index] >= 0 || s->base + s->size < s->base) {
+			PyErr_SetString(PyExc_ValueError, "sections: an index twice or past the section table, or an end "
+					"past 2^64");
+			return -1;
+		}
+		h->slot[s->index] = i;
+	}
+	return 0;
+}
+
+static void holes_free(struct holes *h)
+{
+	if (h->pad.b_fill.obj)
+		PyBuffer_Release(&h->pad.b_fill);
+	if (h->pad.b_tokens.obj)
+		PyBuffer_Release(&h->pad.b_tokens);
+	PyMem_Free(h->scan);
+	PyMem_Free(h->slot);
+	PyMem_Free(h->spans);
+	PyMem_Free(h->bounds);
+}
+
+/*
+ * The length of the target's name when NAME (LEN bytes) is a stub symbol's, else 0: "__" TARGET
+ * SUFFIX, TARGET not empty and no newline anywhere, as asm.unsized.STUB_SYMBOL matches it (the
+ * shortest TARGET: the longest suffix).
+ */
+static Py_ssize_t stub_target(const struct holes *h, const char *name, Py_ssize_t len)
+{
+	Py_ssize_t i, best = 0;
+
+	if (len < 3 || name[0] != '_' || name[1] != '_' || memchr(name, '\n', len))
+		return 0;
+	for (i = 0; i < PyTuple_GET_SIZE(h->suffixes); i++) {
+		PyObject *sfx = PyTuple_GET_ITEM(h->suffixes, i);
+		Py_ssize_t n = PyBytes_GET_SIZE(sfx);
+
+		if (len - 2 - n >= 1 && memcmp(name + len - n, PyBytes_AS_STRING(sfx), n) == 0 && n > best)
+			best = n;
+	}
+	return best ? len - 2 - best : 0;
+}
+
+/* Whether NAME starts no code of its own: asm.unsized._NOT_LABEL (mapping symbols, .L labels). */
+static int not_label(const char *name, Py_ssize_t len)
+{
+	if (len >= 2 && name[0] == '.' && name[1] == 'L')
+		return 1;
+	if (len < 2 || name[0] != '$' || !name[1] || !strchr("adtx", name[1]))
+		return 0;
+	return len == 2 || name[2] == '.' || (len == 3 && name[2] == '\n') ||
+	       (len >= 4 && name[2] == 'r' && name[3] == 'v');
+}
+
+/* The name of listed symbol K and, when it is a stub symbol's, the length of its target's in *TARGET. */
+static const char *mark_name(const struct elf *e, const struct holes *h, Py_ssize_t k, Py_ssize_t *len,
+			     Py_ssize_t *target)
+{
+	const char *name = string_at(e->str, e->strsize, h->l->name[k], len);
+
+	*target = *len ? stub_target(h, name, *len) : 0;
+	return name;
+}
+
+/*
+ * The listing's symbols of the scanned sections into H's spans (the sized ones) and bounds
+ * (stub symbols, sized or not, and the unsized that are labels), as asm.unsized.code_map sorts
+ * its rows; each sorted by section, address and symbol order. 0, or -1 with an exception set.
+ */
+static int sort_marks(const struct elf *e, struct holes *h)
+{
+	const struct listing *l = h->l;
+	Py_ssize_t k, slot, len, target;
+	struct mark *tmp;
+
+	h->spans = PyMem_Malloc(sizeof(*h->spans) * (l->n + 1));
+	h->bounds = PyMem_Malloc(sizeof(*h->bounds) * (l->n + 1));
+	tmp = PyMem_Malloc(sizeof(*tmp) * (l->n + 1));
+	if (!h->spans || !h->bounds || !tmp) {
+		PyMem_Free(tmp);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (k = 0; k < l->n; k++) {
+		const char *name;
+		struct mark *m;
+
+		if (l->sec[k] < 0 || l->sec[k] >= e->shnum || (slot = h->slot[l->sec[k]]) < 0)
+			continue;
+		name = mark_name(e, h, k, &len, &target);
+		if (!len || (!target && !l->size[k] && not_label(name, len)))
+			continue;
+		m = target || !l->size[k] ? &h->bounds[h->nbounds++] : &h->spans[h->nspans++];
+		m->start = l->value[k];
+		m->size = l->size[k];
+		m->k = k;
+		m->slot = (uint32_t)slot;
+		m->stub = target > 0;
+	}
+	sort_by_address(h->spans, tmp, h->nspans);
+	sort_by_address(h->bounds, tmp, h->nbounds);
+	PyMem_Free(tmp);
+	return 0;
+}
+
+/* The holes of section S, [base, base + size) less its N SPANS (asm.unsized._uncovered), into G: N + 1 at most. */
+static Py_ssize_t uncovered(const struct scan *s, const struct mark *spans, Py_ssize_t n, struct gap *g)
+{
+	uint64_t reach = s->base, hi = s->base + s->size;
+	Py_ssize_t i, h = 0;
+
+	for (i = 0; i < n && reach < hi; i++) {
+		if (spans[i].start > reach) {
+			g[h].start = reach;
+			g[h++].end = spans[i].start < hi ? spans[i].start : hi;
+		}
+		if (mark_end(&spans[i]) > reach)
+			reach = mark_end(&spans[i]);
+	}
+	if (reach < hi) {
+		g[h].start = reach;
+		g[h++].end = hi;
+	}
+	for (i = 0; i < h; i++) {
+		g[i].marked = 0;
+		g[i].left = 1;
+	}
+	return h;
+}
+
+/* The bytes of [from, to) in a section's DATA (LEN bytes, from address BASE) as a Python slice cuts them; N: how many. */
+static const uint8_t *bytes_of(const uint8_t *data, Py_ssize_t len, uint64_t base, uint64_t from, uint64_t to,
+			       Py_ssize_t *n)
+{
+	uint64_t a = from - base, b = to - base;
+
+	a = a < (uint64_t)len ? a : (uint64_t)len;
+	b = b < (uint64_t)len ? b : (uint64_t)len;
+	*n = b > a ? (Py_ssize_t)(b - a) : 0;
+	return data + a;
+}
+
+static void count_hole(struct holes *h, const struct gap *g)
+{
+	if (g->end - g->start >= h->pad.run)
+		h->fill += g->end - g->start;
+	else
+		h->padding += g->end - g->start;
+}
+
+/*
+ * asm.unsized._count_padding over the N holes G of section S (its bytes DATA, LEN of them): a
+ * hole is marked when a bound lies between its start and the next hole's; the unmarked ones
+ * are counted as padding when their bytes joined are padding, else one by one, and the rest are
+ * left. 0, or -1 with an exception set.
+ */
+static int count_padding(struct holes *h, const struct scan *s, const struct mark *b, Py_ssize_t nb,
+			 const uint8_t *data, Py_ssize_t len, struct gap *g, Py_ssize_t n)
+{
+	Py_ssize_t i, j = 0, size, total = 0;
+	const uint8_t *p;
+	uint8_t *blob;
+	int all;
+
+	for (i = 0; i < nb; i++) {	/* bisect_right(starts, bound) - 1, the bounds in order */
+		while (j < n && g[j].start <= b[i].start)
+			j++;
+		if (j > 0)
+			g[j - 1].marked = 1;
+	}
+	for (i = 0; i < n; i++)
+		if (!g[i].marked) {
+			bytes_of(data, len, s->base, g[i].start, g[i].end, &size);
+			total += size;
+		}
+	blob = PyMem_Malloc(total + 1);
+	if (!blob) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (i = 0, total = 0; i < n; i++)
+		if (!g[i].marked) {
+			p = bytes_of(data, len, s->base, g[i].start, g[i].end, &size);
+			memcpy(blob + total, p, size);
+			total += size;
+		}
+	all = is_padding(&h->pad, blob, total);
+	PyMem_Free(blob);
+	for (i = 0; i < n; i++) {
+		p = bytes_of(data, len, s->base, g[i].start, g[i].end, &size);
+		if (!g[i].marked && (all || is_padding(&h->pad, p, size))) {
+			count_hole(h, &g[i]);
+			g[i].left = 0;
+		}
+	}
+	return 0;
+}
+
+/* The first of the N bounds B at or after ADDRESS. */
+static Py_ssize_t first_bound(const struct mark *b, Py_ssize_t n, uint64_t address)
+{
+	Py_ssize_t lo = 0, hi = n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (b[mid].start < address)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* TUPLE[I] = V; 0, or -1 with an exception set. */
+static int set_int(PyObject *tuple, Py_ssize_t i, uint64_t v)
+{
+	PyObject *x = PyLong_FromUnsignedLongLong(v);
+
+	if (!x)
+		return -1;
+	PyTuple_SET_ITEM(tuple, i, x);
+	return 0;
+}
+
+/* STUBS[address of stub symbol M] = (size, target); 0, or -1 with an exception set. */
+static int add_stub(const struct elf *e, const struct holes *h, PyObject *stubs, const struct mark *m)
+{
+	PyObject *key = PyLong_FromUnsignedLongLong(m->start), *name = NULL, *value = NULL;
+	Py_ssize_t len, target;
+	const char *s = mark_name(e, h, m->k, &len, &target);
+	int rc = -1;
+
+	if (key)
+		name = PyUnicode_DecodeUTF8(s + 2, target, "surrogateescape");
+	if (name)
+		value = Py_BuildValue("(KO)", (unsigned long long)m->size, name);
+	if (value)
+		rc = PyDict_SetItem(stubs, key, value);
+	Py_XDECREF(key);
+	Py_XDECREF(name);
+	Py_XDECREF(value);
+	return rc;
+}
+
+/*
+ * (index, cuts, stubs) of hole G of section S, its bounds from B on (N of them, NINNER distinct
+ * addresses inside it): CUTS, its start, those addresses and its end; STUBS, {address: (size,
+ * target)} of the stub symbols at its start and those addresses (the last in symbol order at
+ * each). A new reference, or NULL with an exception set.
+ */
+static PyObject *hole_tuple(const struct elf *e, const struct holes *h, const struct scan *s, const struct mark *b,
+			    Py_ssize_t n, const struct gap *g, Py_ssize_t ninner)
+{
+	PyObject *cuts = PyTuple_New(ninner + 2), *stubs = PyDict_New(), *out = NULL;
+	Py_ssize_t i, c = 1;
+
+	if (!cuts || !stubs || set_int(cuts, 0, g->start) < 0 || set_int(cuts, ninner + 1, g->end) < 0)
+		goto done;
+	for (i = 0; i < n && b[i].start < g->end; i++) {
+		if (b[i].start > g->start && (i == 0 || b[i].start != b[i - 1].start) &&
+		    set_int(cuts, c++, b[i].start) < 0)
+			goto done;
+		if (b[i].stub && add_stub(e, h, stubs, &b[i]) < 0)
+			goto done;
+	}
+	out = Py_BuildValue("(nOO)", s->index, cuts, stubs);
+done:
+	Py_XDECREF(cuts);
+	Py_XDECREF(stubs);
+	return out;
+}
+
+/*
+ * Hole G of section S that was left, with the NB bounds B of the section: counted when COUNT
+ * and no bound cuts it and its bytes are padding, else (index, cuts, stubs) appended to LIST.
+ * 0, or -1 with an exception set.
+ */
+static int left_hole(const struct elf *e, struct holes *h, const struct scan *s, const struct mark *b, Py_ssize_t nb,
+		     const struct gap *g, const uint8_t *data, Py_ssize_t len, int count, PyObject *list)
+{
+	Py_ssize_t first = first_bound(b, nb, g->start), i, ninner = 0, size;
+	const uint8_t *p;
+	PyObject *t;
+	int rc;
+
+	for (i = first; i < nb && b[i].start < g->end; i++)
+		if (b[i].start > g->start && (i == first || b[i].start != b[i - 1].start))
+			ninner++;
+	if (count && !ninner) {
+		p = bytes_of(data, len, s->base, g->start, g->end, &size);
+		if (is_padding(&h->pad, p, size)) {
+			count_hole(h, g);
+			return 0;
+		}
+	}
+	t = hole_tuple(e, h, s, b + first, nb - first, g, ninner);
+	if (!t)
+		return -1;
+	rc = PyList_Append(list, t);
+	Py_DECREF(t);
+	return rc;
+}
+
+/*
+ * The holes of scanned section S (its NSPANS spans and NB bounds): with COUNT, its bytes asked
+ * of READ(index) (bytes) and the padding among them counted; the rest appended to LIST. 0, or
+ * -1 with an exception set.
+ */
+static int section_holes(const struct elf *e, struct holes *h, const struct scan *s, const struct mark *spans,
+			 Py_ssize_t nspans, const struct mark *b, Py_ssize_t nb, PyObject *read, int count, PyObject *list)
+{
+	struct gap *g = PyMem_Malloc(sizeof(*g) * (nspans + 1));
+	PyObject *data = NULL;
+	const uint8_t *bytes = NULL;
+	Py_ssize_t n, i, len = 0;
+	int rc = -1;
+
+	if (!g) {
+		PyErr_NoMemory();
+		return -1;
+	}
+	n = uncovered(s, spans, nspans, g);
+	if (count && n) {
+		data = PyObject_CallFunction(read, "n", s->index);
+		if (!data)
+			goto done;
+		if (!PyBytes_Check(data)) {
+			PyErr_SetString(PyExc_TypeError, "read(index): a section's bytes");
+			goto done;
+		}
+		bytes = (const uint8_t *)PyBytes_AS_STRING(data);
+		len = PyBytes_GET_SIZE(data);
+		if (count_padding(h, s, b, nb, bytes, len, g, n) < 0)
+			goto done;
+	}
+	for (i = 0; i < n; i++)
+		if (g[i].left && left_hole(e, h, s, b, nb, &g[i], bytes, len, count, list) < 0)
+			goto done;
+	rc = 0;
+done:
+	Py_XDECREF(data);
+	PyMem_Free(g);
+	return rc;
+}
+
+/* Every scanned section's holes: (padding, fill, holes), or NULL with an exception set. */
+static PyObject *all_holes(const struct elf *e, struct holes *h, PyObject *read, int count)
+{
+	PyObject *list = PyList_New(0), *out = NULL;
+	Py_ssize_t s, i = 0, j = 0, i1, j1;
+
+	if (!list)
+		return NULL;
+	for (s = 0; s < h->nscan; s++, i = i1, j = j1) {
+		for (i1 = i; i1 < h->nspans && h->spans[i1].slot == s; i1++)
+			;
+		for (j1 = j; j1 < h->nbounds && h->bounds[j1].slot == s; j1++)
+			;
+		if (section_holes(e, h, &h->scan[s], h->spans + i, i1 - i, h->bounds + j, j1 - j, read, count, list) < 0)
+			goto done;
+	}
+	out = Py_BuildValue("(KKO)", h->padding, h->fill, list);
+done:
+	Py_DECREF(list);
+	return out;
+}
+
+PyDoc_STRVAR(code_holes_doc,
+"code_holes(view, rules, sections, padding, suffixes, read, count) -> (padding, fill, holes)\n\n"
+"The code no sized symbol covers in SECTIONS ((index, base, size) each: an executable section,\n"
+"where its bytes start, 0 in an object) of one member (VIEW, RULES: as symbols() takes them),\n"
+"from the symbols nm lists with a name, as asm.unsized.code_map takes them: sized ones cover,\n"
+"stub symbols (\"__\" target and one of SUFFIXES, bytes) and labels (unsized, not mapping\n"
+"symbols or .L) cut the holes. With COUNT, the holes that are padding (PADDING: asm.unsized's\n"
+"_padding_spec) are counted, padding runs of RUN bytes or more apart as fill, reading a section's\n"
+"bytes with READ(index) once; HOLES, the rest in section order: (index, cuts, stubs), CUTS the\n"
+"hole's start, the bounds inside it and its end, STUBS {address: (size, target)}.");
+
+static PyObject *code_holes(PyObject *self, PyObject *args)
+{
+	PyObject *view, *rules_tuple, *sections, *spec, *suffixes, *read, *out = NULL;
+	struct listing l = { 0 };
+	struct holes h = { 0 };
+	struct rules r;
+	struct elf e;
+	int count;
+
+	if (!PyArg_ParseTuple(args, "OOO!OO!Op", &view, &rules_tuple, &PyTuple_Type, &sections, &spec, &PyTuple_Type,
+			      &suffixes, &read, &count))
+		return NULL;
+	if (elf_from(view, &e) < 0)
+		return NULL;
+	if (rules_from(rules_tuple, &r) < 0) {
+		elf_release(&e);
+		return NULL;
+	}
+	h.l = &l;
+	if (holes_from(&h, &e, sections, spec, suffixes) == 0 && listing_alloc(&l, &e, 1, 0) == 0 &&
+	    list_symbols(&e, &r, &l, 0, 1) == 0 && sort_marks(&e, &h) == 0)
+		out = all_holes(&e, &h, read, count);
+	holes_free(&h);
+	listing_free(&l);
+	rules_release(&r);
+	elf_release(&e);
+	return out;
+}
+
 static PyMethodDef methods[] = {
 	{ "symbols", (PyCFunction)(void (*)(void))symbols, METH_VARARGS | METH_KEYWORDS, symbols_doc },
 	{ "entries", entries, METH_O, entries_doc },
 	{ "section_sizes", section_sizes, METH_VARARGS, section_sizes_doc },
+	{ "code_holes", code_holes, METH_VARARGS, code_holes_doc },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -95,11 +95,10 @@ def read_member(inp: Input, m: Member, full: bool = True, sized_only: bool = Fal
     With SUMMARIES (`Summary` tables) the sized symbols go there instead, and only the
     member's code totals (and section sizes) are left here. Damaged tables are a UserError
     naming the member."""
-    hdrs = sections.read_headers(inp, m)
-    symtab = sections.symtab_index(hdrs)
-    if symtab is None or hdrs.size[symtab] < (24 if m.is64 else 16):
+    found = member_view(inp, m)
+    if found is None:
         return None
-    view = sections.view(inp, m, hdrs, sections.section_name_table(inp, m, hdrs), symtab)
+    _, view = found
     try:
         (names, letters, sizes, values, secs, gaps, covered, padding) = _symtab.symbols(
             view, rules(m.machine), sized_only=sized_only, full=full, summaries=summaries)
@@ -110,6 +109,15 @@ def read_member(inp: Input, m: Member, full: bool = True, sized_only: bool = Fal
     t.values, t.sections, t.gaps, t.covered, t.padding = values, secs, gaps, covered, padding
     t._view = view
     return t
+
+
+def member_view(inp: Input, m: Member) -> tuple[sections.Headers, sections.View] | None:
+    """M's section headers and the View of its symbol table; None when M has no symbol table."""
+    hdrs = sections.read_headers(inp, m)
+    symtab = sections.symtab_index(hdrs)
+    if symtab is None or hdrs.size[symtab] < (24 if m.is64 else 16):
+        return None
+    return hdrs, sections.view(inp, m, hdrs, sections.section_name_table(inp, m, hdrs), symtab)
 
 
 def read_members(inp: Input, full: bool = True, sized_only: bool = False, summaries: tuple | None = None):

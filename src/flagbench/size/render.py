@@ -21,8 +21,9 @@ def _sym_records(c: SizeComparison, top: int | None):
 
 
 def _section_records(c: SizeComparison):
+    # the largest first; ties by name (the union is a set: its order would follow the hash seed)
     names = sorted(c.old.sections.keys() | c.new.sections.keys(),
-                   key=lambda k: -max(c.old.sections.get(k, 0), c.new.sections.get(k, 0)))
+                   key=lambda k: (-max(c.old.sections.get(k, 0), c.new.sections.get(k, 0)), k))
     for k in names:
         o, n = c.old.sections.get(k), c.new.sections.get(k)
         yield {"name": k, "old": o, "new": n, "delta": (n or 0) - (o or 0)}
