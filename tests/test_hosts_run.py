@@ -131,6 +131,9 @@ def test_host_run_names_the_host_and_counts_equal_a_local_run(tmp_path):
     with Store(tmp_path / "remote.db", create=False) as store:
         hosts = store.run(store.runs()[-1]["id"])["provenance"]["hosts"]
     assert hosts["box"]["machine"] == os.uname().machine and hosts["box"]["cpus"] == os.cpu_count()
+    with Store(tmp_path / "local.db", create=False) as store:   # the loopback box is this machine: read alike
+        here = store.run(store.runs()[-1]["id"])["provenance"]
+    assert hosts["box"]["cpu_features"] == here["cpu_features"]
     assert {"kernel", "cpu", "governor", "isolated", "perf_event_paranoid"} <= hosts["box"].keys() | {"governor"}
 
 

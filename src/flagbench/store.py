@@ -92,6 +92,17 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _cpu_features() -> list[str]:
+    from flagbench.hosts.facts import copy_features
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("flags", "Features")):
+                return copy_features(line.split(":", 1)[1])
+    except OSError:
+        pass
+    return []
+
+
 def host_provenance() -> dict:
     """What the machine looked like when a run started."""
     uname = os.uname()
@@ -99,7 +110,7 @@ def host_provenance() -> dict:
         load = list(os.getloadavg())
     except OSError:
         load = None
-    return {"cpu": _cpu_model(), "cpus": os.cpu_count(), "kernel": f"{uname.sysname} {uname.release} {uname.version}",
+    return {"cpu": _cpu_model(), "cpu_features": _cpu_features(), "cpus": os.cpu_count(), "kernel": f"{uname.sysname} {uname.release} {uname.version}",
             "machine": uname.machine, "loadavg": load, "host": socket.gethostname(), "time": _now(),
             "flagbench": __version__}
 

@@ -18,6 +18,7 @@ echo "kernel=$(uname -r)"
 echo "kernel_version=$(uname -v)"
 echo "hostname=$(uname -n)"
 echo "cpu=$(grep -m1 -E '^(model name|Model|cpu model|Processor|cpu)[[:space:]]*:' /proc/cpuinfo | cut -d: -f2-)"
+echo "cpu_flags=$(grep -m1 -E '^(flags|Features)[[:space:]]*:' /proc/cpuinfo | cut -d: -f2-)"
 echo "cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || grep -c '^processor' /proc/cpuinfo)"
 [ -r $s/cpu0/cpufreq/scaling_governor ] && echo "governor=$(cat $s/cpu0/cpufreq/scaling_governor)"
 [ -r $s/cpu0/cpufreq/scaling_driver ] && echo "freq_driver=$(cat $s/cpu0/cpufreq/scaling_driver)"
@@ -52,10 +53,26 @@ def read_facts(conn, timeout: float = 60) -> dict:
         elif key:
             facts[key] = value.strip()
     facts["cpus"] = int(facts["cpus"]) if facts.get("cpus", "").isdigit() else None
+    facts["cpu_features"] = copy_features(facts.pop("cpu_flags", ""))
     facts["perf_events"] = counted_events(facts.pop("perf_lines")) if facts.get("perf") else []
     load = facts.get("load", "").split()
     facts["loadavg"] = [float(x) for x in load[:3]] if len(load) >= 3 else None
     return facts
+
+
+# CPU features that decide how string instructions and wide copies perform (seed 003: `rep movsq`
+# is slow where short rep movs are not fast, and fast where they are): shown in every run's header.
+COPY_FEATURES = ("erms", "fsrm", "fzrm", "fsrs", "fsrc", "avx2", "avx512f")
+
+
+def copy_features(flags: str) -> list[str]:
+    """The COPY_FEATURES among a /proc/cpuinfo flags line's words.
+
+    >>> copy_features("fpu sse2 avx2 erms fsrm rdpid")
+    ['erms', 'fsrm', 'avx2']
+    """
+    have = set(flags.split())
+    return [f for f in COPY_FEATURES if f in have]
 
 
 def counted_events(lines: list[str]) -> list[str]:

@@ -106,8 +106,10 @@ def run_line(run: dict | None) -> str | None:
     load = p.get("loadavg")
     numbers = isinstance(load, list) and load and all(isinstance(x, (int, float)) for x in load)
     load = " ".join(f"{x:.2f}" for x in load) if numbers else "?"
+    features = p.get("cpu_features")
+    features = f" ({' '.join(map(str, features))})" if isinstance(features, list) and features else ""
     return (f"run {run['id']} · {run['experiment']} ({run['experiment_hash'][:12]}) · {run['started']} · "
-            f"{p.get('cpu', '?')} · {str(p.get('kernel', '?')).split(' #')[0]} · load {load} · "
+            f"{p.get('cpu', '?')}{features} · {str(p.get('kernel', '?')).split(' #')[0]} · load {load} · "
             f"flagbench {p.get('flagbench', '?')}" + _hosts_part(p.get("hosts")))
 
 
@@ -115,7 +117,9 @@ def _hosts_part(hosts: dict | None) -> str:
     """The ssh hosts that timed the run; exact counts are never taken there."""
     if not hosts:
         return ""
-    names = ", ".join(f"{name} ({h.get('machine', '?')}, {h.get('cpu') or '?'} x {h.get('cpus') or '?'}, "
+    def features(h: dict) -> str:
+        return f" ({' '.join(h['cpu_features'])})" if isinstance(h.get("cpu_features"), list) and h["cpu_features"] else ""
+    names = ", ".join(f"{name} ({h.get('machine', '?')}, {h.get('cpu') or '?'}{features(h)} x {h.get('cpus') or '?'}, "
                       f"{h.get('kernel', '?')})" for name, h in hosts.items())
     return f" · timed on {names} · exact counts taken here (they do not depend on the machine)"
 
