@@ -16,7 +16,7 @@ are written from the tables here.
 |------:|------:|-----------------------------------------:|
 | 29.72 | 59.64 | +100.7 % [+100.1, +101.3] p=0.000 slower |
 <BLANKLINE>
-change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % Moses interval [low, high] (the estimate always lies inside it), p: Mann-Whitney U; faster/slower only when both agree, else ~; exact: instruction counts, no noise
+change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % interval [low, high] (the estimate always lies inside it); variants measured in the same rounds are compared round by round (p: Wilcoxon signed-rank, interval of the Walsh averages), else as two samples (p: Mann-Whitney U, Moses interval); faster/slower only when both agree, else ~; exact: instruction counts, no noise
 <BLANKLINE>
 """
 from __future__ import annotations

@@ -1,32 +1,15 @@
 """Verdicts for benchmark samples: is variant B faster, slower, or `~` the same as A?
 
-Modelled on benchstat: medians, a 95 % confidence interval for the ratio new/old,
-a two-sided Mann-Whitney U test, and `~` unless both say the difference is real.
-
-Why this interval: the Hodges-Lehmann / Moses interval on log(values). The ratio
-new/old is a shift of log(time); the interval is read off the sorted pairwise
-log-differences log(new_i) - log(old_j) at ranks given by the exact null
-distribution of the U statistic. It needs no normality and no random resampling
-(a bootstrap of medians is lumpy at n = 6..10), and it is the inversion of the
-same U test we report, so the interval excludes 1 exactly when the test rejects
-(ties aside). Fewer than 6 samples on a side cannot give a 95 % interval that can
-exclude anything useful, so then we report no interval, no p-value, and `~`.
+Modelled on benchstat: medians, a 95 % confidence interval for the ratio new/old, a two-sided
+rank test (Mann-Whitney U for two samples, Wilcoxon signed-rank for the pairs of one round: see
+stats.ranks), and `~` unless both say the difference is real.
 
 On a shared machine the samples of A and B are not alike by default: each sample should be one
 run of the program (the report averages the values one run emits), and `change` takes each
 sample's CPU share (CPU time over wall time, run/noise.py) to set aside samples that ran through
-a burst of load, and refuses a verdict when A and B ran under different load. An A/A control
+a burst of load, and (unpaired) refuses a verdict when A and B ran under different load. An A/A control
 (the baseline measured twice) gives `reach`, the smallest change a run may call. A `~` with an
 interval says how many samples per side would resolve the change seen (`needed`).
-
-Paired samples: the run engine measures the variants of a row back to back in each round, in a
-random order (noise.paired_round), and tags each sample with its round. `change(paired=True)`
-then compares the rounds' log-ratios with the Wilcoxon signed-rank test and its Hodges-Lehmann
-/ Tukey interval (the median and order statistics of the Walsh averages). A burst of load that
-lasts longer than a round hits both members of a pair and cancels; and because the order within
-a round was a fair coin, under "no change" each log-ratio's sign is a fair coin too, whatever
-the load did, so the test keeps its level however the bursts line up with the samples (a
-randomisation test; no independence between rounds is assumed).
 
 The result is a `Change` (`change` for noisy samples, `exact_change` for deterministic counts);
 the size and asm stages have their own `SizeComparison` and `AsmComparison`. A `Metric` says what
@@ -45,12 +28,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
 
-MIN_SAMPLES_CI = 6        # below this: no interval, no p-value, verdict "~"
+from flagbench.stats.ranks import (MIN_SAMPLES_CI, paired_ratio_interval, ratio_estimate_interval, samples_needed,
+                                   signed_rank_p)
+
 MIN_SAMPLES_QUIET = 9     # below this: a "too few samples" warning (as compare.py)
 HIGH_SPREAD = 0.10        # IQR/median above this: a "high spread" warning
 # A timed sample whose programs got less than this fraction of the typical good CPU share of
@@ -153,162 +137,6 @@ def _spread(values: np.ndarray) -> float:
     return float(q3 - q1) / abs(median)
 
 
-@lru_cache(maxsize=256)
-def _u_null_cdf(m: int, n: int) -> tuple[float, ...]:
-    """P(U <= u) for u = 0..m*n under H0 (no ties), by counting rank arrangements.
-
-    U counts pairs (old < new). The largest of the m+n values is either a "new" one,
-    above all m olds (adds m), or an "old" one (adds 0):
-    c(m, n, u) = c(m, n-1, u-m) + c(m-1, n, u).
-    """
-    prev = [np.ones(1) for _ in range(n + 1)]          # i = 0 olds: U = 0 for every j
-    for i in range(1, m + 1):
-        row = [np.ones(1)]                               # j = 0 news: U = 0
-        for j in range(1, n + 1):
-            dist = np.zeros(i * j + 1)
-            dist[i: i + i * (j - 1) + 1] += row[j - 1]   # largest is new
-            dist[: (i - 1) * j + 1] += prev[j]           # largest is old
-            row.append(dist)
-        prev = row
-    dist = prev[n]
-    return tuple(np.cumsum(dist) / dist.sum())
-
-
-def _rank_k(m: int, n: int, alpha: float) -> int:
-    """The k of the Moses interval [D_(k), D_(mn+1-k)]: the largest k with P(U <= k-1) <= alpha/2."""
-    if m * n <= 2500:
-        cdf = _u_null_cdf(m, n)
-        k = 0
-        while k < len(cdf) and cdf[k] <= alpha / 2:
-            k += 1
-        return max(k, 1)
-    from scipy.stats import norm
-    mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
-    return max(int(math.floor(mean - norm.ppf(1 - alpha / 2) * sd)), 1)
-
-
-def ratio_interval(old: Sequence[float], new: Sequence[float], alpha: float = 0.05) -> tuple[float, float] | None:
-    """Hodges-Lehmann / Moses (1 - alpha) interval of the ratio new/old; None if it cannot be had.
-
-    >>> lo, hi = ratio_interval([10, 11, 10, 12, 11, 10], [20, 22, 20, 24, 22, 20])
-    >>> lo > 1.5 and hi < 2.5
-    True
-    """
-    found = ratio_estimate_interval(old, new, alpha)
-    return None if found is None else found[1:]
-
-
-def ratio_estimate_interval(old: Sequence[float], new: Sequence[float],
-                            alpha: float = 0.05) -> tuple[float, float, float] | None:
-    """(Hodges-Lehmann estimate, low, high) of the ratio new/old: the estimate is the median of the
-    sorted pairwise log-differences D, the interval [D_(k), D_(mn+1-k)] with k <= (mn+1)/2, so
-    the estimate lies inside its interval by construction.
-
-    >>> est, lo, hi = ratio_estimate_interval([10, 11, 10, 12, 11, 10], [20, 22, 20, 24, 22, 20])
-    >>> lo <= est <= hi, round(est, 2)
-    (True, 2.0)
-    """
-    m, n = len(old), len(new)
-    if min(m, n) < MIN_SAMPLES_CI:
-        return None
-    a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
-    if (a <= 0).any() or (b <= 0).any():
-        return None
-    diffs = np.sort((np.log(b)[:, None] - np.log(a)[None, :]).ravel())
-    k = min(_rank_k(m, n, alpha), (m * n + 1) // 2)
-    return (float(math.exp(np.median(diffs))), float(math.exp(diffs[k - 1])),
-            float(math.exp(diffs[m * n - k])))
-
-
-@lru_cache(maxsize=256)
-def _signed_rank_null_cdf(n: int) -> tuple[float, ...]:
-    """P(T+ <= t) for t = 0..n(n+1)/2 under H0: each rank 1..n counts with probability 1/2,
-    so the counts of subsets of {1..n} summing to t, over 2^n (a knapsack count)."""
-    counts = np.zeros(n * (n + 1) // 2 + 1)
-    counts[0] = 1.0
-    for r in range(1, n + 1):
-        counts[r:] = counts[r:] + counts[:-r].copy()
-    return tuple(np.cumsum(counts) / counts.sum())
-
-
-def _signed_rank_k(n: int, alpha: float) -> int:
-    """The k of the signed-rank interval [W_(k), W_(N+1-k)]: the largest k with P(T+ <= k-1) <= alpha/2."""
-    if n <= 100:
-        cdf = _signed_rank_null_cdf(n)
-        k = 0
-        while k < len(cdf) and cdf[k] <= alpha / 2:
-            k += 1
-        return max(k, 1)
-    from scipy.stats import norm
-    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-    return max(int(math.floor(mean - norm.ppf(1 - alpha / 2) * sd)), 1)
-
-
-def signed_rank_p(d: Sequence[float]) -> float:
-    """Two-sided p of Wilcoxon's signed-rank test that the d are symmetric about 0 (zeros
-    dropped, ties given their mean rank; exact up to 100 pairs, normal beyond).
-
-    >>> signed_rank_p([0.1, 0.2, 0.15, 0.3, 0.12, 0.25]) < 0.05, signed_rank_p([0.1, -0.1, 0.2, -0.2, 0.3, -0.3])
-    (True, 1.0)
-    """
-    from scipy.stats import rankdata
-    x = np.asarray(d, dtype=float)
-    x = x[x != 0]
-    n = x.size
-    if n == 0:
-        return 1.0
-    ranks = rankdata(np.abs(x))
-    t = float(ranks[x > 0].sum())
-    if n <= 100:
-        cdf = _signed_rank_null_cdf(n)
-        top = len(cdf) - 1
-        below = cdf[min(int(math.floor(t)), top)]
-        above = 1.0 - (cdf[int(math.ceil(t)) - 1] if math.ceil(t) >= 1 else 0.0)
-        return float(min(1.0, 2 * min(below, above)))
-    from scipy.stats import norm
-    mean, sd = n * (n + 1) / 4, math.sqrt(n * (n + 1) * (2 * n + 1) / 24)
-    return float(min(1.0, 2 * norm.sf(abs(t - mean) / sd)))
-
-
-def paired_ratio_interval(old: Sequence[float], new: Sequence[float],
-                          alpha: float = 0.05) -> tuple[float, float, float] | None:
-    """(Hodges-Lehmann estimate, low, high) of the ratio new/old from pairs (old[i], new[i]):
-    on d = log(new/old), the median of the Walsh averages (d_i + d_j)/2, i <= j, and the
-    interval [W_(k), W_(N+1-k)] that inverts the signed-rank test. None below MIN_SAMPLES_CI pairs.
-
-    >>> est, lo, hi = paired_ratio_interval([10, 12, 9, 11, 10, 13], [11, 13.2, 9.9, 12.1, 11, 14.3])
-    >>> round(est, 3), lo <= est <= hi
-    (1.1, True)
-    """
-    a, b = np.asarray(old, dtype=float), np.asarray(new, dtype=float)
-    n = a.size
-    if n != b.size or n < MIN_SAMPLES_CI or (a <= 0).any() or (b <= 0).any():
-        return None
-    d = np.log(b) - np.log(a)
-    i, j = np.triu_indices(n)
-    walsh = np.sort((d[i] + d[j]) / 2)
-    k = min(_signed_rank_k(n, alpha), (walsh.size + 1) // 2)
-    return (float(math.exp(np.median(walsh))), float(math.exp(walsh[k - 1])),
-            float(math.exp(walsh[walsh.size - k])))
-
-
-def pair_up(old_rounds: Sequence | None, new_rounds: Sequence | None) -> list[tuple[int, int]] | None:
-    """Indices (i, j) of the samples of two columns taken in one round (the engine ran them back to
-    back), when there are enough such pairs for an interval; None: compare them unpaired.
-
-    >>> pair_up(["s.1", "s.2", "s.3", "s.4", "s.5", "s.6", "s.7"], ["s.2", "s.1", "s.3", "s.4", "s.5", "s.6"])
-    [(0, 1), (1, 0), (2, 2), (3, 3), (4, 4), (5, 5)]
-    >>> pair_up(["s.1"] * 6, ["s.1"] * 6) is None
-    True
-    """
-    if not old_rounds or not new_rounds or None in old_rounds or None in new_rounds:
-        return None
-    if len(set(old_rounds)) != len(old_rounds) or len(set(new_rounds)) != len(new_rounds):
-        return None
-    where = {r: j for j, r in enumerate(new_rounds)}
-    pairs = [(i, where[r]) for i, r in enumerate(old_rounds) if r in where]
-    return pairs if len(pairs) >= MIN_SAMPLES_CI else None
-
 
 def uncontended(shares_old: Sequence[float | None] | None, shares_new: Sequence[float | None] | None,
                 limit: float = CONTENDED) -> tuple[np.ndarray, np.ndarray] | None:
@@ -346,16 +174,6 @@ def contention_differs(shares_old: Sequence[float], shares_new: Sequence[float],
     from scipy.stats import mannwhitneyu
     return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
-
-def samples_needed(n: int, ci_low: float, ci_high: float, change: float) -> int:
-    """Samples per side that would narrow an interval of the ratio seen with n per side to
-    +-`change` (a relative change, 0.05 for 5 %): its width shrinks as 1/sqrt(n).
-
-    >>> samples_needed(10, 0.9, 1.1, 0.05)
-    43
-    """
-    half = (math.log(ci_high) - math.log(ci_low)) / 2
-    return max(n + 1, math.ceil(n * (half / math.log1p(change)) ** 2))
 
 
 def change(old: Sequence[float], new: Sequence[float], *, higher_is_better: bool = False,
@@ -478,92 +296,3 @@ def exact_change(old: float, new: float, *, metric: str = "") -> Change:
     return Change(metric=metric, n_old=1, n_new=1, median_old=float(old), median_new=float(new),
                   ratio=_ratio(float(new), float(old)), ci_low=None, ci_high=None, p_value=None,
                   verdict="exact", warnings=())
-
-
-# -- layout noise ---------------------------------------------------------------------------
-
-BEYOND, WITHIN = "beyond layout noise", "within layout noise"
-
-
-@dataclass(frozen=True)
-class LayoutBand:
-    """How far a variant moves when only its code placement changes (run/layout.py).
-
-    Each relink's median over the unshifted build's median is one draw of "layout luck";
-    the unshifted build is a layout too (ratio 1), so the band always holds 1. The band
-    is min..max of those K + 1 ratios. Each median carries its own sampling noise too,
-    which only widens the band (conservative). K draws understate the true extent: a
-    fresh layout falls outside the range of K + 1 with probability 2 / (K + 2).
-    `p_value` (Kruskal-Wallis over the K + 1 sample groups) says whether the layouts
-    differ at all beyond the noise of single runs: a small p means placement matters.
-
-    >>> b = layout_band([10, 10, 10], [[9.5, 9.7, 9.6], [10.4, 10.3, 10.5]])
-    >>> b.low, b.high, b.n_layouts, b.ratios, b.p_value
-    (0.96, 1.04, 2, (0.96, 1.04), None)
-    >>> band_verdict(0.9, 0.95, b), band_verdict(0.95, 1.1, b), band_verdict(None, None, b)
-    ('beyond layout noise', 'within layout noise', None)
-    """
-    n_layouts: int
-    low: float
-    high: float
-    ratios: tuple[float, ...]     # each relink's median / the unshifted median, in layout order
-    p_value: float | None = None  # Kruskal-Wallis: do the layouts differ? (None: < MIN_SAMPLES_CI each)
-
-    def as_percent(self) -> str:
-        """
-        >>> LayoutBand(8, 0.969, 1.042, ()).as_percent()
-        '-3.1 % .. +4.2 %'
-        """
-        return f"{(self.low - 1) * 100:+.1f} % .. {(self.high - 1) * 100:+.1f} %"
-
-
-def layout_band(unshifted: Sequence[float], layouts: Sequence[Sequence[float]]) -> LayoutBand | None:
-    """The band of a variant from its unshifted samples and each relink's samples; None
-    without samples on either side."""
-    layouts = [np.asarray(v, dtype=float) for v in layouts if len(v)]
-    if not len(unshifted) or not layouts:
-        return None
-    base = float(np.median(np.asarray(unshifted, dtype=float)))
-    ratios = tuple(_ratio(float(np.median(v)), base) for v in layouts)
-    groups = [np.asarray(unshifted, dtype=float), *layouts]
-    p_value = None
-    if min(g.size for g in groups) >= MIN_SAMPLES_CI:
-        from scipy.stats import kruskal
-        everything = np.concatenate(groups)
-        p_value = 1.0 if np.all(everything == everything[0]) else float(kruskal(*groups).pvalue)
-    return LayoutBand(len(ratios), min(1.0, *ratios), max(1.0, *ratios), ratios, p_value)
-
-
-def band_verdict(ci_low: float | None, ci_high: float | None, band: LayoutBand | None) -> str | None:
-    """BEYOND when the whole CI of a ratio lies outside the band, WITHIN when it touches it;
-    None without a CI or a band: too few samples cannot say either."""
-    if ci_low is None or ci_high is None or band is None:
-        return None
-    return BEYOND if ci_low > band.high or ci_high < band.low else WITHIN
-
-
-SHRANK, NOT_SHOWN, GREW = "shrank", "no evidence it shrank", "grew"
-
-
-def band_shrink(before: LayoutBand, after: LayoutBand, alpha: float = 0.05) -> tuple[str, float | None]:
-    """Did the layout band shrink from `before` to `after` (seed 002: isolating a function)?
-    The spread of each band's layout ratios (the unshifted layout's 1 included) is compared with
-    the Fligner-Killeen test, robust to outliers and to non-normal spreads: "shrank" when the
-    after-band is narrower and the test says the spreads differ, "grew" the other way.
-
-    >>> wide = LayoutBand(6, 0.88, 1.13, (0.88, 1.13, 0.95, 1.07, 0.91, 1.1))
-    >>> narrow = LayoutBand(6, 0.998, 1.003, (0.999, 1.001, 1.003, 0.998, 1.0, 1.002))
-    >>> band_shrink(wide, narrow)[0], band_shrink(narrow, wide)[0], band_shrink(wide, wide)[0]
-    ('shrank', 'grew', 'no evidence it shrank')
-    """
-    a, b = np.log([1.0, *before.ratios]), np.log([1.0, *after.ratios])
-    if a.size < 3 or b.size < 3:
-        return NOT_SHOWN, None
-    if np.ptp(a) == 0 and np.ptp(b) == 0:
-        return NOT_SHOWN, 1.0
-    from scipy.stats import fligner
-    p = float(fligner(a, b).pvalue)
-    narrower = (after.high - after.low) < (before.high - before.low)
-    if p < alpha:
-        return (SHRANK if narrower else GREW), p
-    return NOT_SHOWN, p
