@@ -27,26 +27,31 @@ uint64_t spin(uint64_t n)
 """
 
 
-@pytest.fixture
-def experiment(tmp_path):
-    (tmp_path / "loop.c").write_text(LOOP_C)
-    (tmp_path / "experiment.toml").write_text(textwrap.dedent("""
+def write_experiment(directory, targets='"x86_64", "loongarch64"', metrics='"time", "insns", "perf"'):
+    """The spin loop, variant "more" 8 nops an iteration more than "base", 3 samples a cell."""
+    (directory / "loop.c").write_text(LOOP_C)
+    (directory / "experiment.toml").write_text(textwrap.dedent(f"""
         sources = ["loop.c"]
-        targets = ["x86_64", "loongarch64"]
+        targets = [{targets}]
         cflags = ["-O1"]
 
         [variants]
-        base = { defines = { WORK = 0 } }
-        more = { defines = { WORK = 8 } }
+        base = {{ defines = {{ WORK = 0 }} }}
+        more = {{ defines = {{ WORK = 8 }} }}
 
         [[bench]]
         name = "spin"
         kind = "micro"
         function = "spin"
-        metrics = ["time", "insns", "perf"]
+        metrics = [{metrics}]
         samples = 3
         """))
-    return tmp_path
+    return directory
+
+
+@pytest.fixture
+def experiment(tmp_path):
+    return write_experiment(tmp_path)
 
 
 def flagbench(*args, cwd):
@@ -92,23 +97,7 @@ def test_unknown_bench_is_one_line_exit_2(experiment):
 
 
 def test_until_samples_a_run_on_in_pairs_and_bad_values_are_exit_2(tmp_path):
-    (tmp_path / "loop.c").write_text(LOOP_C)
-    (tmp_path / "experiment.toml").write_text(textwrap.dedent("""
-        sources = ["loop.c"]
-        targets = ["x86_64"]
-        cflags = ["-O1"]
-
-        [variants]
-        base = { defines = { WORK = 0 } }
-        more = { defines = { WORK = 8 } }
-
-        [[bench]]
-        name = "spin"
-        kind = "micro"
-        function = "spin"
-        metrics = ["time"]
-        samples = 3
-        """))
+    write_experiment(tmp_path, targets='"x86_64"', metrics='"time"')
     db = tmp_path / "fb.db"
     out = flagbench("run", str(tmp_path), "--db", str(db), "--format", "json", "--until", "50%",
                     "--budget", "5m", cwd=tmp_path)
