@@ -199,7 +199,8 @@ class _Runner:
         active = [st for st in todo.values() if st.jobs]
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[cells]} cells left"), TimeElapsedColumn())
-        with Progress(*columns, console=self.console, disable=not show, transient=False) as bar:
+        quiet = not show or (not active and self.until is None)   # a resumed run with nothing left: no bar
+        with Progress(*columns, console=self.console, disable=quiet, transient=False) as bar:
             task = bar.add_task("measuring", total=sum(len(st.jobs) for st in active), cells=len(active))
 
             def starting(st: _State) -> None:
