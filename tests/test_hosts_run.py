@@ -260,3 +260,20 @@ def test_a_will_it_scale_testcase_runs_on_the_host(tmp_path):
     rates = [s for s in samples(tmp_path / "fb.db") if s["metric"] == "per_second"]
     assert {s["cell"] for s in rates} == {f"{v}/x86_64/gcc:host=box,mode=processes,tasks=1" for v in ("base", "more")}
     assert len(rates) == 4 and all(s["value"] > 0 and s["provenance"]["executor"] == "ssh:box" for s in rates)
+
+
+def test_until_samples_on_the_host_in_pairs_while_counts_stay_here(tmp_path):
+    """Timed cells on the host's lane, the exact counts on this machine's: `--until` adds rounds on
+    the host, paired, and every sample knows how long its run took there."""
+    exp = experiment(tmp_path / "exp")
+    with sshd_server(tmp_path / "box", alias="box") as box:
+        done = run(exp, "--db", tmp_path / "fb.db", "--host", "box", "--until", "50%", "--budget", "5m",
+                   "--format", "json", cwd=tmp_path, ssh=box.ssh_env)
+        assert done.returncode == 0, done.stderr
+    assert "every row is resolved to +-50.0 % or better" in done.stderr
+    [timed] = [t for t in json.loads(done.stdout)["tables"] if t["metric"] == "ns_per_iter"]
+    change = timed["rows"][0]["comparisons"]["more"]
+    assert change["paired"] and change["n_old"] >= 6                # 3 samples asked, rounds added
+    got = [s for s in samples(tmp_path / "fb.db") if s["metric"] == "ns_per_iter"]
+    assert all(s["provenance"]["contention"]["wall_s"] > 0 and s["provenance"]["round"] for s in got)
+    assert len([s for s in samples(tmp_path / "fb.db") if s["metric"] == "insns_per_iter"]) == 2   # counted once

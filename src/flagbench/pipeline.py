@@ -46,10 +46,10 @@ class Options:
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
-                   fmt="text", quiet=False):
+                   fmt="text", quiet=False, until=None, budget_s=600.0):
     """Build, measure and report one experiment; returns (RunOutcome, report text)."""
     return run(Path(path), Options(db=Path(db), benches=benches, samples=samples, fresh=fresh, jobs=jobs,
-                                   seed=seed, fmt=fmt, quiet=quiet))
+                                   seed=seed, fmt=fmt, quiet=quiet, until=until, budget_s=budget_s))
 
 
 def run(path: Path, opts: Options):

@@ -32,6 +32,10 @@ def register(sub):
     p.add_argument("--samples", type=int, default=None,
                    help="timed samples per cell (default: each bench's own, 10 unless its file says)")
     p.add_argument("--fresh", action="store_true", help="measure again instead of resuming earlier demo runs")
+    p.add_argument("--until", metavar="PCT",
+                   help="as run --until: sample on where an interval is wider than +-PCT (e.g. 3%%)")
+    p.add_argument("--budget", default="10m", metavar="TIME",
+                   help="with --until: measuring time per case (default 10m)")
     p.add_argument("--full", action="store_true",
                    help="also the kernel cases that only compare builds (alignment, hppa, loongarch64: two cold kernel builds each)")
     return p
@@ -51,6 +55,10 @@ def run(args) -> int:
     from flagbench.report.cells import LEGEND
     from flagbench.report.doc import Heading, Html, Markdown, Para
 
+    from flagbench.run.until import parse_budget, parse_width
+    if args.until is not None:   # bad input before any case is built
+        parse_width(args.until)
+    parse_budget(args.budget)
     root = args.cases_dir or default_cases_dir()
     found = sorted((p.parent for p in root.glob("*/experiment.toml")), key=seed_order)
     if not found:
@@ -217,7 +225,10 @@ def run_benches(case, path: Path, args) -> int:
     benches = load(path).benches
     if not benches:
         return 0
-    outcome, _ = run_experiment(path, db=args.db, samples=args.samples, fresh=args.fresh, fmt="json")
+    from flagbench.run.until import parse_budget, parse_width
+    outcome, _ = run_experiment(path, db=args.db, samples=args.samples, fresh=args.fresh, fmt="json",
+                                until=None if args.until is None else parse_width(args.until),
+                                budget_s=parse_budget(args.budget))
     with Store(args.db, create=False) as store:
         case.tables = run_tables(store, outcome.run_id)
         case.failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]

@@ -104,6 +104,7 @@ class _State:
     taken: int = 0                 # timed samples stored so far (earlier sessions included)
     round: str = ""                # the round the next job runs in: samples of one round are a pair
     extra: bool = False            # its sample jobs are `until`'s extra rounds
+    dropped: bool = False          # a lane cut them short (the budget ran out): not finished yet
 
 
 def _plan(st: _State, stored: Counter, last: int) -> None:
@@ -214,6 +215,8 @@ class _Runner:
                 while True:   # with `until`, once more after the planned samples (even if none were left)
                     if len({st.cell.lane for st in active}) > 1:
                         self._lanes(active, advance)
+                        for st in active:   # extra rounds a lane dropped when the budget ran out
+                            self._drop_extra(st)
                     elif active:
                         self._rounds(active, starting, advance)
                     active = self._extend()
@@ -249,13 +252,14 @@ class _Runner:
         return time.monotonic() - self.started >= self.until.budget_s
 
     def _drop_extra(self, st: _State) -> None:
-        if st.extra and st.jobs:
+        """An extended cell whose extra rounds are cut short by the budget is finished as it stands."""
+        if st.extra and (st.jobs or st.dropped):
             st.jobs.clear()
             self.store.finish_cell(self.run_id, st.cell.bench, st.key, "ok")
 
     def _extend(self) -> list[_State]:
-        """With `until`: the rows still wider than asked get more rounds (as many as fit in what is
-        left of the budget); returns their cells, now with sample jobs again."""
+        """With `until`: the rows still wider than asked get more rounds, the cheapest rows first, as
+        many as fit in what is left of the budget; returns their cells, now with sample jobs again."""
         if self.until is None:
             return []
         states = [st for st in self.extendable if not st.jobs]
@@ -272,15 +276,17 @@ class _Runner:
         taken = runs(samples, {ident: metric for ident, (_, _, metric, _) in cells.items()})
         cost = {n.row: seconds_per_round([taken.get((st.cell.bench, st.key), []) for st in by_row[n.row]])
                 for n in self.unresolved}
-        planned = sum(n.extra * cost[n.row] for n in self.unresolved)
-        scale = min(1.0, left / planned) if planned > 0 else 1.0
         grown = []
-        for n in self.unresolved:
-            extra = max(1, int(n.extra * scale))
+        for n in sorted(self.unresolved, key=lambda n: cost[n.row]):   # cheap rows first: most rows resolved
+            extra = n.extra if cost[n.row] <= 0 else min(n.extra, int(left / cost[n.row]))
+            if extra < 1:
+                continue
+            left -= extra * cost[n.row]
             for st in by_row[n.row]:
-                st.jobs, st.extra = ["sample"] * extra, True
+                st.jobs, st.extra, st.dropped = ["sample"] * extra, True, False
                 grown.append(st)
         return grown
+
     def _step(self, st: _State) -> None:
         self._record(st, *self._work(st))
 
@@ -301,8 +307,8 @@ class _Runner:
         values: list[tuple] = []
         start = noise.mark()
         reason = _guard(lambda: job(self._emitter(st, kind, executor, values)))
-        if kind == "sample" and not cell.lane:   # a remote program's CPU time is not ours to see
-            contention = noise.since(start).as_dict()
+        if kind == "sample":   # a remote program's CPU time is not ours to see: only its wall time
+            contention = {"wall_s": round(time.monotonic() - start.wall, 4)} if cell.lane else noise.since(start).as_dict()
             for value in values:
                 value[-1]["contention"] = contention
         return values, reason
@@ -329,6 +335,13 @@ class _Runner:
             rng = random.Random(seed)
             try:
                 while states and not stop.is_set():
+                    if self.until is not None and self._spent():
+                        for st in states:
+                            if st.extra and st.jobs:   # the main thread finishes these cells
+                                st.jobs, st.dropped = [], True
+                        states = [st for st in states if st.jobs]
+                        if not states:
+                            break
                     rounds = self.lane_rounds[name] = self.lane_rounds[name] + 1
                     for st in noise.paired_round(states, _row, rng):
                         if stop.is_set():
