@@ -207,6 +207,9 @@ class _Runner:
             def starting(st: _State) -> None:
                 bar.update(task, description=f"{st.cell.bench} {st.key} ({st.jobs[0]})")
 
+            def grew(states: list[_State]) -> None:
+                bar.update(task, total=bar.tasks[0].total + sum(len(st.jobs) for st in states))
+
             def advance(st: _State, before: int) -> None:
                 bar.update(task, description=f"{st.cell.bench} {st.key}", advance=before - len(st.jobs))
                 if not st.jobs:
@@ -218,12 +221,11 @@ class _Runner:
                         for st in active:   # extra rounds a lane dropped when the budget ran out
                             self._drop_extra(st)
                     elif active:
-                        self._rounds(active, starting, advance)
+                        self._rounds(active, starting, advance, grew)
                     active = self._extend()
                     if not active:
                         break
-                    bar.update(task, total=bar.tasks[0].total + sum(len(st.jobs) for st in active),
-                                   cells=len(active))
+                    grew(active)
             except KeyboardInterrupt as e:   # Ctrl-C, or procs.Terminated (SIGTERM, SIGHUP)
                 bar.stop()
                 self.console.print(f"interrupted: {self.stored} samples of this session are stored in run "
@@ -231,9 +233,10 @@ class _Runner:
                 return getattr(e, "exit_status", EXIT_INTERRUPTED)
         return EXIT_OK
 
-    def _rounds(self, active: list[_State], starting, progress) -> None:
-        """Rounds on this machine until every cell's jobs are done; with `until`, a round does not
-        start once the budget is spent (the extra rounds are dropped, the cells finish)."""
+    def _rounds(self, active: list[_State], starting, progress, grew) -> None:
+        """Rounds on this machine until every cell's jobs are done; with `until`, the rows whose
+        batch is done are looked at again at once (a cheap row need not wait for a slow one), and a
+        round does not start once the budget is spent (the extra rounds are dropped, the cells finish)."""
         while active:
             if self.until is not None and self._spent():
                 for st in active:
@@ -246,7 +249,12 @@ class _Runner:
                 before = len(st.jobs)
                 self._step(st)
                 progress(st, before)   # a failure skips the rest
+            idle = any(not st.jobs for st in active)
             active = [st for st in active if st.jobs]
+            if self.until is not None and idle and active:   # rows done while slower ones go on: on with them now
+                more = self._extend()
+                grew(more)
+                active += more
 
     def _spent(self) -> bool:
         return time.monotonic() - self.started >= self.until.budget_s
