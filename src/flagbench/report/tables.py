@@ -210,13 +210,8 @@ def _change(row: Row, base: str, variant: str, measure: Metric | None, alpha: fl
         if len(set(old)) > 1 or len(set(new)) > 1:   # a count that moves is not exact: say so
             c = replace(c, warnings=("count differs from run to run",))
         return c
-    shares_old, shares_new, paired = row.shares.get(base), row.shares.get(variant), False
-    pairs = stats.pair_up(row.rounds.get(base), row.rounds.get(variant))
-    if pairs is not None:
-        old, new = [old[i] for i, _ in pairs], [new[j] for _, j in pairs]
-        shares_old = [shares_old[i] for i, _ in pairs] if shares_old else None
-        shares_new = [shares_new[j] for _, j in pairs] if shares_new else None
-        paired = True
+    old, new, shares_old, shares_new, paired = stats.in_rounds(
+        old, new, row.rounds.get(base), row.rounds.get(variant), row.shares.get(base), row.shares.get(variant))
     return stats.change(old, new, higher_is_better=measure.higher_is_better, alpha=alpha, metric=measure.name,
                         shares_old=shares_old, shares_new=shares_new, floor=floor, paired=paired)
 

@@ -123,12 +123,10 @@ def needs(samples: list[dict], cells: dict[tuple[str, str], tuple[Hashable, str,
 def _need(old: list[tuple], new: list[tuple], width: float) -> tuple[int, float | None, int]:
     """(pairs, half-width, rounds to add) for one column against the baseline."""
     total = min(len(old), len(new))
-    pairs = stats.pair_up([r for r, *_ in old], [r for r, *_ in new])
-    if pairs is None:
-        a, b, sa, sb, paired = [x[1] for x in old], [x[1] for x in new], [x[2] for x in old], [x[2] for x in new], False
-    else:
-        a, b = [old[i][1] for i, _ in pairs], [new[j][1] for _, j in pairs]
-        sa, sb, paired = [old[i][2] for i, _ in pairs], [new[j][2] for _, j in pairs], True
+    def field(got: list[tuple], k: int) -> list:   # runs are (round, value, share, wall)
+        return [x[k] for x in got]
+    a, b, sa, sb, paired = stats.in_rounds(field(old, 1), field(new, 1), field(old, 0), field(new, 0),
+                                           field(old, 2), field(new, 2))
     if min(len(a), len(b)) == 0:
         return 0, None, stats.MIN_SAMPLES_CI
     c = stats.change(a, b, shares_old=sa, shares_new=sb, paired=paired)

@@ -188,6 +188,25 @@ def pair_up(old_rounds: Sequence | None, new_rounds: Sequence | None) -> list[tu
 
 
 
+
+def in_rounds(old: Sequence, new: Sequence, rounds_old: Sequence | None, rounds_new: Sequence | None,
+              shares_old: Sequence | None = None, shares_new: Sequence | None = None) -> tuple:
+    """Two columns' samples (and CPU shares) as `change` takes them: (old, new, shares_old,
+    shares_new, paired), the samples of one round side by side when there are enough such pairs
+    (pair_up), else as they are.
+
+    >>> rounds = [f"s.{i}" for i in range(6)]
+    >>> in_rounds([1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1], rounds, rounds[::-1])
+    ([1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], None, None, True)
+    """
+    pairs = pair_up(rounds_old, rounds_new)
+    if pairs is None:
+        return old, new, shares_old, shares_new, False
+
+    def pick(xs, side):
+        return [xs[p[side]] for p in pairs] if xs else None
+    return pick(old, 0), pick(new, 1), pick(shares_old, 0), pick(shares_new, 1), True
+
 def samples_needed(n: int, ci_low: float, ci_high: float, change: float) -> int:
     """Samples per side that would narrow an interval of the ratio seen with n per side to
     +-`change` (a relative change, 0.05 for 5 %): its width shrinks as 1/sqrt(n).
