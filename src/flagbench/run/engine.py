@@ -273,15 +273,14 @@ class _Runner:
         states = [st for st in self.extendable if not st.jobs]
         cells = {(st.cell.bench, st.key): (_row(st), st.cell.variant, st.cell.timed_metric, _label(st))
                  for st in states}
-        samples = self.store.samples(self.run_id)
-        self.unresolved = needs(samples, cells, self.until)
+        taken = runs(self.store.samples(self.run_id), {ident: metric for ident, (_, _, metric, _) in cells.items()})
+        self.unresolved = needs(taken, cells, self.until)
         left = self.until.budget_s - (time.monotonic() - self.started)
         if not self.unresolved or left <= 0:
             return []
         by_row: dict[tuple, list[_State]] = defaultdict(list)
         for st in states:
             by_row[_row(st)].append(st)
-        taken = runs(samples, {ident: metric for ident, (_, _, metric, _) in cells.items()})
         cost = {n.row: seconds_per_round([taken.get((st.cell.bench, st.key), []) for st in by_row[n.row]])
                 for n in self.unresolved}
         grown = []

@@ -92,11 +92,11 @@ def runs(samples: list[dict], metrics: dict[tuple[str, str], str]) -> dict[tuple
     return out
 
 
-def needs(samples: list[dict], cells: dict[tuple[str, str], tuple[Hashable, str, str, str]],
+def needs(taken: dict[tuple[str, str], list[tuple]], cells: dict[tuple[str, str], tuple[Hashable, str, str, str]],
           until: Until) -> list[Need]:
     """The rows whose interval is wider than `until.width`, and the rounds each should add.
-    `cells` maps (bench, cell key) to (row, column, timed metric, row label)."""
-    taken = runs(samples, {ident: metric for ident, (_, _, metric, _) in cells.items()})
+    `taken` is each cell's runs (`runs`); `cells` maps (bench, cell key) to (row, column, timed
+    metric, row label)."""
     rows: dict[Hashable, dict[str, tuple]] = defaultdict(dict)
     labels = {}
     for ident, (row, column, _, label) in cells.items():
