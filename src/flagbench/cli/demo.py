@@ -56,9 +56,9 @@ def run(args) -> int:
     from flagbench.report.doc import Heading, Html, Markdown, Para
 
     from flagbench.run.until import parse_budget, parse_width
-    if args.until is not None:   # bad input before any case is built
-        parse_width(args.until)
-    parse_budget(args.budget)
+    # read once, before any case is built (bad input: one line); the cases take the numbers
+    args.until = None if args.until is None else parse_width(args.until)
+    args.budget = parse_budget(args.budget)
     root = args.cases_dir or default_cases_dir()
     found = sorted((p.parent for p in root.glob("*/experiment.toml")), key=seed_order)
     if not found:
@@ -225,10 +225,8 @@ def run_benches(case, path: Path, args) -> int:
     benches = load(path).benches
     if not benches:
         return 0
-    from flagbench.run.until import parse_budget, parse_width
     outcome, _ = run_experiment(path, db=args.db, samples=args.samples, fresh=args.fresh, fmt="json",
-                                until=None if args.until is None else parse_width(args.until),
-                                budget_s=parse_budget(args.budget))
+                                until=args.until, budget_s=args.budget)
     with Store(args.db, create=False) as store:
         case.tables = run_tables(store, outcome.run_id)
         case.failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]

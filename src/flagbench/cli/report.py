@@ -72,7 +72,7 @@ def _experiment_page(args) -> str:
     if args.format not in ("text", "md", "html"):
         raise UserError(f"{args.run_ref}: an experiment's page is text, md or html, not {args.format}")
     case, _ = gather(Path(args.run_ref), Namespace(db=args.db, samples=None, fresh=False, full=True,
-                                                   until=None, budget="10m"))
+                                                   until=None, budget=600.0))
     section, _ = case_blocks(case)
     if args.format == "html":
         return Html().render(section, f"flagbench: {case.name}")
