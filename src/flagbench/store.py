@@ -82,25 +82,19 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("model name", "Model", "cpu model")):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _cpu_features() -> list[str]:
+def _cpu() -> tuple[str, list[str]]:
+    """The CPU's model name and its copy features (hosts.facts.copy_features), from one read of /proc/cpuinfo."""
     from flagbench.hosts.facts import copy_features
+    model, features = None, []
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return copy_features(line.split(":", 1)[1])
+            if model is None and line.startswith(("model name", "Model", "cpu model")):
+                model = line.split(":", 1)[1].strip()
+            elif not features and line.startswith(("flags", "Features")):
+                features = copy_features(line.split(":", 1)[1])
     except OSError:
         pass
-    return []
+    return model or platform.processor() or platform.machine(), features
 
 
 def host_provenance() -> dict:
@@ -110,7 +104,8 @@ def host_provenance() -> dict:
         load = list(os.getloadavg())
     except OSError:
         load = None
-    return {"cpu": _cpu_model(), "cpu_features": _cpu_features(), "cpus": os.cpu_count(), "kernel": f"{uname.sysname} {uname.release} {uname.version}",
+    cpu, features = _cpu()
+    return {"cpu": cpu, "cpu_features": features, "cpus": os.cpu_count(), "kernel": f"{uname.sysname} {uname.release} {uname.version}",
             "machine": uname.machine, "loadavg": load, "host": socket.gethostname(), "time": _now(),
             "flagbench": __version__}
 
