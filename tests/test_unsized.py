@@ -175,15 +175,22 @@ def test_holes_are_tested_joined_first(tmp_path, inputs):
     assert dict(c[0])["padding"] == 4 and dict(c[0])["other"] == 0
 
 
-def test_a_padding_run_of_fill_length_is_fill(inputs, tmp_path):
-    """A hole of FILL bytes of padding is alignment fill; one byte less is padding."""
+def _x86_text(inputs, tmp_path):
+    """The x86_64 object's member, View, .text index and .text bytes."""
     path = tmp_path / "x.o"
     path.write_bytes(inputs["x86_64"])
     inp = elf.open_input(str(path))
     m = inp.members[0]
     hdrs, view = tables.member_view(inp, m)
     text = sections.names(inp, m, hdrs).index(".text")
+    data = inp.read(*sections.table_range(m, hdrs, text, "text"))
     inp.close()
+    return m, view, text, data
+
+
+def test_a_padding_run_of_fill_length_is_fill(inputs, tmp_path):
+    """A hole of FILL bytes of padding is alignment fill; one byte less is padding."""
+    m, view, text, _ = _x86_text(inputs, tmp_path)
     for size, want in ((unsized.FILL, (0, unsized.FILL, [])), (unsized.FILL - 1, (unsized.FILL - 1, 0, []))):
         far = ((text, 1 << 40, size),)   # past every symbol: one hole
         assert _symtab.code_holes(view, tables.rules(m.machine), far, unsized._padding_spec("x86_64"),
@@ -224,14 +231,7 @@ def _with_addr(data: bytes, index: int, value: int) -> bytes:
 
 
 def test_code_holes_refuses_bad_arguments(inputs, tmp_path):
-    path = tmp_path / "x.o"
-    path.write_bytes(inputs["x86_64"])
-    inp = elf.open_input(str(path))
-    m = inp.members[0]
-    hdrs, view = tables.member_view(inp, m)
-    text = sections.names(inp, m, hdrs).index(".text")
-    data = inp.read(*sections.table_range(m, hdrs, text, "text"))
-    inp.close()
+    m, view, text, data = _x86_text(inputs, tmp_path)
     rules, spec, sfx = tables.rules(m.machine), unsized._padding_spec("x86_64"), unsized._SUFFIX_BYTES
 
     def holes(scan=((text, 0, len(data)),), spec=spec, sfx=sfx, read=lambda i: data, count=True):

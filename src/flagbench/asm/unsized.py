@@ -446,7 +446,7 @@ def of_member(inp, m) -> CodeMap | None:
         return None
     hdrs, view = found
     names = elf_sections.names(inp, m, hdrs, view.shstr)
-    secs = list(zip(range(len(hdrs)), names, hdrs.type, hdrs.flags, hdrs.addr, hdrs.size, hdrs.entsize))
+    secs = _section_rows(names, hdrs)
     whole = _section_bytes(inp, m, hdrs)
     exec_sections, plt_entries = _exec_sections(secs, m.etype == 1)
     scan = tuple((i, base, size) for i, (name, base, size) in exec_sections.items() if not _PLT.match(name))
@@ -473,6 +473,11 @@ def of_member(inp, m) -> CodeMap | None:
 _SUFFIX_BYTES = tuple(s.encode() for s in _STUB_SUFFIXES)
 
 
+def _section_rows(names, hdrs) -> list[tuple]:
+    """code_map's sections from a member's headers: (index, name, type, flags, addr, size, entsize)."""
+    return list(zip(range(len(hdrs)), names, hdrs.type, hdrs.flags, hdrs.addr, hdrs.size, hdrs.entsize))
+
+
 def _section_bytes(inp, m, hdrs):
     """whole(index): a section's bytes, read once."""
     from flagbench.elf import sections as elf_sections
@@ -496,7 +501,7 @@ def _of_member_in_python(inp, m) -> CodeMap | None:
         return None
     hdrs = elf_sections.read_headers(inp, m)
     names = elf_sections.names(inp, m, hdrs)
-    secs = list(zip(range(len(hdrs)), names, hdrs.type, hdrs.flags, hdrs.addr, hdrs.size, hdrs.entsize))
+    secs = _section_rows(names, hdrs)
     whole = _section_bytes(inp, m, hdrs)
     return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections),
                     lambda i, o, n: whole(i)[o:o + n], pieces_only=False)

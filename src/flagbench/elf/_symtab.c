@@ -221,6 +221,18 @@ static void rules_release(struct rules *r)
 	PyBuffer_Release(&r->b_base);
 }
 
+/* Fill E from VIEW and R from RULES: 0, or -1 with an exception set and neither held. */
+static int elf_and_rules_from(PyObject *view, PyObject *rules, struct elf *e, struct rules *r)
+{
+	if (elf_from(view, e) < 0)
+		return -1;
+	if (rules_from(rules, r) < 0) {
+		elf_release(e);
+		return -1;
+	}
+	return 0;
+}
+
 static int is_common(const struct rules *r, uint32_t shndx)
 {
 	int i;
@@ -568,12 +580,8 @@ static PyObject *symbols(PyObject *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_TypeError, "summaries: None or a tuple of Summary");
 		return NULL;
 	}
-	if (elf_from(view, &e) < 0)
+	if (elf_and_rules_from(view, rules_tuple, &e, &r) < 0)
 		return NULL;
-	if (rules_from(rules_tuple, &r) < 0) {
-		elf_release(&e);
-		return NULL;
-	}
 	if (listing_alloc(&l, &e, full, full) < 0 || list_symbols(&e, &r, &l, sized_only, full) < 0)
 		goto done;
 	if (summaries == Py_None)
@@ -1391,12 +1399,8 @@ static PyObject *code_holes(PyObject *self, PyObject *args)
 	if (!PyArg_ParseTuple(args, "OOO!OO!Op", &view, &rules_tuple, &PyTuple_Type, &sections, &spec, &PyTuple_Type,
 			      &suffixes, &read, &count))
 		return NULL;
-	if (elf_from(view, &e) < 0)
+	if (elf_and_rules_from(view, rules_tuple, &e, &r) < 0)
 		return NULL;
-	if (rules_from(rules_tuple, &r) < 0) {
-		elf_release(&e);
-		return NULL;
-	}
 	h.l = &l;
 	if (holes_from(&h, &e, sections, spec, suffixes) == 0 && listing_alloc(&l, &e, 1, 0) == 0 &&
 	    list_symbols(&e, &r, &l, 0, 1) == 0 && sort_marks(&e, &h) == 0)
