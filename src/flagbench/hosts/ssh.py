@@ -268,7 +268,7 @@ class Connection:
             # stdin stays open (a pipe only flagbench writes) until the program ends
             proc = procs.start(self._argv(words), stdin=subprocess.PIPE)
             try:
-                code = proc.wait(timeout=0 if not proc.exited(local_timeout) else None)
+                code = proc.wait(timeout=local_timeout)
             finally:
                 proc.popen.stdin.close()
             wall = time.perf_counter_ns() - proc.started
