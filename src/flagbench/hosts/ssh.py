@@ -141,9 +141,7 @@ class Connection:
             procs.sweep(Path(tempfile.gettempdir()), "flagbench-ssh")
             self._tmp = Path(tempfile.mkdtemp(prefix=f"flagbench-ssh-{os.getpid()}-"))
         try:
-            self._start_master()
-            self._start_keeper()
-            self._check_group()
+            self._connect()
         except BaseException:
             self.close()
             raise
@@ -153,6 +151,9 @@ class Connection:
         """A fresh master (and run directory) after the host dropped or rebooted."""
         self._stop_master()
         self._staged.clear()
+        self._connect()
+
+    def _connect(self) -> None:
         self._start_master()
         self._start_keeper()
         self._check_group()
