@@ -141,9 +141,7 @@ class Connection:
             procs.sweep(Path(tempfile.gettempdir()), "flagbench-ssh")
             self._tmp = Path(tempfile.mkdtemp(prefix=f"flagbench-ssh-{os.getpid()}-"))
         try:
-            self._start_master()
-            self._start_keeper()
-            self._check_group()
+            self._connect()
         except BaseException:
             self.close()
             raise
@@ -153,6 +151,9 @@ class Connection:
         """A fresh master (and run directory) after the host dropped or rebooted."""
         self._stop_master()
         self._staged.clear()
+        self._connect()
+
+    def _connect(self) -> None:
         self._start_master()
         self._start_keeper()
         self._check_group()
@@ -268,7 +269,7 @@ class Connection:
             # stdin stays open (a pipe only flagbench writes) until the program ends
             proc = procs.start(self._argv(words), stdin=subprocess.PIPE)
             try:
-                code = proc.wait(timeout=0 if not proc.exited(local_timeout) else None)
+                code = proc.wait(timeout=local_timeout)
             finally:
                 proc.popen.stdin.close()
             wall = time.perf_counter_ns() - proc.started

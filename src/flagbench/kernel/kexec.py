@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 from flagbench.build import cache_dir
-from flagbench.hosts.ssh import Connection, HostError
+from flagbench.hosts.ssh import Connection, HostError, _last_line
 
 WAIT_S = 300                 # kexec -e to ssh answering on the new kernel (≈3 s on the test box, minutes on servers)
 STILL_OLD_S = 60             # the old kernel still answering this long after kexec -e: it did not take
@@ -220,7 +220,7 @@ class Kexec:
             done = self.conn.shell(SBIN + 'exec kexec "$@"', *syscall, "-l", *args, timeout=120)
             if not done.failure:
                 return
-            errors.append(_last(done.stderr) or done.failure)
+            errors.append(_last_line(done.stderr) or done.failure)
         raise HostError(f"host {self.conn.dest}: kexec cannot load {image.name}: {' / '.join(errors)}")
 
     def _wait(self, identity: str, before: str, started: float) -> float:
@@ -287,11 +287,6 @@ def _ident(version: str) -> str:
     """The part of /proc/version that names a build: "6.1.192 (flagbench@fb-a-1234)"."""
     words = version.split()
     return " ".join(words[2:4]) if len(words) >= 4 else version
-
-
-def _last(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 # -- building for a host ----------------------------------------------------------------------
