@@ -3,6 +3,7 @@ reader, and elf/_summary.c, bloat-o-meter's table they fill (why they are C: _sy
 comment). Everything else is in pyproject.toml."""
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("flagbench.elf._symtab", ["src/flagbench/elf/_symtab.c", "src/flagbench/elf/_summary.c"],
-                             depends=["src/flagbench/elf/_summary.h"],
+setup(ext_modules=[Extension("flagbench.elf._symtab", ["src/flagbench/elf/_symtab.c", "src/flagbench/elf/_summary.c",
+                                                      "src/flagbench/elf/_scan.c"],
+                             depends=["src/flagbench/elf/_summary.h", "src/flagbench/elf/_elf.h"],
                              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"])])

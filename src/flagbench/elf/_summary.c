@@ -67,9 +67,9 @@ static void summary_dealloc(Summary *self)
 {
 	Py_XDECREF(self->prefixes);
 	Py_XDECREF(self->names);
-	PyMem_Free(self->arena);
-	PyMem_Free(self->entries);
-	PyMem_Free(self->slots);
+	PyMem_RawFree(self->arena);
+	PyMem_RawFree(self->entries);
+	PyMem_RawFree(self->slots);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -104,7 +104,7 @@ static int summary_grow(Summary *s)
 		nslots *= 2;
 	if (nslots <= s->nslots)
 		nslots = 2 * s->nslots;
-	slots = PyMem_Calloc(nslots, sizeof(*slots));
+	slots = PyMem_RawCalloc(nslots, sizeof(*slots));
 
 	if (!slots)
 		return -1;
@@ -115,13 +115,22 @@ static int summary_grow(Summary *s)
 			j = (j + 1) & (nslots - 1);
 		slots[j] = i + 1;
 	}
-	PyMem_Free(s->slots);
+	PyMem_RawFree(s->slots);
 	s->slots = slots;
 	s->nslots = nslots;
 	return 0;
 }
 
 int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap, uint8_t letter)
+{
+	if (summary_add_raw(summary, raw, rawlen, size, gap, letter) < 0)
+		return PyErr_NoMemory(), -1;
+	return 0;
+}
+
+/* summary_add without the GIL (raw allocations, no exception): -1 when out of memory. */
+int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
+		    uint8_t letter)
 {
 	Summary *s = (Summary *)summary;
 	const char *name = raw;
@@ -138,10 +147,10 @@ int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t 
 	}
 	if (s->arena_len + rawlen > s->arena_cap) {	/* room to write the renamed name at the end */
 		Py_ssize_t cap = 2 * (s->arena_cap + rawlen) + 4096;
-		char *arena = PyMem_Realloc(s->arena, cap);
+		char *arena = PyMem_RawRealloc(s->arena, cap);
 
 		if (!arena)
-			return PyErr_NoMemory(), -1;
+			return -1;
 		s->arena = arena;
 		s->arena_cap = cap;
 	}
@@ -161,7 +170,7 @@ int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t 
 	for (i = 0; i < len; i++)
 		hash = (hash ^ (uint8_t)name[i]) * 1099511628211ULL;
 	if (2 * (s->n + 1) > s->nslots && summary_grow(s) < 0)
-		return PyErr_NoMemory(), -1;
+		return -1;
 	for (j = hash & (s->nslots - 1); s->slots[j]; j = (j + 1) & (s->nslots - 1)) {
 		e = &s->entries[s->slots[j] - 1];
 		if (e->hash == hash && e->len == len && memcmp(s->arena + e->off, name, len) == 0) {
@@ -172,10 +181,10 @@ int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t 
 	}
 	if (s->n == s->cap) {
 		Py_ssize_t cap = s->cap ? 2 * s->cap : 1024;
-		struct entry *entries = PyMem_Realloc(s->entries, cap * sizeof(*entries));
+		struct entry *entries = PyMem_RawRealloc(s->entries, cap * sizeof(*entries));
 
 		if (!entries)
-			return PyErr_NoMemory(), -1;
+			return -1;
 		s->entries = entries;
 		s->cap = cap;
 	}
@@ -277,8 +286,8 @@ static PyObject *summary_loads(PyTypeObject *type, PyObject *args)
 	s->skipped = skipped;
 	s->n = s->cap = entries.len / (Py_ssize_t)sizeof(struct entry);
 	s->arena_len = s->arena_cap = arena.len;
-	s->arena = PyMem_Malloc(arena.len + 1);
-	s->entries = PyMem_Malloc(entries.len + 1);
+	s->arena = PyMem_RawMalloc(arena.len + 1);
+	s->entries = PyMem_RawMalloc(entries.len + 1);
 	if (!s->prefixes || !s->names || !s->arena || !s->entries) {
 		Py_CLEAR(s);
 		PyErr_NoMemory();
@@ -433,6 +442,130 @@ done:
 	return out;
 }
 
+/* One row of bom_text: a name in OLD, NEW or both with different sizes (-1: not on that side). */
+struct row {
+	const char *name;
+	Py_ssize_t len;
+	long long old, new, delta;
+};
+
+/* bloat-o-meter's order: delta, then name, both descending (names compared as bytes: ASCII here). */
+static int row_order(const void *x, const void *y)
+{
+	const struct row *a = x, *b = y;
+	int c;
+
+	if (a->delta != b->delta)
+		return a->delta > b->delta ? -1 : 1;
+	c = memcmp(a->name, b->name, a->len < b->len ? a->len : b->len);
+	if (c)
+		return -c;
+	return a->len > b->len ? -1 : a->len < b->len;
+}
+
+static int ascii(const char *s, Py_ssize_t n)
+{
+	Py_ssize_t i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] >= 0x80)
+			return 0;
+	return 1;
+}
+
+/* Append "%7s" of V (or "-" when V < 0) to P. */
+static char *size_cell(char *p, long long v)
+{
+	return p + (v < 0 ? sprintf(p, " %7s", "-") : sprintf(p, " %7lld", v));
+}
+
+PyDoc_STRVAR(bom_text_doc,
+"old.bom_text(new, label) -> str, or None\n\n"
+"bloat-o-meter's print_result() block for OLD vs NEW, byte for byte: what size.rules.bom_text\n"
+"prints of diff()'s rows in its order, without a filter or --top. None when a row's name is not\n"
+"ASCII (Python sorts and pads by code points: size.rules does it).");
+
+static PyObject *summary_bom_text(Summary *old, PyObject *args)
+{
+	Summary *new;
+	const char *label;
+	unsigned long long total_old = 0, total_new = 0, up = 0, down = 0;
+	Py_ssize_t i, n = 0, add = 0, remove = 0, grow = 0, shrink = 0, width, at;
+	struct row *rows;
+	PyObject *out = NULL;
+	char *buf = NULL, *p;
+	double percent;
+
+	if (!PyArg_ParseTuple(args, "O!s", &SummaryType, &new, &label))
+		return NULL;
+	rows = PyMem_RawMalloc(sizeof(*rows) * (old->n + new->n + 1));
+	if (!rows)
+		return PyErr_NoMemory();
+	for (i = 0; i < old->n; i++) {
+		struct entry *a = &old->entries[i], *b = summary_find(new, old->arena + a->off, a->len, a->hash);
+
+		total_old += a->size;
+		if (b && b->size == a->size)
+			continue;
+		if (!b) {
+			remove++;
+			down += a->size;
+		} else if (b->size > a->size) {
+			grow++;
+			up += b->size - a->size;
+		} else {
+			shrink++;
+			down += a->size - b->size;
+		}
+		rows[n++] = (struct row){ old->arena + a->off, a->len, (long long)a->size, b ? (long long)b->size : -1,
+					  (b ? (long long)b->size : 0) - (long long)a->size };
+	}
+	for (i = 0; i < new->n; i++) {
+		struct entry *b = &new->entries[i];
+
+		total_new += b->size;
+		if (summary_find(old, new->arena + b->off, b->len, b->hash))
+			continue;
+		add++;
+		up += b->size;
+		rows[n++] = (struct row){ new->arena + b->off, b->len, -1, (long long)b->size, (long long)b->size };
+	}
+	width = 256 + (Py_ssize_t)strlen(label);
+	for (i = 0; i < n; i++) {
+		if (!ascii(rows[i].name, rows[i].len)) {
+			out = Py_NewRef(Py_None);
+			goto done;
+		}
+		width += rows[i].len + 80;
+	}
+	qsort(rows, n, sizeof(*rows), row_order);
+	buf = PyMem_RawMalloc(width);
+	if (!buf) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	p = buf;
+	p += sprintf(p, "add/remove: %zd/%zd grow/shrink: %zd/%zd up/down: %llu/%lld (%lld)\n", add, remove, grow,
+		     shrink, up, -(long long)down, (long long)up - (long long)down);
+	p += sprintf(p, "%-40s %7s %7s %7s\n", label, "old", "new", "delta");
+	for (i = 0; i < n; i++) {
+		memcpy(p, rows[i].name, rows[i].len);
+		p += rows[i].len;
+		for (at = rows[i].len; at < 40; at++)
+			*p++ = ' ';
+		p = size_cell(p, rows[i].old);
+		p = size_cell(p, rows[i].new);
+		p += sprintf(p, " %+7lld\n", rows[i].delta);
+	}
+	percent = total_old ? (double)((long long)total_new - (long long)total_old) * 100.0 / (double)total_old : 0;
+	p += sprintf(p, "Total: Before=%llu, After=%llu, chg %+.2f%%\n", total_old, total_new, percent);
+	out = PyUnicode_DecodeASCII(buf, p - buf, "strict");
+done:
+	PyMem_RawFree(rows);
+	PyMem_RawFree(buf);
+	return out;
+}
+
 static PyObject *summary_size_of(Summary *s, PyObject *args)
 {
 	Py_buffer part;
@@ -464,6 +597,7 @@ static PyMethodDef summary_methods[] = {
 	{ "dumps", (PyCFunction)summary_dumps, METH_NOARGS, "(arena, entries, skipped): for Summary.loads in a fork" },
 	{ "loads", (PyCFunction)summary_loads, METH_VARARGS | METH_CLASS, "Summary.loads(dumps()): the same summary" },
 	{ "diff", (PyCFunction)summary_diff, METH_VARARGS, diff_doc },
+	{ "bom_text", (PyCFunction)summary_bom_text, METH_VARARGS, bom_text_doc },
 	{ "size_of", (PyCFunction)summary_size_of, METH_VARARGS, "size_of(part, match=None): the summed size of the names containing PART (that MATCH keeps)" },
 	{ NULL, NULL, 0, NULL },
 };

@@ -13,4 +13,8 @@ extern PyTypeObject SummaryType;
 int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
 		uint8_t letter);
 
+/* The same without the GIL: no exception set, -1 when out of memory. */
+int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
+		    uint8_t letter);
+
 #endif

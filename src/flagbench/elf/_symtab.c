@@ -26,31 +26,8 @@
 #include <string.h>
 
 #include "_summary.h"
+#include "_elf.h"
 
-#define SHF_WRITE 0x1
-#define SHF_ALLOC 0x2
-#define SHF_EXECINSTR 0x4
-#define SHT_NOBITS 8
-#define SHT_REL 9
-#define SHT_RELA 4
-#define SHT_SYMTAB_SHNDX 18
-#define SHN_LORESERVE 0xff00
-#define SHN_XINDEX 0xffff
-#define STT_FUNC 2
-#define STT_SECTION 3
-#define STT_GNU_IFUNC 10
-#define UNKNOWN 0xff
-#define COMMON_CODE 11		/* elf.tables.LETTER_CODES: COMMON is last */
-#define MAX_COMMON 8
-
-/* One member's tables: elf.sections.View, field by field. */
-struct elf {
-	Py_buffer b_sh, b_sym, b_str, b_shstr, b_x;
-	const uint8_t *shdrs, *syms, *str, *shstr, *xindex;
-	Py_ssize_t shnum, nsyms, strsize, shstrsize, nxindex;
-	Py_ssize_t symtab, strtab, shstrndx;
-	int is64, big, relocatable, thumb;
-};
 
 /* Fill E from VIEW; 0, or -1 with an exception set. elf_release undoes it. */
 static int elf_from(PyObject *view, struct elf *e)
@@ -88,7 +65,7 @@ static void elf_release(struct elf *e)
 			PyBuffer_Release(b[i]);
 }
 
-static uint64_t rd(const uint8_t *p, int n, int big)
+uint64_t rd(const uint8_t *p, int n, int big)
 {
 	uint64_t v = 0;
 	int i;
@@ -99,10 +76,9 @@ static uint64_t rd(const uint8_t *p, int n, int big)
 }
 
 /* Section header fields: Elf64 and Elf32 put them at different offsets and widths. */
-enum { SH_NAME, SH_TYPE, SH_FLAGS, SH_ADDR, SH_OFFSET, SH_SIZE, SH_LINK };
 static const int sh64_off[] = { 0, 4, 8, 16, 24, 32, 40 }, sh64_len[] = { 4, 4, 8, 8, 8, 8, 4 };
 
-static uint64_t sh(const struct elf *e, Py_ssize_t i, int field)
+uint64_t sh(const struct elf *e, Py_ssize_t i, int field)
 {
 	if (e->is64)
 		return rd(e->shdrs + 64 * i + sh64_off[field], sh64_len[field], e->big);
@@ -157,6 +133,8 @@ static int64_t sym_name_checked(const struct elf *e, Py_ssize_t k)
 	uint32_t name = sym_name(e, k);
 
 	if (name >= (uint64_t)e->strsize) {
+		if (e->nogil)	/* no exception without the GIL: the caller reads the file again in Python */
+			return -1;
 		PyErr_Format(PyExc_ValueError, "symbol name offset %lu past the string table, size %zd",
 			     (unsigned long)name, e->strsize);
 		return -1;
@@ -165,22 +143,13 @@ static int64_t sym_name_checked(const struct elf *e, Py_ssize_t k)
 }
 
 /* The NUL-terminated string at OFFSET of a table of SIZE bytes (OFFSET < SIZE), its length in *LEN. */
-static const char *string_at(const uint8_t *table, Py_ssize_t size, uint64_t offset, Py_ssize_t *len)
+const char *string_at(const uint8_t *table, Py_ssize_t size, uint64_t offset, Py_ssize_t *len)
 {
 	const char *s = (const char *)table + offset;
 
 	*len = (Py_ssize_t)strnlen(s, size - offset);
 	return s;
 }
-
-/* nm's rules, as elf.tables.Rules holds them. */
-struct rules {
-	Py_buffer b_letters, b_base;
-	const uint8_t *letters, *base;
-	PyObject *name_code;
-	uint32_t common[MAX_COMMON];
-	int ncommon;
-};
 
 static int rules_from(PyObject *tuple, struct rules *r)
 {
@@ -259,12 +228,13 @@ static int coff_name(const uint8_t *name, Py_ssize_t left)
  * from flags and type through BASE, or through the Python callback NAME_CODE when the name
  * decides (unallocated sections with contents, COFF names). -1 with an exception set.
  */
-static int section_code(const struct elf *e, const struct rules *r, uint8_t *codes, Py_ssize_t i)
+int section_code(const struct elf *e, const struct rules *r, uint8_t *codes, Py_ssize_t i)
 {
 	uint64_t flags, type, name;
 	Py_ssize_t len;
 	const char *s;
 	PyObject *res;
+	PyGILState_STATE gil;
 	long code;
 
 	if (codes[i] != UNKNOWN)
@@ -278,7 +248,8 @@ static int section_code(const struct elf *e, const struct rules *r, uint8_t *cod
 		return 0;
 	}
 	if (name >= (uint64_t)e->shstrsize) {
-		PyErr_SetString(PyExc_ValueError, "section name offset past the section name table");
+		if (!e->nogil)
+			PyErr_SetString(PyExc_ValueError, "section name offset past the section name table");
 		return -1;
 	}
 	if (!(!(flags & SHF_ALLOC) && type != SHT_NOBITS && !(flags & SHF_EXECINSTR)) &&
@@ -287,26 +258,22 @@ static int section_code(const struct elf *e, const struct rules *r, uint8_t *cod
 		return codes[i];
 	}
 	s = string_at(e->shstr, e->shstrsize, name, &len);
+	gil = PyGILState_Ensure();	/* a reader without the GIL (scan.c) takes it for the callback */
 	res = PyObject_CallFunction(r->name_code, "KKy#", (unsigned long long)type, (unsigned long long)flags, s, len);
-	if (!res)
-		return -1;
-	code = PyLong_AsLong(res);
-	Py_DECREF(res);
-	if (code == -1 && PyErr_Occurred())
-		return -1;
-	if (code < 0 || code > 15) {
+	code = res ? PyLong_AsLong(res) : -1;
+	Py_XDECREF(res);
+	if (!PyErr_Occurred() && (code < 0 || code > 15))
 		PyErr_SetString(PyExc_ValueError, "name_code out of range");
+	if (PyErr_Occurred()) {
+		if (e->nogil)
+			PyErr_Clear();
+		PyGILState_Release(gil);
 		return -1;
 	}
+	PyGILState_Release(gil);
 	codes[i] = (uint8_t)code;
 	return codes[i];
 }
-
-struct span {
-	uint64_t start, end;
-	uint32_t sec;
-	Py_ssize_t k;
-};
 
 static int span_order(const void *a, const void *b)
 {
@@ -321,49 +288,39 @@ static int span_order(const void *a, const void *b)
 	return x->k < y->k ? -1 : x->k > y->k;
 }
 
-/* The listed symbols of one member, N of them, column by column. */
-struct listing {
-	Py_ssize_t n, nspans;
-	uint8_t *codes, *letter;	/* per section; per symbol */
-	uint64_t *size, *value, *gap;
-	int64_t *sec;
-	uint32_t *name;
-	struct span *spans;
-	unsigned long long covered, padding;
-};
-
 /* With SPANS also room for the spans of code that gaps() sorts. */
-static int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
+int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
 {
 	Py_ssize_t m = e->nsyms + 1;
 
 	memset(l, 0, sizeof(*l));
-	l->codes = PyMem_Malloc(e->shnum + 1);
-	l->letter = PyMem_Malloc(m);
-	l->size = PyMem_Malloc(sizeof(*l->size) * m);
-	l->value = PyMem_Malloc(sizeof(*l->value) * m);
-	l->gap = PyMem_Calloc(m, sizeof(*l->gap));
-	l->sec = PyMem_Malloc(sizeof(*l->sec) * m);
-	l->name = PyMem_Malloc(sizeof(*l->name) * m);
-	l->spans = spans ? PyMem_Malloc(sizeof(*l->spans) * m) : NULL;
+	l->codes = PyMem_RawMalloc(e->shnum + 1);
+	l->letter = PyMem_RawMalloc(m);
+	l->size = PyMem_RawMalloc(sizeof(*l->size) * m);
+	l->value = PyMem_RawMalloc(sizeof(*l->value) * m);
+	l->gap = PyMem_RawCalloc(m, sizeof(*l->gap));
+	l->sec = PyMem_RawMalloc(sizeof(*l->sec) * m);
+	l->name = PyMem_RawMalloc(sizeof(*l->name) * m);
+	l->spans = spans ? PyMem_RawMalloc(sizeof(*l->spans) * m) : NULL;
 	if (!l->codes || !l->letter || !l->size || !l->value || !l->gap || !l->sec || !l->name || (spans && !l->spans)) {
-		PyErr_NoMemory();
+		if (!e->nogil)
+			PyErr_NoMemory();
 		return -1;
 	}
 	memset(l->codes, UNKNOWN, e->shnum + 1);
 	return 0;
 }
 
-static void listing_free(struct listing *l)
+void listing_free(struct listing *l)
 {
-	PyMem_Free(l->codes);
-	PyMem_Free(l->letter);
-	PyMem_Free(l->size);
-	PyMem_Free(l->value);
-	PyMem_Free(l->gap);
-	PyMem_Free(l->sec);
-	PyMem_Free(l->name);
-	PyMem_Free(l->spans);
+	PyMem_RawFree(l->codes);
+	PyMem_RawFree(l->letter);
+	PyMem_RawFree(l->size);
+	PyMem_RawFree(l->value);
+	PyMem_RawFree(l->gap);
+	PyMem_RawFree(l->sec);
+	PyMem_RawFree(l->name);
+	PyMem_RawFree(l->spans);
 }
 
 /* Where the code of listed symbol N (value V, SIZE bytes, in section SEC) lies, for gaps(). */
@@ -424,7 +381,7 @@ static void gaps(const struct elf *e, struct listing *l)
  * value and section, and when L has room for them the spans of code and the gaps. 0, or -1
  * with an exception set.
  */
-static int list_symbols(const struct elf *e, const struct rules *r, struct listing *l, int sized_only, int full)
+int list_symbols(const struct elf *e, const struct rules *r, struct listing *l, int sized_only, int full)
 {
 	Py_ssize_t k, nosec[] = { 0, e->symtab, e->strtab, e->shstrndx };
 	size_t i;
@@ -474,13 +431,14 @@ static int list_symbols(const struct elf *e, const struct rules *r, struct listi
 }
 
 /* Add L's sized symbols to every Summary in SUMMARIES (a tuple); 0, or -1 with an exception set. */
-static int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *summaries)
+int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *summaries)
 {
 	Py_ssize_t k, i, len;
 
 	for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
 		if (!PyObject_TypeCheck(PyTuple_GET_ITEM(summaries, i), &SummaryType)) {
-			PyErr_SetString(PyExc_TypeError, "summaries: a tuple of Summary");
+			if (!e->nogil)
+				PyErr_SetString(PyExc_TypeError, "summaries: a tuple of Summary");
 			return -1;
 		}
 	for (k = 0; k < l->n; k++) {
@@ -489,7 +447,8 @@ static int add_to_summaries(const struct elf *e, const struct listing *l, PyObje
 		if (!l->size[k])
 			continue;
 		for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
-			if (summary_add(PyTuple_GET_ITEM(summaries, i), nm, len, l->size[k], l->gap[k], l->letter[k]) < 0)
+			if ((e->nogil ? summary_add_raw : summary_add)(PyTuple_GET_ITEM(summaries, i), nm, len, l->size[k],
+								       l->gap[k], l->letter[k]) < 0)
 				return -1;
 	}
 	return 0;
@@ -1417,6 +1376,7 @@ static PyMethodDef methods[] = {
 	{ "entries", entries, METH_O, entries_doc },
 	{ "section_sizes", section_sizes, METH_VARARGS, section_sizes_doc },
 	{ "code_holes", code_holes, METH_VARARGS, code_holes_doc },
+	{ "scan_pair", scan_pair, METH_VARARGS, scan_pair_doc },
 	{ NULL, NULL, 0, NULL },
 };
 

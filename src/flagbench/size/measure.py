@@ -14,7 +14,7 @@ from flagbench import elf
 from flagbench.elf import Summary
 from flagbench.size.pair import PARALLEL_SYMTAB_BYTES_EXTRAS, both
 from flagbench.size.rules import BOM_TABLES, DEFAULT_TYPES, BomTable, bom_text
-from flagbench.size.symbols import read_side
+from flagbench.size.symbols import read_pair, read_side
 from flagbench.size.table import bom_table
 
 
@@ -67,11 +67,15 @@ def open_pair(old_path: str, new_path: str, warn=None) -> tuple[elf.Input, elf.I
         old.close()
         raise
     if old.machine != new.machine:
-        from flagbench.elf.constants import target_for_elf
-        a = target_for_elf(*old.machine) or f"machine {old.machine[0]}"
-        b = target_for_elf(*new.machine) or f"machine {new.machine[0]}"
-        (warn or _stderr)(f"warning: {old_path} is {a} but {new_path} is {b}; comparing anyway")
+        (warn or _stderr)(_machines_differ(old_path, new_path, old.machine, new.machine))
     return old, new
+
+
+def _machines_differ(old_path: str, new_path: str, a: tuple, b: tuple) -> str:
+    from flagbench.elf.constants import target_for_elf
+    ta = target_for_elf(*a) or f"machine {a[0]}"
+    tb = target_for_elf(*b) or f"machine {b[0]}"
+    return f"warning: {old_path} is {ta} but {new_path} is {tb}; comparing anyway"
 
 
 def _stderr(msg: str) -> None:
@@ -82,24 +86,38 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
         types: str | None = None) -> str:
     """The whole bloat-o-meter output for OLD vs NEW (mode None, "c", "d" or "t")."""
     tables = BOM_TABLES[mode] if types is None else (("Function", types),)
+    old, new = _read(old_path, new_path, tables, False)
+    out = []
+    for (label, _), o, n in zip(tables, old["tables"], new["tables"]):
+        text = o.bom_text(n, label) if match is None and top is None else None   # C; None: not ASCII
+        out.append(bom_text(bom_table(label, o, n, match), top) if text is None else text)
+    return "".join(out)
+
+
+def _read(old_path: str, new_path: str, tables, extras: bool) -> tuple[dict, dict]:
+    """Both sides (`symbols.read_side`), their tables as `Summary` objects: through the C reader
+    when it reads both, else through the Python one (which then says what is wrong)."""
+    got = read_pair(old_path, new_path, tables, extras)
+    if got is not None:
+        old, new = got
+        if old["machine"] != new["machine"]:
+            _stderr(_machines_differ(old_path, new_path, old["machine"], new["machine"]))
+        return old, new
     warnings: list[str] = []
-    old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, False)
+    old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, extras,
+                    **({"threshold": PARALLEL_SYMTAB_BYTES_EXTRAS} if extras else {}))
     for w in warnings:
         _stderr(w)
-    made = [bom_table(label, Summary.loads(o), Summary.loads(n), match)
-            for (label, _), o, n in zip(tables, old["tables"], new["tables"])]
-    return "".join(bom_text(t, top) for t in made)
+    for side in (old, new):
+        side["tables"] = [Summary.loads(t) for t in side["tables"]]
+    return old, new
 
 
 def compare(old_path: str, new_path: str, types: str | None = None, match=None) -> SizeComparison:
     """Sections, padding, footprints and the symbol table of OLD vs NEW."""
     tables = (("Function", types or DEFAULT_TYPES),)
-    warnings: list[str] = []
-    old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, True,
-                    threshold=PARALLEL_SYMTAB_BYTES_EXTRAS)
-    for w in warnings:
-        _stderr(w)
-    a, b = Summary.loads(old["tables"][0]), Summary.loads(new["tables"][0])
+    old, new = _read(old_path, new_path, tables, True)
+    a, b = old["tables"][0], new["tables"][0]
     search = match.search if match else None   # .cold: the parts of split functions
     return SizeComparison(old_path, new_path, Side(old, a.size_of(b".cold", search)),
                           Side(new, b.size_of(b".cold", search)), bom_table("Function", a, b, match, extras=True))

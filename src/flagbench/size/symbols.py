@@ -8,8 +8,8 @@ objects are made once per distinct name, not once per symbol.
 """
 from __future__ import annotations
 
-from flagbench.elf import Summary
-from flagbench.elf.constants import ET_REL
+from flagbench.elf import Summary, _symtab
+from flagbench.elf.constants import COMMON_INDICES, ET_REL
 from flagbench.elf import tables as elf_tables
 from flagbench.size.rules import CODE_LETTERS, SKIP_NAMES, SKIP_PREFIXES
 
@@ -27,8 +27,7 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     """Per (label, letters) table, bloat-o-meter's names of INP summed (an `elf.Summary`, as
     its `dumps()`: plain bytes that `marshal` carries from the forked reader; `Summary.loads`
     makes it again); with EXTRAS also the sections, code totals and footprints. Closes INP."""
-    summaries = tuple(Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
-                      for _, letters in tables)
+    summaries = _summaries(tables)
     side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0,
             "unsized": dict.fromkeys(("stub", "padding", "fill", "other", "stubs"), 0)}
     try:
@@ -40,6 +39,46 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     side["tables"] = [s.dumps() for s in summaries]
     side["skipped"] = sum(s.skipped for s in summaries)
     return side
+
+
+def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
+    """Both inputs as read_side reads them, through the C reader (`_symtab.scan_pair`: each file
+    on its own thread, no Python per member); each side's "machine" also, and "tables" holds the
+    `Summary` objects themselves. None when that reader leaves the files to read_side (damage,
+    an unusual archive: the Python reader says what is wrong)."""
+    made = [_summaries(tables), _summaries(tables)]
+    got = _symtab.scan_pair(old_path, new_path, *made, elf_tables._SYMBOL_LETTERS, elf_tables._BASE_CODES,
+                            elf_tables._name_code, COMMON_INDICES, extras, SECTION_GROUPS)
+    if got is None:
+        return None
+    sides = []
+    for path, summaries, (machine, is64, sections, groups, covered, padding, rel_padding, rel_other, linked) \
+            in zip((old_path, new_path), made, got):
+        side = {"machine": (machine, bool(is64)), "sections": sections, "groups": dict(zip(GROUPS, groups)),
+                "covered": covered, "padding": padding, "tables": list(summaries),
+                "skipped": sum(s.skipped for s in summaries),
+                "unsized": {"stub": 0, "padding": rel_padding, "fill": 0, "other": rel_other, "stubs": 0}}
+        if linked:   # linked members' code outside symbols: classified by asm.unsized
+            _linked_unsized(path, set(linked), side["unsized"])
+        sides.append(side)
+    return sides
+
+
+def _summaries(tables) -> tuple:
+    return tuple(Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
+                 for _, letters in tables)
+
+
+def _linked_unsized(path: str, offsets: set, u: dict) -> None:
+    from flagbench.asm import unsized
+    from flagbench.elf import open_input
+    with open_input(path) as inp:
+        for m in inp.members:
+            if m.offset in offsets:
+                cmap = unsized.of_member(inp, m)
+                if cmap is not None:
+                    for kind, n in cmap.totals().items():
+                        u[kind] += n
 
 
 # bloat-o-meter's skip rules, as the C summary takes them (`rules` holds them; `rules.bom_name`

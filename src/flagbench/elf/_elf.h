@@ -1,0 +1,79 @@
+/*
+ * _elf.h: what _symtab.c shares with scan.c (the reader of `flagbench size` without the GIL):
+ * one member's tables, nm's rules, the listing of its symbols and the loops that fill it.
+ */
+#ifndef FLAGBENCH_ELF_H
+#define FLAGBENCH_ELF_H
+
+#include <Python.h>
+#include <stdint.h>
+
+#define SHF_WRITE 0x1
+#define SHF_ALLOC 0x2
+#define SHF_EXECINSTR 0x4
+#define SHT_NOBITS 8
+#define SHT_REL 9
+#define SHT_RELA 4
+#define SHT_SYMTAB_SHNDX 18
+#define SHN_LORESERVE 0xff00
+#define SHN_XINDEX 0xffff
+#define STT_FUNC 2
+#define STT_SECTION 3
+#define STT_GNU_IFUNC 10
+#define UNKNOWN 0xff
+#define COMMON_CODE 11		/* elf.tables.LETTER_CODES: COMMON is last */
+#define MAX_COMMON 8
+
+/* One member's tables: elf.sections.View, field by field. */
+struct elf {
+	Py_buffer b_sh, b_sym, b_str, b_shstr, b_x;
+	const uint8_t *shdrs, *syms, *str, *shstr, *xindex;
+	Py_ssize_t shnum, nsyms, strsize, shstrsize, nxindex;
+	Py_ssize_t symtab, strtab, shstrndx;
+	int is64, big, relocatable, thumb;
+	int nogil;		/* no exceptions set (scan.c: no GIL held; the caller reads again in Python) */
+};
+
+/* nm's rules, as elf.tables.Rules holds them. */
+struct rules {
+	Py_buffer b_letters, b_base;
+	const uint8_t *letters, *base;
+	PyObject *name_code;
+	uint32_t common[MAX_COMMON];
+	int ncommon;
+};
+
+struct span {
+	uint64_t start, end;
+	uint32_t sec;
+	Py_ssize_t k;
+};
+
+/* The listed symbols of one member, N of them, column by column. */
+struct listing {
+	Py_ssize_t n, nspans;
+	uint8_t *codes, *letter;	/* per section; per symbol */
+	uint64_t *size, *value, *gap;
+	int64_t *sec;
+	uint32_t *name;
+	struct span *spans;
+	unsigned long long covered, padding;
+};
+
+/* Section header fields (sh()). */
+enum { SH_NAME, SH_TYPE, SH_FLAGS, SH_ADDR, SH_OFFSET, SH_SIZE, SH_LINK };
+
+uint64_t rd(const uint8_t *p, int n, int big);
+uint64_t sh(const struct elf *e, Py_ssize_t i, int field);
+const char *string_at(const uint8_t *table, Py_ssize_t size, uint64_t offset, Py_ssize_t *len);
+int section_code(const struct elf *e, const struct rules *r, uint8_t *codes, Py_ssize_t i);
+int listing_alloc(struct listing *l, const struct elf *e, int full, int spans);
+void listing_free(struct listing *l);
+int list_symbols(const struct elf *e, const struct rules *r, struct listing *l, int sized_only, int full);
+int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *summaries);
+
+/* _scan.c: both inputs of `flagbench size` at once, without the GIL */
+PyObject *scan_pair(PyObject *self, PyObject *args);
+extern const char scan_pair_doc[];
+
+#endif
