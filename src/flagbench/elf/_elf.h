@@ -7,6 +7,7 @@
 
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define SHF_WRITE 0x1
 #define SHF_ALLOC 0x2
@@ -63,8 +64,41 @@ struct listing {
 /* Section header fields (sh()). */
 enum { SH_NAME, SH_TYPE, SH_FLAGS, SH_ADDR, SH_OFFSET, SH_SIZE, SH_LINK };
 
-uint64_t rd(const uint8_t *p, int n, int big);
-uint64_t sh(const struct elf *e, Py_ssize_t i, int field);
+/* Little- or big-endian fields, N bytes at P (x86's hosts: little-endian memcpy loads). */
+static inline uint64_t rd(const uint8_t *p, int n, int big)
+{
+	uint64_t v = 0;
+	int i;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	if (!big) {	/* the common case, a load the compiler sees through */
+		if (n == 8) {
+			memcpy(&v, p, 8);
+			return v;
+		}
+		if (n == 4) {
+			uint32_t w;
+
+			memcpy(&w, p, 4);
+			return w;
+		}
+	}
+#endif
+	for (i = 0; i < n; i++)
+		v |= (uint64_t)p[big ? n - 1 - i : i] << (8 * i);
+	return v;
+}
+
+/* Section header fields: Elf64 and Elf32 put them at different offsets and widths. */
+static const int sh64_off[] __attribute__((unused)) = { 0, 4, 8, 16, 24, 32, 40 }, sh64_len[] = { 4, 4, 8, 8, 8, 8, 4 };
+
+static inline uint64_t sh(const struct elf *e, Py_ssize_t i, int field)
+{
+	if (e->is64)
+		return rd(e->shdrs + 64 * i + sh64_off[field], sh64_len[field], e->big);
+	return rd(e->shdrs + 40 * i + 4 * field, 4, e->big);
+}
+
 const char *string_at(const uint8_t *table, Py_ssize_t size, uint64_t offset, Py_ssize_t *len);
 int section_code(const struct elf *e, const struct rules *r, uint8_t *codes, Py_ssize_t i);
 int listing_alloc(struct listing *l, const struct elf *e, int full, int spans);

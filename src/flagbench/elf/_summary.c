@@ -10,6 +10,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
+#include <limits.h>
 #include <string.h>
 
 #include "_summary.h"
@@ -121,6 +122,23 @@ static int summary_grow(Summary *s)
 	return 0;
 }
 
+/* A name's hash, eight bytes at a time (LLVM's names are long: bytewise hashing was a tenth of
+ * `flagbench size --format=bom` on its archives). Only ever compared within this program. */
+static uint64_t hash_of(const char *s, Py_ssize_t n)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n, w;
+
+	for (; n >= 8; s += 8, n -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
+	}
+	w = 0;
+	memcpy(&w, s, n);
+	h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+	return h ^ (h >> 29);
+}
+
 int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap, uint8_t letter)
 {
 	if (summary_add_raw(summary, raw, rawlen, size, gap, letter) < 0)
@@ -135,7 +153,7 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 	Summary *s = (Summary *)summary;
 	const char *name = raw;
 	Py_ssize_t len = rawlen, i, j;
-	uint64_t hash = 1469598103934665603ULL;
+	uint64_t hash;
 	struct entry *e;
 
 	if (!s->wanted[letter])
@@ -167,8 +185,7 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 		}
 		name = out;
 	}
-	for (i = 0; i < len; i++)
-		hash = (hash ^ (uint8_t)name[i]) * 1099511628211ULL;
+	hash = hash_of(name, len);
 	if (2 * (s->n + 1) > s->nslots && summary_grow(s) < 0)
 		return -1;
 	for (j = hash & (s->nslots - 1); s->slots[j]; j = (j + 1) & (s->nslots - 1)) {
@@ -442,11 +459,11 @@ done:
 	return out;
 }
 
-/* One row of bom_text: a name in OLD, NEW or both with different sizes (-1: not on that side). */
+/* One row of bom_text / text_block: a name in OLD, NEW or both with different sizes (-1: not on that side). */
 struct row {
 	const char *name;
 	Py_ssize_t len;
-	long long old, new, delta;
+	long long old, new, delta, foot;	/* FOOT: the footprint's delta, LLONG_MIN when not shown */
 };
 
 /* bloat-o-meter's order: delta, then name, both descending (names compared as bytes: ASCII here). */
@@ -463,20 +480,142 @@ static int row_order(const void *x, const void *y)
 	return a->len > b->len ? -1 : a->len < b->len;
 }
 
-static int ascii(const char *s, Py_ssize_t n)
+/* Whether S is printable ASCII (PRINTABLE), or ASCII: there bytes, code points and columns agree. */
+static int ascii(const char *s, Py_ssize_t n, int printable)
 {
 	Py_ssize_t i;
 
 	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] >= 0x80)
+		if ((unsigned char)s[i] >= 0x7f + !printable || (printable && (unsigned char)s[i] < 0x20))
 			return 0;
 	return 1;
+}
+
+struct rows {
+	struct row *row;
+	Py_ssize_t n, add, remove, grow, shrink;
+	unsigned long long total_old, total_new, up, down;
+};
+
+/* The footprint cell of a row (size.render._text): a code symbol's footprint delta when it has one. */
+static long long foot_delta(struct entry *a, struct entry *b, const uint8_t *code)
+{
+	uint8_t letter = b ? b->letter : a->letter;
+	unsigned long long fo = a ? a->foot : 0, fn = b ? b->foot : 0;
+
+	if (!code[letter] || (!fo && !fn))
+		return LLONG_MIN;
+	return (long long)fn - (long long)fo;
+}
+
+/* diff()'s rows, unfiltered, in bloat-o-meter's order; 0, or -1 when a name is not (printable) ASCII
+ * (R->row NULL) or memory ran out (an exception set). */
+static int collect_rows(Summary *old, Summary *new, struct rows *r, int printable)
+{
+	Py_ssize_t i;
+
+	memset(r, 0, sizeof(*r));
+	r->row = PyMem_RawMalloc(sizeof(*r->row) * (old->n + new->n + 1));
+	if (!r->row)
+		return PyErr_NoMemory(), -1;
+	for (i = 0; i < old->n; i++) {
+		struct entry *a = &old->entries[i], *b = summary_find(new, old->arena + a->off, a->len, a->hash);
+
+		r->total_old += a->size;
+		if (b && b->size == a->size)
+			continue;
+		if (!b) {
+			r->remove++;
+			r->down += a->size;
+		} else if (b->size > a->size) {
+			r->grow++;
+			r->up += b->size - a->size;
+		} else {
+			r->shrink++;
+			r->down += a->size - b->size;
+		}
+		r->row[r->n++] = (struct row){ old->arena + a->off, a->len, (long long)a->size, b ? (long long)b->size : -1,
+					       (b ? (long long)b->size : 0) - (long long)a->size, foot_delta(a, b, new->code) };
+	}
+	for (i = 0; i < new->n; i++) {
+		struct entry *b = &new->entries[i];
+
+		r->total_new += b->size;
+		if (summary_find(old, new->arena + b->off, b->len, b->hash))
+			continue;
+		r->add++;
+		r->up += b->size;
+		r->row[r->n++] = (struct row){ new->arena + b->off, b->len, -1, (long long)b->size, (long long)b->size,
+					       foot_delta(NULL, b, new->code) };
+	}
+	for (i = 0; i < r->n; i++)
+		if (!ascii(r->row[i].name, r->row[i].len, printable)) {
+			PyMem_RawFree(r->row);
+			r->row = NULL;
+			return -1;
+		}
+	qsort(r->row, r->n, sizeof(*r->row), row_order);
+	return 0;
 }
 
 /* Append "%7s" of V (or "-" when V < 0) to P. */
 static char *size_cell(char *p, long long v)
 {
 	return p + (v < 0 ? sprintf(p, " %7s", "-") : sprintf(p, " %7lld", v));
+}
+
+/* The block bom_text and text_block print: TEXT adds the footprint column and "Symbol" for the label. */
+static PyObject *block(Summary *old, PyObject *args, int text)
+{
+	Summary *new;
+	const char *label = "Symbol";
+	Py_ssize_t i, width, at;
+	struct rows r;
+	PyObject *out = NULL;
+	char *buf = NULL, *p;
+	double percent;
+
+	if (!PyArg_ParseTuple(args, text ? "O!" : "O!s", &SummaryType, &new, &label))
+		return NULL;
+	if (collect_rows(old, new, &r, text) < 0)
+		return r.row || PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+	width = 1024 + (Py_ssize_t)strlen(label);	/* the three fixed lines */
+	for (i = 0; i < r.n; i++)
+		width += r.row[i].len + 100;
+	buf = PyMem_RawMalloc(width);
+	if (!buf) {
+		PyErr_NoMemory();
+		goto done;
+	}
+	p = buf;
+	p += sprintf(p, "add/remove: %zd/%zd grow/shrink: %zd/%zd up/down: %llu/%lld (%lld)\n", r.add, r.remove,
+		     r.grow, r.shrink, r.up, -(long long)r.down, (long long)r.up - (long long)r.down);
+	p += sprintf(p, text ? "%-40s %7s %7s %7s %10s\n" : "%-40s %7s %7s %7s\n", label, "old", "new", "delta",
+		     "footprint");
+	for (i = 0; i < r.n; i++) {
+		struct row *w = &r.row[i];
+
+		memcpy(p, w->name, w->len);
+		p += w->len;
+		for (at = w->len; at < 40; at++)
+			*p++ = ' ';
+		p = size_cell(p, w->old);
+		p = size_cell(p, w->new);
+		p += sprintf(p, " %+7lld", w->delta);
+		if (text)
+			p += w->foot == LLONG_MIN ? sprintf(p, " %10s", "") : sprintf(p, " %+10lld", w->foot);
+		*p++ = '\n';
+	}
+	percent = r.total_old ? (double)((long long)r.total_new - (long long)r.total_old) * 100.0 / (double)r.total_old
+			      : 0;
+	p += sprintf(p, "Total: Before=%llu, After=%llu, chg %+.2f%%\n", r.total_old, r.total_new, percent);
+	out = PyUnicode_DecodeASCII(buf, p - buf, "strict");
+	if (out && text)
+		Py_SETREF(out, Py_BuildValue("(OKK)", out, r.total_old, r.total_new));
+done:
+	PyMem_RawFree(r.row);
+	PyMem_RawFree(buf);
+	return out;
 }
 
 PyDoc_STRVAR(bom_text_doc,
@@ -487,83 +626,28 @@ PyDoc_STRVAR(bom_text_doc,
 
 static PyObject *summary_bom_text(Summary *old, PyObject *args)
 {
-	Summary *new;
-	const char *label;
-	unsigned long long total_old = 0, total_new = 0, up = 0, down = 0;
-	Py_ssize_t i, n = 0, add = 0, remove = 0, grow = 0, shrink = 0, width, at;
-	struct row *rows;
-	PyObject *out = NULL;
-	char *buf = NULL, *p;
-	double percent;
+	return block(old, args, 0);
+}
 
-	if (!PyArg_ParseTuple(args, "O!s", &SummaryType, &new, &label))
-		return NULL;
-	rows = PyMem_RawMalloc(sizeof(*rows) * (old->n + new->n + 1));
-	if (!rows)
-		return PyErr_NoMemory();
-	for (i = 0; i < old->n; i++) {
-		struct entry *a = &old->entries[i], *b = summary_find(new, old->arena + a->off, a->len, a->hash);
+PyDoc_STRVAR(text_block_doc,
+"old.text_block(new) -> (str, total_old, total_new), or None\n\n"
+"The symbol table of size.render's text format (from the add/remove line to the Total line), as\n"
+"it prints it without a filter or --top, and the two totals. None when a row's name is not\n"
+"printable ASCII (size.render escapes and pads it).");
 
-		total_old += a->size;
-		if (b && b->size == a->size)
-			continue;
-		if (!b) {
-			remove++;
-			down += a->size;
-		} else if (b->size > a->size) {
-			grow++;
-			up += b->size - a->size;
-		} else {
-			shrink++;
-			down += a->size - b->size;
-		}
-		rows[n++] = (struct row){ old->arena + a->off, a->len, (long long)a->size, b ? (long long)b->size : -1,
-					  (b ? (long long)b->size : 0) - (long long)a->size };
-	}
-	for (i = 0; i < new->n; i++) {
-		struct entry *b = &new->entries[i];
+static PyObject *summary_text_block(Summary *old, PyObject *args)
+{
+	return block(old, args, 1);
+}
 
-		total_new += b->size;
-		if (summary_find(old, new->arena + b->off, b->len, b->hash))
-			continue;
-		add++;
-		up += b->size;
-		rows[n++] = (struct row){ new->arena + b->off, b->len, -1, (long long)b->size, (long long)b->size };
-	}
-	width = 256 + (Py_ssize_t)strlen(label);
-	for (i = 0; i < n; i++) {
-		if (!ascii(rows[i].name, rows[i].len)) {
-			out = Py_NewRef(Py_None);
-			goto done;
-		}
-		width += rows[i].len + 80;
-	}
-	qsort(rows, n, sizeof(*rows), row_order);
-	buf = PyMem_RawMalloc(width);
-	if (!buf) {
-		PyErr_NoMemory();
-		goto done;
-	}
-	p = buf;
-	p += sprintf(p, "add/remove: %zd/%zd grow/shrink: %zd/%zd up/down: %llu/%lld (%lld)\n", add, remove, grow,
-		     shrink, up, -(long long)down, (long long)up - (long long)down);
-	p += sprintf(p, "%-40s %7s %7s %7s\n", label, "old", "new", "delta");
-	for (i = 0; i < n; i++) {
-		memcpy(p, rows[i].name, rows[i].len);
-		p += rows[i].len;
-		for (at = rows[i].len; at < 40; at++)
-			*p++ = ' ';
-		p = size_cell(p, rows[i].old);
-		p = size_cell(p, rows[i].new);
-		p += sprintf(p, " %+7lld\n", rows[i].delta);
-	}
-	percent = total_old ? (double)((long long)total_new - (long long)total_old) * 100.0 / (double)total_old : 0;
-	p += sprintf(p, "Total: Before=%llu, After=%llu, chg %+.2f%%\n", total_old, total_new, percent);
-	out = PyUnicode_DecodeASCII(buf, p - buf, "strict");
-done:
-	PyMem_RawFree(rows);
-	PyMem_RawFree(buf);
-	return out;
+static PyObject *summary_total(Summary *s, PyObject *unused)
+{
+	unsigned long long total = 0;
+	Py_ssize_t i;
+
+	for (i = 0; i < s->n; i++)
+		total += s->entries[i].size;
+	return PyLong_FromUnsignedLongLong(total);
 }
 
 static PyObject *summary_size_of(Summary *s, PyObject *args)
@@ -598,6 +682,8 @@ static PyMethodDef summary_methods[] = {
 	{ "loads", (PyCFunction)summary_loads, METH_VARARGS | METH_CLASS, "Summary.loads(dumps()): the same summary" },
 	{ "diff", (PyCFunction)summary_diff, METH_VARARGS, diff_doc },
 	{ "bom_text", (PyCFunction)summary_bom_text, METH_VARARGS, bom_text_doc },
+	{ "text_block", (PyCFunction)summary_text_block, METH_VARARGS, text_block_doc },
+	{ "total", (PyCFunction)summary_total, METH_NOARGS, "the summed size of every name" },
 	{ "size_of", (PyCFunction)summary_size_of, METH_VARARGS, "size_of(part, match=None): the summed size of the names containing PART (that MATCH keeps)" },
 	{ NULL, NULL, 0, NULL },
 };

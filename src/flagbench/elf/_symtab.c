@@ -65,26 +65,6 @@ static void elf_release(struct elf *e)
 			PyBuffer_Release(b[i]);
 }
 
-uint64_t rd(const uint8_t *p, int n, int big)
-{
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < n; i++)
-		v |= (uint64_t)p[big ? n - 1 - i : i] << (8 * i);
-	return v;
-}
-
-/* Section header fields: Elf64 and Elf32 put them at different offsets and widths. */
-static const int sh64_off[] = { 0, 4, 8, 16, 24, 32, 40 }, sh64_len[] = { 4, 4, 8, 8, 8, 8, 4 };
-
-uint64_t sh(const struct elf *e, Py_ssize_t i, int field)
-{
-	if (e->is64)
-		return rd(e->shdrs + 64 * i + sh64_off[field], sh64_len[field], e->big);
-	return rd(e->shdrs + 40 * i + 4 * field, 4, e->big);
-}
-
 /* Symbol-table entry fields. */
 static uint32_t sym_name(const struct elf *e, Py_ssize_t k)
 {

@@ -50,11 +50,19 @@ class Side:
 class SizeComparison:
     """OLD vs NEW: each side's sections and totals, and the symbol table (with letters and
     footprints). Plain classes here: importing dataclasses would cost a fifth of the time
-    `flagbench size` takes on a vmlinux pair."""
-    __slots__ = ("old_path", "new_path", "old", "new", "table")
+    `flagbench size` takes on a vmlinux pair. The table is made on first use: the text format
+    without --top has it printed by the C tables themselves (`text_block`)."""
+    __slots__ = ("old_path", "new_path", "old", "new", "summaries", "match", "_table")
 
-    def __init__(self, old_path: str, new_path: str, old: Side, new: Side, table: BomTable):
-        self.old_path, self.new_path, self.old, self.new, self.table = old_path, new_path, old, new, table
+    def __init__(self, old_path: str, new_path: str, old: Side, new: Side, summaries: tuple, match=None):
+        self.old_path, self.new_path, self.old, self.new = old_path, new_path, old, new
+        self.summaries, self.match, self._table = summaries, match, None
+
+    @property
+    def table(self) -> BomTable:
+        if self._table is None:
+            self._table = bom_table("Function", *self.summaries, self.match, extras=True)
+        return self._table
 
 
 def open_pair(old_path: str, new_path: str, warn=None) -> tuple[elf.Input, elf.Input]:
@@ -120,4 +128,4 @@ def compare(old_path: str, new_path: str, types: str | None = None, match=None) 
     a, b = old["tables"][0], new["tables"][0]
     search = match.search if match else None   # .cold: the parts of split functions
     return SizeComparison(old_path, new_path, Side(old, a.size_of(b".cold", search)),
-                          Side(new, b.size_of(b".cold", search)), bom_table("Function", a, b, match, extras=True))
+                          Side(new, b.size_of(b".cold", search)), (a, b), match)

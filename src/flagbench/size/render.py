@@ -107,8 +107,9 @@ def _dash(v):
     return "-" if v is None else v
 
 
-def _extras(c: SizeComparison):
+def _extras(c: SizeComparison, totals: tuple[int, int] | None = None):
     o, n = c.old, c.new
+    total_old, total_new = totals or (c.table.total_old, c.table.total_new)
     return [(f"{k} (sections)", o.groups[k], n.groups[k]) for k in o.groups] + [
         ("padding in code", o.padding, n.padding),
         ("alignment fill (runs of 4 KB and more)", o.fill, n.fill),
@@ -119,10 +120,17 @@ def _extras(c: SizeComparison):
         ("  of which skipped " + SKIPPED_NOTE, o.skipped, n.skipped),
         (".cold symbols", o.cold, n.cold),
         (".text.unlikely", o.unlikely, n.unlikely),
-        ("symbols total", c.table.total_old, c.table.total_new)]
+        ("symbols total", total_old, total_new)]
 
 
 def _text(c: SizeComparison, top) -> str:
+    block = c.summaries[0].text_block(c.summaries[1]) if top is None and c.match is None else None
+    if block is not None:   # C: the rows of a pair of LLVM archives, a quarter million, in one go
+        return _text_rest(c, block[0], block[1:])
+    return _text_rest(c, "\n".join(_text_table(c, top)) + "\n", (c.table.total_old, c.table.total_new))
+
+
+def _text_table(c: SizeComparison, top) -> list[str]:
     t = c.table
     lines = ["add/remove: %s/%s grow/shrink: %s/%s up/down: %s/%s (%s)" % (
         t.add, t.remove, t.grow, t.shrink, t.up, -t.down, t.up - t.down),
@@ -138,15 +146,20 @@ def _text(c: SizeComparison, top) -> str:
     otot, ntot = t.total_old, t.total_new
     lines.append("Total: Before=%d, After=%d, chg %+.2f%%" % (
         otot, ntot, (ntot - otot) * 100.0 / otot if otot else 0))
-    lines += ["", "%-40s %10s %10s %+10s" % ("Section", "old", "new", "delta")]
+    return lines
+
+
+def _text_rest(c: SizeComparison, table: str, totals: tuple[int, int]) -> str:
+    """TABLE (the symbols, to the Total line), then sections, the code's parts and the summary."""
+    lines = ["", "%-40s %10s %10s %+10s" % ("Section", "old", "new", "delta")]
     for r in _section_records(c):
         lines.append("%-40s %10s %10s %+10d" % (term_text(r["name"]), _dash(r["old"]), _dash(r["new"]),
                                                  r["delta"]))
     lines.append("")
-    for name, o, n in _extras(c):
+    for name, o, n in _extras(c, totals):
         lines.append("%-40s %10d %10d %+10d" % (name, o, n, n - o))
     lines += ["", summary(c)]
-    return "\n".join(lines) + "\n"
+    return table + "\n".join(lines) + "\n"
 
 
 def _markdown(c: SizeComparison, top) -> str:
