@@ -6,7 +6,6 @@ imports happen inside `run`), so `flagbench size` on two small files starts fast
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
@@ -33,34 +32,8 @@ def is_experiment(path) -> bool:
     return os.path.isdir(path) or os.path.splitext(str(path))[1] == ".toml"
 
 
-class TerminalWidthFormatter(argparse.HelpFormatter):
-    """argparse's help formatter, sized from COLUMNS or the terminal without importing shutil
-    (argparse makes one per add_argument, and shutil's import is a tenth of the start-up of
-    `flagbench size`)."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width=None):
-        if width is None:
-            try:
-                width = int(os.environ.get("COLUMNS", "")) - 2
-            except ValueError:
-                try:
-                    width = os.get_terminal_size(sys.__stdout__.fileno()).columns - 2
-                except (OSError, AttributeError, ValueError):
-                    width = 78
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """Usage errors as one line on stderr and exit 2, like every other bad input."""
-
-    def __init__(self, *args, formatter_class=TerminalWidthFormatter, **kwargs):
-        super().__init__(*args, formatter_class=formatter_class, **kwargs)
-
-    def error(self, message: str):  # noqa: D102 - argparse API
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None):
+    from flagbench.cli.parser import OneLineParser
     parser = OneLineParser(prog="flagbench", description="Show me the numbers for a "
                            "code-generation change: size, asm and benchmarks of builds A vs B.")
     parser.add_argument("--version", action="version", version=f"flagbench {__version__}")
@@ -77,19 +50,32 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
+    args = sys.argv[1:] if argv is None else argv
+    verb, handler = "size", _quick(args)
+    if handler is None:
+        parser = build_parser(argv)
+        ns = parser.parse_args(argv)
+        if not getattr(ns, "handler", None):
+            parser.print_help()
+            return 2
+        verb, handler = ns.verb, lambda: ns.handler(ns)
     try:
-        return args.handler(args) or 0
+        return handler() or 0
     except UserError as e:
-        print(f"flagbench {args.verb}: {e}", file=sys.stderr)
+        print(f"flagbench {verb}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:   # procs.Terminated carries the signal: exit 128 + it
-        print(f"flagbench {args.verb}: interrupted", file=sys.stderr)
+        print(f"flagbench {verb}: interrupted", file=sys.stderr)
         return getattr(e, "exit_status", 130)
     except BrokenPipeError:  # `flagbench size ... | head`
         sys.stderr.close()
         return 0
+
+
+def _quick(args: list[str]):
+    """`flagbench size OLD NEW` in its plain forms, without argparse (whose import is a tenth of
+    that command on a vmlinux pair): a handler, or None for the parser to take the command."""
+    if args[:1] != ["size"]:
+        return None
+    from flagbench.cli import size
+    return size.quick(args[1:])

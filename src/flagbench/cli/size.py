@@ -36,8 +36,26 @@ def register(sub):
     return p
 
 
+def quick(argv: list[str]):
+    """`size [--format=F] OLD NEW` (two files, no other option): run() without argparse, as a
+    handler for `cli.main`; None for anything else (the parser's defaults, help and errors)."""
+    fmt = "text"
+    if argv[:1] == ["--format"] and len(argv) == 4:
+        fmt, argv = argv[1], argv[2:]
+    elif len(argv) == 3 and argv[0].startswith("--format="):
+        fmt, argv = argv[0][len("--format="):], argv[1:]
+    if len(argv) != 2 or fmt not in FORMATS or any(a.startswith("-") or not a for a in argv):
+        return None
+    from flagbench.cli import is_experiment
+    if any(map(is_experiment, argv)):
+        return None
+    from types import SimpleNamespace
+    args = SimpleNamespace(old=argv[0], new=argv[1], format=fmt, mode=None, kind=None, match=None, top=None,
+                           variants=None, target=None, compiler=None, objects=False, summary=False, bom_rules=None)
+    return lambda: run(args)
+
+
 def run(args) -> int:
-    import re
     import sys
 
     from flagbench import size
@@ -45,10 +63,13 @@ def run(args) -> int:
 
     if _experiment(args):   # a kernel's --objects / --summary printed; else args.old/new are now files
         return 0
-    try:
-        match = re.compile(args.match) if args.match else None
-    except re.error as e:
-        raise UserError(f"--match {args.match!r}: {e}") from None
+    match = None
+    if args.match:
+        import re
+        try:
+            match = re.compile(args.match)
+        except re.error as e:
+            raise UserError(f"--match {args.match!r}: {e}") from None
     if args.top is not None and args.top < 0:
         raise UserError("--top must be 0 or more")
     types = size.SYMBOL_KINDS[args.kind] if args.kind else getattr(args, "kind_types", None)
@@ -62,7 +83,8 @@ def run(args) -> int:
     if args.mode:
         raise UserError(f"-{args.mode} goes with --format=bom; use --kind for the other formats")
     comparison = size.compare(args.old, args.new, types=types, match=match)
-    sys.stdout.write(size.render(comparison, args.format, args.top))
+    from flagbench.size.render import render
+    sys.stdout.write(render(comparison, args.format, args.top))
     return 0
 
 

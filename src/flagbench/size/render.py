@@ -5,7 +5,30 @@ from __future__ import annotations
 
 from flagbench.size.measure import SizeComparison
 from flagbench.size.rules import CODE_LETTERS
-from flagbench.textsafe import csv_cell, md_cell, md_code, term_text
+
+
+def term_text(s: str) -> str:
+    """`textsafe.term_text`, imported only for a name that needs it (its import, with typing and
+    threading, is a tenth of `flagbench size` on a vmlinux pair)."""
+    if s.isprintable():   # no control character: nothing to escape
+        return s
+    from flagbench.textsafe import term_text as escape
+    return escape(s)
+
+
+def csv_cell(v):
+    from flagbench.textsafe import csv_cell as cell
+    return cell(v)
+
+
+def md_cell(s: str) -> str:
+    from flagbench.textsafe import md_cell as cell
+    return cell(s)
+
+
+def md_code(s: str) -> str:
+    from flagbench.textsafe import md_code as code
+    return code(s)
 
 FORMATS = ("text", "md", "json", "csv")
 SKIPPED_NOTE = "(':' names, __mod_*, ...: in no table above)"

@@ -7,8 +7,6 @@ whose size changed, by delta then name, descending. `bom_text` prints that table
 """
 from __future__ import annotations
 
-import re
-
 DEFAULT_TYPES = "tTdDbBrRvVwW"
 SYMBOL_KINDS = {"functions": "tTwW", "data": "dDbBvV", "rodata": "rR"}
 CODE_LETTERS = "tTwWi"
@@ -20,14 +18,15 @@ BOM_TABLES = {   # bloat-o-meter's mode (-c, -d, -t) -> its tables (label, nm le
 }
 SKIP_PREFIXES = ("__mod_", "__se_sys", "__se_compat_sys", "__addressable_")
 SKIP_NAMES = ("linux_banner", "vermagic")
-NUMBER = re.compile(r"\.[0-9]+")
+NUMBER = r"\.[0-9]+"   # (a pattern: `re` is imported by bom_name alone, the C tables rename)
 
 
 def bom_name(name: str) -> str | None:
     """The name bloat-o-meter files a symbol under, or None when it skips it."""
     if ":" in name or name.startswith(SKIP_PREFIXES) or name in SKIP_NAMES:
         return None
-    return NUMBER.sub("", name) if "." in name else name
+    import re
+    return re.sub(NUMBER, "", name) if "." in name else name
 
 
 class BomTable:
