@@ -111,7 +111,7 @@ def bench(name: str, old: Path, new: Path, runs: int, oracle: Path) -> None:
     print(f"{name}: {old} vs {new}, {runs} interleaved runs each")
     for k in tools:
         ratio = "" if k == "bloat-o-meter" else (f"  {med['bloat-o-meter'] / med[k]:.2f}x faster "
-                                                 f"(CPU {cpu['bloat-o-meter'] / cpu[k]:.2f}x; goal >= 5)")
+                                                 f"(CPU {cpu['bloat-o-meter'] / cpu[k]:.2f}x; goal >= 10)")
         print(f"  {k:14s} median {med[k]:.3f} s  (min {min(times[k]):.3f}, max {max(times[k]):.3f}), "
               f"CPU {cpu[k]:.3f} s, peak RSS {rss[k] / 1024:.0f} MB{ratio}")
     print(f"  bom output identical to bloat-o-meter's: {'yes' if same else 'NO'}")

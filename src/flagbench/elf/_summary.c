@@ -510,7 +510,7 @@ static long long foot_delta(struct entry *a, struct entry *b, const uint8_t *cod
 
 /* diff()'s rows, unfiltered, in bloat-o-meter's order; 0, or -1 when a name is not (printable) ASCII
  * (R->row NULL) or memory ran out (an exception set). */
-static int collect_rows(Summary *old, Summary *new, struct rows *r, int printable)
+static int collect_rows(Summary *old, Summary *new, struct rows *r, int printable, const uint8_t *code)
 {
 	Py_ssize_t i;
 
@@ -535,7 +535,7 @@ static int collect_rows(Summary *old, Summary *new, struct rows *r, int printabl
 			r->down += a->size - b->size;
 		}
 		r->row[r->n++] = (struct row){ old->arena + a->off, a->len, (long long)a->size, b ? (long long)b->size : -1,
-					       (b ? (long long)b->size : 0) - (long long)a->size, foot_delta(a, b, new->code) };
+					       (b ? (long long)b->size : 0) - (long long)a->size, foot_delta(a, b, code) };
 	}
 	for (i = 0; i < new->n; i++) {
 		struct entry *b = &new->entries[i];
@@ -546,7 +546,7 @@ static int collect_rows(Summary *old, Summary *new, struct rows *r, int printabl
 		r->add++;
 		r->up += b->size;
 		r->row[r->n++] = (struct row){ new->arena + b->off, b->len, -1, (long long)b->size, (long long)b->size,
-					       foot_delta(NULL, b, new->code) };
+					       foot_delta(NULL, b, code) };
 	}
 	for (i = 0; i < r->n; i++)
 		if (!ascii(r->row[i].name, r->row[i].len, printable)) {
@@ -593,16 +593,19 @@ static char *size_cell(char *p, long long v)
 static PyObject *block(Summary *old, PyObject *args, int text)
 {
 	Summary *new;
-	const char *label = "Symbol";
+	const char *label = "Symbol", *letters = "";
+	uint8_t code[256] = { 0 };
 	Py_ssize_t i, width;
 	struct rows r;
 	PyObject *out = NULL;
 	char *buf = NULL, *p;
 	double percent;
 
-	if (!PyArg_ParseTuple(args, text ? "O!" : "O!s", &SummaryType, &new, &label))
+	if (!PyArg_ParseTuple(args, text ? "O!s" : "O!s", &SummaryType, &new, text ? &letters : &label))
 		return NULL;
-	if (collect_rows(old, new, &r, text) < 0)
+	for (; *letters; letters++)	/* not the summaries' own: Summary.loads leaves those empty */
+		code[(uint8_t)*letters] = 1;
+	if (collect_rows(old, new, &r, text, code) < 0)
 		return r.row || PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
 	width = 1024 + (Py_ssize_t)strlen(label);	/* the three fixed lines */
 	for (i = 0; i < r.n; i++)
@@ -661,9 +664,10 @@ static PyObject *summary_bom_text(Summary *old, PyObject *args)
 }
 
 PyDoc_STRVAR(text_block_doc,
-"old.text_block(new) -> (str, total_old, total_new), or None\n\n"
+"old.text_block(new, code_letters) -> (str, total_old, total_new), or None\n\n"
 "The symbol table of size.render's text format (from the add/remove line to the Total line), as\n"
-"it prints it without a filter or --top, and the two totals. None when a row's name is not\n"
+"it prints it without a filter or --top, and the two totals; a footprint for the rows of\n"
+"CODE_LETTERS. None when a row's name is not\n"
 "printable ASCII (size.render escapes and pads it).");
 
 static PyObject *summary_text_block(Summary *old, PyObject *args)

@@ -10,10 +10,9 @@ from flagbench.size.rules import BOM_TABLES, DEFAULT_TYPES, SYMBOL_KINDS  # noqa
 
 
 def __getattr__(name: str):
-    """`render` (the function) and `FORMATS` on first use: --format=bom has no need of them. (Once
-    the submodule is imported elsewhere, `flagbench.size.render` is the module: import the function
-    from it, as cli/size.py does.)"""
-    if name in ("render", "FORMATS"):
-        import importlib
-        return getattr(importlib.import_module("flagbench.size.render"), name)
+    """`FORMATS` on first use: --format=bom has no need of `render` (import the function from
+    flagbench.size.render: `flagbench.size.render` is that module)."""
+    if name == "FORMATS":
+        from flagbench.size.render import FORMATS
+        return FORMATS
     raise AttributeError(f"module 'flagbench.size' has no attribute {name!r}")

@@ -147,7 +147,7 @@ def _extras(c: SizeComparison, totals: tuple[int, int] | None = None):
 
 
 def _text(c: SizeComparison, top) -> str:
-    block = c.summaries[0].text_block(c.summaries[1]) if top is None and c.match is None else None
+    block = c.summaries[0].text_block(c.summaries[1], CODE_LETTERS) if top is None and c.match is None else None
     if block is not None:   # C: the rows of a pair of LLVM archives, a quarter million, in one go
         return _text_rest(c, block[0], block[1:])
     return _text_rest(c, "\n".join(_text_table(c, top)) + "\n", (c.table.total_old, c.table.total_new))

@@ -1,0 +1,147 @@
+"""The fast paths of `flagbench size` against the ones they replace, on real files built here.
+
+The C reader (`_symtab.scan_pair`: both files on two threads) against the Python reader it
+falls back to (`symbols.read_side`), the C blocks (`Summary.bom_text`, `text_block`) against
+size.rules / size.render's Python tables, and `flagbench size OLD NEW` without argparse against
+the parser's path: every format, byte for byte. Inputs: objects and archives of several
+targets (GNU and BSD archives, extended section indices are in test_elf_reader), a static
+executable (linked: its code outside symbols goes through asm.unsized), a shared library, and
+names bloat-o-meter's rules skip or rename and names that are not ASCII.
+"""
+import re
+import subprocess
+
+import pytest
+
+from elf_util import run_verb
+from flagbench import size
+from flagbench.size import measure, symbols
+from flagbench.size.render import render
+from flagbench.size.rules import CODE_LETTERS
+from flagbench.toolchains import TARGETS
+
+FORMATS = ("text", "md", "json", "csv")
+TARGETS_HERE = [("x86_64", "gcc"), ("aarch64", "gcc"), ("arm", "gcc"), ("riscv64", "gcc"), ("hppa", "gcc")]
+SOURCE = r"""
+int counter_a = 1, table_b[40];
+static int helper(int x) { static int counter; counter += x; return counter * 3; }
+int plain(int x) { return helper(x) + 7; }
+const char vermagic[] = "v";
+int __mod_table_x[4];
+__attribute__((weak)) int weak_fn(int y) { return y * %(k)d; }
+int get(int i) { return table_b[i %% 40] + plain(i) + weak_fn(i); }
+%(extra)s
+"""
+
+
+def _compile(tmp, target, compiler, name, k, extra=""):
+    src = tmp / f"{name}.c"
+    src.write_text(SOURCE % {"k": k, "extra": extra})
+    t = TARGETS[target]
+    out = tmp / f"{name}.o"
+    subprocess.run(t.compiler_argv(compiler) + list(t.base_cflags) + ["-O2", "-c", str(src), "-o", str(out)],
+                   check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
+    """(label, old, new) pairs: objects per target, GNU and BSD archives, static executables, shared libraries."""
+    tmp = tmp_path_factory.mktemp("fast")
+    out = []
+    for target, compiler in TARGETS_HERE:
+        extra = "int more(int z) { return z * z + get(z); }" + ("\nint café(int x) { return x + 1; }"
+                                                                  if target == "x86_64" else "")
+        try:
+            a = _compile(tmp, target, compiler, f"old-{target}", 3)
+            b = _compile(tmp, target, compiler, f"new-{target}", 5, extra)
+        except (subprocess.CalledProcessError, FileNotFoundError):
+            continue
+        out.append((target, a, b))
+    assert out and out[0][0] == "x86_64"
+    x_old, x_new = out[0][1], out[0][2]
+    for fmt in ("gnu", "bsd"):
+        archives = []
+        for side, obj in (("old", x_old), ("new", x_new)):
+            arch = tmp / f"{side}-{fmt}.a"
+            subprocess.run(["llvm-ar-19", "rcs", f"--format={fmt}", str(arch), str(obj),
+                            *(str(o) for _, o, _ in out[1:2])], check=True)
+            archives.append(arch)
+        out.append((f"archive-{fmt}", *archives))
+    for kind, flags in (("static", ["-static"]), ("shared", ["-shared", "-fPIC"])):
+        made = []
+        for side, k in (("old", 3), ("new", 9)):
+            src = tmp / f"{kind}-{side}.c"
+            src.write_text(SOURCE % {"k": k, "extra": "int main(void) { return get(2); }" if kind == "static" else ""})
+            exe = tmp / f"{kind}-{side}"
+            subprocess.run(["gcc", "-O2", *flags, str(src), "-o", str(exe)], check=True, capture_output=True)
+            made.append(exe)
+        out.append((kind, *made))
+    return out
+
+
+def _python_reader(monkeypatch):
+    monkeypatch.setattr(measure, "read_pair", lambda *a, **k: None)
+
+
+def test_c_reader_reads_what_the_python_reader_reads(pairs, monkeypatch):
+    """Every format and bom mode, through the C reader and through the Python one: the same bytes."""
+    fast = {}
+    for label, old, new in pairs:
+        assert symbols.read_pair(str(old), str(new), size.BOM_TABLES[None]) is not None, label
+        for mode in (None, "c", "d", "t"):
+            fast[label, "bom", mode] = size.bom(str(old), str(new), mode)
+        comparison = size.compare(str(old), str(new))
+        for fmt in FORMATS:
+            fast[label, fmt, None] = render(comparison, fmt)
+    _python_reader(monkeypatch)
+    for (label, fmt, mode), text in fast.items():
+        old, new = next((o, n) for lab, o, n in pairs if lab == label)
+        slow = size.bom(str(old), str(new), mode) if fmt == "bom" else render(size.compare(str(old), str(new)), fmt)
+        assert text == slow, (label, fmt, mode)
+    assert "café" in fast["x86_64", "text", None] and "more" in fast["x86_64", "bom", None]
+
+
+def test_c_blocks_print_what_the_python_tables_print(pairs):
+    """bom_text and text_block (no filter, no --top) against the Python tables they stand in for,
+    which a match-everything filter makes: the same bytes; a non-ASCII name leaves it to Python."""
+    from flagbench.elf._symtab import Summary
+    everything = re.compile("")
+    for label, old, new in pairs:
+        for mode in (None, "c"):
+            assert size.bom(str(old), str(new), mode) == size.bom(str(old), str(new), mode, match=everything), label
+        c, filtered = size.compare(str(old), str(new)), size.compare(str(old), str(new), match=everything)
+        assert render(c, "text") == render(filtered, "text"), label
+        a, b = c.summaries
+        assert isinstance(a, Summary)
+        if label == "x86_64":   # café: Python sorts and pads by code points
+            assert a.bom_text(b, "Function") is None and a.text_block(b, CODE_LETTERS) is None
+        elif label == "static":
+            assert a.bom_text(b, "Function") is not None and a.text_block(b, CODE_LETTERS)[1:] == (c.table.total_old,
+                                                                                   c.table.total_new)
+
+
+def test_command_without_the_parser_prints_what_the_parser_path_prints(pairs):
+    """`size [--format F] OLD NEW` skips argparse; --top larger than the table takes the parser's
+    path (and the Python tables) and must print the same."""
+    for label, old, new in pairs[:2] + pairs[-2:]:
+        for fmt_args in ([], ["--format=bom"], ["--format", "json"], ["--format=md"]):
+            quick = run_verb(["size", *fmt_args, str(old), str(new)])
+            parsed = run_verb(["size", *fmt_args, "--top", "100000", str(old), str(new)])
+            assert quick[0] == parsed[0] == 0 and quick == parsed, (label, fmt_args)
+
+
+def test_damaged_or_missing_input_is_the_python_readers_error(tmp_path, pairs):
+    """What the C reader does not read (here a truncated file, a missing one, a stripped one) is
+    read by the Python reader, whose one-line errors stand."""
+    label, old, new = pairs[0]
+    cut = tmp_path / "cut.o"
+    cut.write_bytes(old.read_bytes()[:200])
+    stripped = tmp_path / "stripped.o"
+    subprocess.run(["strip", "-o", str(stripped), str(old)], check=True)
+    for bad, message in ((cut, "truncated ELF file"), (tmp_path / "none.o", "no such file"),
+                         (stripped, "no symbol table")):
+        assert symbols.read_pair(str(bad), str(new), size.BOM_TABLES[None]) is None
+        for fmt in ("bom", "text"):
+            status, out, err = run_verb(["size", f"--format={fmt}", str(bad), str(new)])
+            assert status == 2 and out == "" and message in err and err.count("\n") == 1, err
