@@ -9,7 +9,6 @@ target.
 """
 from __future__ import annotations
 
-import functools
 from collections import namedtuple
 
 from flagbench.elf import _symtab, sections
@@ -66,9 +65,15 @@ def _name_code(sh_type: int, sh_flags: int, name: bytes) -> int:
 Rules = namedtuple("Rules", "letters base name_code common")
 
 
-@functools.cache
+_RULES: dict[int, Rules] = {}   # (a dict, not functools.cache: functools is a start-up cost of its own)
+
+
 def rules(machine: int) -> Rules:
-    return Rules(_SYMBOL_LETTERS, _BASE_CODES, _name_code, (SHN_COMMON, *COMMON_INDICES.get(machine, ())))
+    got = _RULES.get(machine)
+    if got is None:
+        got = _RULES[machine] = Rules(_SYMBOL_LETTERS, _BASE_CODES, _name_code,
+                                      (SHN_COMMON, *COMMON_INDICES.get(machine, ())))
+    return got
 
 
 class MemberTables:
