@@ -145,3 +145,26 @@ def test_damaged_or_missing_input_is_the_python_readers_error(tmp_path, pairs):
         for fmt in ("bom", "text"):
             status, out, err = run_verb(["size", f"--format={fmt}", str(bad), str(new)])
             assert status == 2 and out == "" and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_extended_section_indices_read_alike(tmp_path, monkeypatch):
+    """Over 0xff00 sections (symbols with SHN_XINDEX, their sections in SHT_SYMTAB_SHNDX): the C
+    reader resolves them as the Python one does."""
+    many = 0xFF00 + 300
+    paths = []
+    for side, grow in (("old", 0), ("new", 5)):
+        src = tmp_path / f"{side}.s"
+        with open(src, "w") as f:
+            for i in range(many):
+                n = 1 + i % 3 + (grow if i == many - 1 else 0)
+                f.write(f'.section .text.f{i},"ax",@progbits\n.globl f{i}\n.type f{i},@function\n'
+                        f"f{i}:\n.skip {n}, 0x90\n.size f{i}, {n}\n")
+        out = tmp_path / f"{side}.o"
+        subprocess.run(["as", "-o", str(out), str(src)], check=True)
+        paths.append(str(out))
+    assert symbols.read_pair(*paths, size.BOM_TABLES[None]) is not None
+    fast = size.bom(*paths), render(size.compare(*paths), "text")
+    assert f"f{many - 1}" in fast[0] and "+5" in fast[0]
+    _python_reader(monkeypatch)
+    assert fast == (size.bom(*paths), render(size.compare(*paths), "text"))
