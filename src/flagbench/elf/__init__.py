@@ -5,15 +5,16 @@ their names and nm letters; symbols: nm's type letter; tables: each member's nm-
 columns (`flagbench size`, the run stage's symbol checks; its loops are C, `_symtab.c`), and
 `Summary`, bloat-o-meter's table they fill; image:
 one ELF file's named sections and symbols, contents read on demand (`flagbench asm`, the layout
-relinks). Constants: `constants`. `Image` and `symbol_address` are imported on first use:
-`flagbench size` has no need of them.
+relinks). Constants: `constants`. Every name is imported on first use.
 """
-from flagbench.elf.files import Input, Member, is_elf, open_input  # noqa: F401
-from flagbench.elf.tables import Summary, sized_symbols  # noqa: F401
+_LAZY = {"Input": "files", "Member": "files", "is_elf": "files", "open_input": "files",
+         "Summary": "tables", "sized_symbols": "tables", "Image": "image", "symbol_address": "image"}
 
 
 def __getattr__(name: str):
-    if name in ("Image", "symbol_address"):
-        from flagbench.elf import image
-        return getattr(image, name)
+    """Every name on first use: `flagbench size`'s C reader needs none of their imports
+    (collections, array, struct), which are a tenth of its start-up."""
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"flagbench.elf.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'flagbench.elf' has no attribute {name!r}")

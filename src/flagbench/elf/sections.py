@@ -4,9 +4,7 @@
 `table_range` / `string_table` the one bounds and type check of a section, for every reader in
 `flagbench.elf`. `view` hands a member's symbol table to the C loops (`_symtab.c`).
 
-The letter follows binutils 2.40 (bfd/syms.c decode_section_type, bfd/elf.c
-_bfd_elf_make_section_from_shdr): code t, data d, read-only data r, no contents b, debug N,
-other read-only n; a COFF name (.drectve, .edata, .idata, .pdata) wins over the flags.
+The section's nm letter (`letter`) is in `letters`, re-exported here.
 """
 from __future__ import annotations
 
@@ -14,9 +12,10 @@ import sys
 from array import array
 from collections import namedtuple
 
-from flagbench.elf.constants import (EM_ARM, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHN_LORESERVE,
-                                     SHT_NOBITS, SHT_STRTAB, SHT_SYMTAB, SHT_SYMTAB_SHNDX)
+from flagbench.elf.constants import (EM_ARM, ET_REL, SHN_LORESERVE, SHT_NOBITS, SHT_STRTAB, SHT_SYMTAB,
+                                     SHT_SYMTAB_SHNDX)
 from flagbench.elf.files import Input, Member
+from flagbench.elf.letters import COFF_PREFIXES, letter  # noqa: F401 - the section letter lives there
 from flagbench.errors import UserError
 
 # Fields of a section header tuple (`headers`)
@@ -125,44 +124,6 @@ def cstring(buf, start: int, stop: int) -> bytes:
     """The NUL-terminated string at START, not reading past STOP."""
     end = buf.find(b"\0", start, stop)
     return buf[start:stop if end < 0 else end]
-
-
-def letter(sh_type: int, sh_flags: int, name: bytes) -> str:
-    """nm's lower-case letter for symbols in this section (bfd decode_section_type)."""
-    coff = _coff_section_type(name)
-    if coff:
-        return coff
-    contents = sh_type != SHT_NOBITS
-    alloc = bool(sh_flags & SHF_ALLOC)
-    readonly = not sh_flags & SHF_WRITE
-    if sh_flags & SHF_EXECINSTR:
-        return "t"
-    if alloc and contents:             # SEC_LOAD, hence SEC_DATA
-        return "r" if readonly else "d"
-    if not contents:
-        return "b"
-    if not alloc and _is_debug_name(name):
-        return "N"
-    return "n" if readonly else "?"
-
-
-# bfd/syms.c `stt`: these names win over the flags, for ELF too (prefix + one of ".$0-9" or end).
-_COFF_TYPES = ((b".drectve", "i"), (b".edata", "e"), (b".idata", "i"), (b".pdata", "p"))
-COFF_PREFIXES = (b".dr", b".ed", b".id", b".pd")   # cheap pre-filter for the vectorised path
-
-
-def _coff_section_type(name: bytes) -> str | None:
-    for prefix, kind in _COFF_TYPES:
-        if name.startswith(prefix):
-            rest = name[len(prefix):len(prefix) + 1]
-            if rest == b"" or rest in b".$0123456789":
-                return kind
-    return None
-
-
-def _is_debug_name(name: bytes) -> bool:
-    return (name.startswith((b".debug", b".gnu.debuglto_.debug_", b".gnu.linkonce.wi.", b".zdebug",
-                             b".line", b".stab")) or name == b".gdb_index")
 
 
 def xindex_table(inp: Input, m: Member, hdrs: Headers, symtab: int) -> bytes:

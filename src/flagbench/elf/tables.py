@@ -12,51 +12,13 @@ from __future__ import annotations
 from collections import namedtuple
 
 from flagbench.elf import _symtab, sections
-from flagbench.elf.constants import COMMON_INDICES, SHN_COMMON, SHT_NOBITS
+from flagbench.elf.constants import COMMON_INDICES, SHN_COMMON
 from flagbench.elf.files import Input, Member, open_input
-from flagbench.elf.symbols import COMMON, NO_SECTION, SECTION_LETTERS, symbol_letter
+from flagbench.elf.letters import LETTER_CODES, _BASE_CODES, _SYMBOL_LETTERS, _name_code  # noqa: F401
 from flagbench.errors import UserError
 
 # bloat-o-meter's table of one input, filled by `read_member` (`_summary.c`): public here.
 Summary = _symtab.Summary
-
-# Section letter codes: index into LETTER_CODES; code 0 is "not a section nm lists symbols of",
-# COMMON is last (the C code files reserved common indices under it).
-LETTER_CODES = NO_SECTION + SECTION_LETTERS + COMMON
-_CODE = {c: i for i, c in enumerate(LETTER_CODES)}
-assert _CODE[COMMON] == 11 and len(LETTER_CODES) <= 16
-
-
-def _symbol_letters() -> bytes:
-    """nm's letter (0: not listed) by st_info << 4 | section code. symbol_letter is asked once
-    per st_info with a probe section letter and once for common: the section's own letter only
-    passes through it (upper-cased for a global), so each st_info's row of 16 codes is one of a
-    handful, made once (this runs at every start of flagbench)."""
-    rows: dict[tuple, bytes] = {}
-    table = []
-    for info in range(256):
-        key = (symbol_letter("x", info >> 4, info & 0xF), symbol_letter(COMMON, info >> 4, info & 0xF))
-        row = rows.get(key)
-        if row is None:
-            probe, common = key
-            row = bytearray(16)
-            for code, section in enumerate(LETTER_CODES):
-                letter = (None if section == NO_SECTION else common if section == COMMON else
-                          {"x": section, "X": section.upper()}.get(probe, probe))
-                row[code] = ord(letter) if letter else 0
-            row = rows[key] = bytes(row)
-        table.append(row)
-    return b"".join(table)
-
-
-_SYMBOL_LETTERS = _symbol_letters()
-# A section's letter code from flags & (WRITE|ALLOC|EXEC) | NOBITS << 3, where its name does not decide.
-_BASE_CODES = bytes(_CODE[sections.letter(SHT_NOBITS if key >> 3 else 1, key & 7, b"")] for key in range(16))
-
-
-def _name_code(sh_type: int, sh_flags: int, name: bytes) -> int:
-    return _CODE[sections.letter(sh_type, sh_flags, name)]
-
 
 # nm's rules as the C loops take them (`_symtab.c`: struct rules): LETTERS, the letter (0: not
 # listed) by st_info << 4 | section code; BASE, a section's code by flags & (WRITE|ALLOC|EXEC) |

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 
 from flagbench import elf
-from flagbench.elf import Summary
+from flagbench.elf._symtab import Summary
 from flagbench.size.pair import PARALLEL_SYMTAB_BYTES_EXTRAS, both
 from flagbench.size.rules import BOM_TABLES, DEFAULT_TYPES, BomTable, bom_text
 from flagbench.size.symbols import read_pair, read_side

@@ -8,9 +8,8 @@ objects are made once per distinct name, not once per symbol.
 """
 from __future__ import annotations
 
-from flagbench.elf import Summary, _symtab
+from flagbench.elf import _symtab, letters
 from flagbench.elf.constants import COMMON_INDICES, ET_REL
-from flagbench.elf import tables as elf_tables
 from flagbench.size.rules import CODE_LETTERS, SKIP_NAMES, SKIP_PREFIXES
 
 GROUPS = ("text", "rodata", "data", "bss")
@@ -27,6 +26,7 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     """Per (label, letters) table, bloat-o-meter's names of INP summed (an `elf.Summary`, as
     its `dumps()`: plain bytes that `marshal` carries from the forked reader; `Summary.loads`
     makes it again); with EXTRAS also the sections, code totals and footprints. Closes INP."""
+    from flagbench.elf import tables as elf_tables
     summaries = _summaries(tables)
     side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0,
             "unsized": dict.fromkeys(("stub", "padding", "fill", "other", "stubs"), 0)}
@@ -47,8 +47,8 @@ def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
     `Summary` objects themselves. None when that reader leaves the files to read_side (damage,
     an unusual archive: the Python reader says what is wrong)."""
     made = [_summaries(tables), _summaries(tables)]
-    got = _symtab.scan_pair(old_path, new_path, *made, elf_tables._SYMBOL_LETTERS, elf_tables._BASE_CODES,
-                            elf_tables._name_code, COMMON_INDICES, extras, SECTION_GROUPS)
+    got = _symtab.scan_pair(old_path, new_path, *made, letters._SYMBOL_LETTERS, letters._BASE_CODES,
+                            letters._name_code, COMMON_INDICES, extras, SECTION_GROUPS)
     if got is None:
         return None
     sides = []
@@ -65,8 +65,8 @@ def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
 
 
 def _summaries(tables) -> tuple:
-    return tuple(Summary(letters.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
-                 for _, letters in tables)
+    return tuple(_symtab.Summary(kinds.encode(), CODE_LETTERS.encode(), _SKIP_PREFIXES, _SKIP_NAMES)
+                 for _, kinds in tables)
 
 
 def _linked_unsized(path: str, offsets: set, u: dict) -> None:
