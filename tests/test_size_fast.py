@@ -168,3 +168,24 @@ def test_extended_section_indices_read_alike(tmp_path, monkeypatch):
     assert f"f{many - 1}" in fast[0] and "+5" in fast[0]
     _python_reader(monkeypatch)
     assert fast == (size.bom(*paths), render(size.compare(*paths), "text"))
+
+
+def test_sections_whose_name_decides_are_asked_of_python_from_the_reading_threads(tmp_path, monkeypatch):
+    """A symbol in an unallocated section with contents takes its letter from the section's name
+    (`letters.letter`, a Python callback the C reader calls from its threads, taking the GIL)."""
+    paths = []
+    for side in ("old", "new"):
+        src = tmp_path / f"{side}.s"
+        src.write_text(f'.section .note_x,"",@progbits\n.globl kept_{side}\n.type kept_{side},@object\n'
+                       f"kept_{side}: .long 1\n.size kept_{side},4\n"
+                       '.section .debug_y,"",@progbits\n.globl dbg\ndbg: .long 2\n.size dbg,4\n'
+                       ".text\n.globl f\n.type f,@function\nf: ret\n.size f,1\n")
+        subprocess.run(["as", "-o", str(tmp_path / f"{side}.o"), str(src)], check=True)
+        paths.append(str(tmp_path / f"{side}.o"))
+    nm = subprocess.run(["nm", paths[0]], capture_output=True, text=True, check=True).stdout
+    assert "N dbg" in nm and "N kept_old" in nm
+    assert symbols.read_pair(*paths, size.BOM_TABLES[None]) is not None
+    fast = size.bom(*paths, types="nN"), render(size.compare(*paths, types="tTnN"), "text")
+    assert "kept_new" in fast[0] and "kept_old" in fast[0] and "dbg" not in fast[0]
+    _python_reader(monkeypatch)
+    assert fast == (size.bom(*paths, types="nN"), render(size.compare(*paths, types="tTnN"), "text"))
