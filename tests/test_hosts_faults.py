@@ -140,7 +140,7 @@ def micro_experiment(dir: Path, source: str, benches: dict[str, str], samples: i
 def run_on_host(exp: Path, tmp_path: Path, ssh: str, *args, timeout: float = 600):
     env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "FLAGBENCH_SSH": ssh}
     cache = Path(os.environ.get("FLAGBENCH_CACHE", tmp_path / "cache"))
-    return flagbench("run", exp, "--db", tmp_path / "fb.db", *args, cwd=tmp_path, clean_env=True, cache=cache,
+    return flagbench("run", exp, "--db", tmp_path / "fb.db", "--host", "box", *args, cwd=tmp_path, clean_env=True, cache=cache,
                      env=env, timeout=timeout)
 
 
@@ -249,7 +249,7 @@ def test_an_ssh_command_with_an_unbalanced_quote_is_one_line(monkeypatch, tmp_pa
     with pytest.raises(UserError, match="FLAGBENCH_SSH"):
         ssh_command()
     exp = micro_experiment(tmp_path / "exp", GARBAGE_C, {"f5": ""})
-    done = run_on_host(exp, tmp_path, "ssh -o 'ProxyCommand=nc %h", "--host", "box", timeout=120)
+    done = run_on_host(exp, tmp_path, "ssh -o 'ProxyCommand=nc %h", timeout=120)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "FLAGBENCH_SSH" in done.stderr, done.stderr
 
 
