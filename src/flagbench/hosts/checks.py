@@ -8,8 +8,8 @@
 - `login_noise(lines)`: what a login printed before flagbench's own first line (a chatty
   .bashrc, a ForceCommand banner). flagbench refuses such a host: the program's output there
   could not be told from the login's.
-- `timed_where(fleet, targets)`: which targets the hosts take and which are timed here, so a
-  run never names a host for samples taken on this machine.
+- `untaken(hosts, targets)`: the targets no host is of: said in one line, and a run never
+  names a host for samples taken on this machine.
 - `local_cpu(cpu)`: --cpu N for a program timed here must be a CPU this process may use.
 """
 from __future__ import annotations
@@ -82,19 +82,17 @@ def noise_refusal(dest: str, noise: str) -> str:
             f"banner: print only when the shell is interactive, [ -t 1 ])")
 
 
-def timed_where(hosts, targets, here: str | None) -> tuple[dict[str, list[str]], list[str]]:
-    """({host name: the targets it times}, the targets no host takes). HERE: this machine's target."""
-    taken = {h.name: [t for t in targets if t == h.machine()] for h in hosts}
-    untaken = [t for t in targets if not any(t in ts for ts in taken.values())]
-    return taken, untaken
+def untaken(hosts, targets) -> list[str]:
+    """The TARGETS no host is of (their samples, if any, are taken on this machine)."""
+    return [t for t in targets if not any(h.machine() == t for h in hosts)]
 
 
-def untaken_note(hosts, untaken: list[str], here: str | None) -> str:
-    """One line: the targets no --host takes, and where they are timed instead."""
-    machines = ", ".join(f"{h.name} {h.facts.get('machine') or '?'}" for h in hosts)
-    return (f"no --host takes {', '.join(untaken)} (hosts: {machines}): "
-            + (f"{here} is timed on this machine, " if here in untaken else "")
-            + "the others are counted only" * any(t != here for t in untaken)).rstrip(", ")
+def untaken_note(hosts, targets: list[str], here: str) -> str:
+    """One line: the targets no --host takes, and what happens to them instead."""
+    machines = ", ".join(f"{h.name} is {h.facts.get('machine') or '?'}" for h in hosts)
+    instead = [f"{here} is timed on this machine" if here in targets else "",
+               "the others are only counted here" if any(t != here for t in targets) else ""]
+    return f"no --host takes {', '.join(targets)} ({machines}): {'; '.join(w for w in instead if w)}"
 
 
 def local_cpu(cpu: int | None) -> None:
