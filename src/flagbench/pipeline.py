@@ -68,6 +68,9 @@ def run(path: Path, opts: Options):
         raise UserError("--cpu must be a CPU number (0, 1, ...)")
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
+    if not (opts.hosts or exp.hosts):   # programs are timed here: --cpu must be one of ours
+        from flagbench.hosts.checks import local_cpu
+        local_cpu(opts.cpu)
     kexec_host = _kexec_host(exp, opts)
     prepared = None                                 # the kexec host as prepared now, for _on_host
     if kexec_host or (exp.kernel and exp.kernel.config.startswith("host")):

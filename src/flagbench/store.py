@@ -97,6 +97,38 @@ def _cpu() -> tuple[str, list[str]]:
     return model or platform.processor() or platform.machine(), features
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _numbers(x) -> bool:
+    return x is None or (isinstance(x, list) and all(_number(v) for v in x))
+
+
+def _strings(x) -> bool:
+    return isinstance(x, list) and all(isinstance(v, str) for v in x)
+
+
+# provenance fields the readers use (report, resume, until), and what each must be: (test, in words)
+RUN_SHAPE = {
+    "hosts": (lambda x: isinstance(x, dict) and all(isinstance(h, dict) for h in x.values()),
+              "a table of hosts"),
+    "variants": (_strings, "a list of names"),
+    "notes": (_strings, "a list of lines"),
+    "cpu_features": (_strings, "a list of names"),
+    "loadavg": (_numbers, "a list of numbers"),
+}
+SAMPLE_SHAPE = {
+    "contention": (lambda x: x is None or (isinstance(x, dict) and all(v is None or _number(v) for v in x.values())),
+                   "a table of numbers"),
+    "sample": (lambda x: x is None or (isinstance(x, int) and not isinstance(x, bool)), "a sample number"),
+    "job": (lambda x: isinstance(x, str), "a job name"),
+    "round": (lambda x: x is None or isinstance(x, (str, int)) and not isinstance(x, bool), "a round"),
+    "host_load": (_numbers, "a list of numbers"),
+    "loadavg": (_numbers, "a list of numbers"),
+}
+
+
 def host_provenance() -> dict:
     """What the machine looked like when a run started."""
     uname = os.uname()
@@ -217,6 +249,15 @@ class Store:
             raise self._damaged(where, f"provenance {str(text)[:40]!r} is not a JSON object")
         return value
 
+    def _provenance(self, text, where: str, shape: dict) -> dict:
+        """A provenance object whose fields the readers use have the types they were written with
+        (a hand-edited `contention = "x"` is a damaged store, not a traceback in the report)."""
+        prov = self._object(text, where)
+        for key, (ok, what) in shape.items():
+            if key in prov and not ok(prov[key]):
+                raise self._damaged(where, f"provenance {key} {json.dumps(prov[key])[:40]} is not {what}")
+        return prov
+
     def _texts(self, row: sqlite3.Row, columns: tuple[str, ...], where: str) -> None:
         for c in columns:
             if not isinstance(row[c], str):
@@ -242,7 +283,7 @@ class Store:
         out = []
         for r in rows:
             self._texts(r, ("experiment", "experiment_hash", "started"), f"run {r['id']}")
-            out.append({**dict(r), "provenance": self._object(r["provenance"], f"run {r['id']}")})
+            out.append({**dict(r), "provenance": self._provenance(r["provenance"], f"run {r['id']}", RUN_SHAPE)})
         return out
 
     def run(self, run_id: int) -> dict:
@@ -337,7 +378,8 @@ class Store:
             value = r["value"]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise self._damaged(where, f"value {value!r} is not a measurement")
-            out.append({**dict(r), **split_cell(r["cell"]), "provenance": self._object(r["provenance"], where)})
+            out.append({**dict(r), **split_cell(r["cell"]),
+                        "provenance": self._provenance(r["provenance"], where, SAMPLE_SHAPE)})
         return out
 
     # -- profiles (flagbench profile), by experiment -------------------------------------------

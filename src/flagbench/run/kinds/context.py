@@ -11,6 +11,7 @@ from typing import Sequence
 from flagbench.benchspec import Bench
 from flagbench.errors import UserError
 from flagbench.run.engine import BenchCell, Emit
+from flagbench.hosts.checks import local_cpu
 from flagbench.run.kinds import values
 from flagbench.run.executors import HOST_TARGET, Measurement, NativeExecutor, perf_available
 from flagbench.run.harness import Linker, Program, program_dir
@@ -40,6 +41,7 @@ class Context:
         """The timed executor on PLACE (a host's counts perf there whenever its perf can)."""
         if not place.remote:
             if self.native is None:
+                local_cpu(self.cpu)   # a target no --host takes is timed here: the cell fails, saying why
                 self.native = NativeExecutor(perf=self.perf, **({} if self.cpu is None else {"cpu": self.cpu}))
             return self.native
         if place.name not in self.executors:
