@@ -109,7 +109,9 @@ def local_cpu(cpu: int | None) -> None:
 
 
 def _ranges(cpus: list[int]) -> str:
-    """>>> _ranges([0, 1, 2, 5])
+    """CPU numbers as ranges.
+
+    >>> _ranges([0, 1, 2, 5])
     '0-2,5'
     """
     out, start = [], None
