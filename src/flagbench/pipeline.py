@@ -92,8 +92,8 @@ def run(path: Path, opts: Options):
             if opts.aa_control:
                 from flagbench.run.noise import aa_control
                 cells += aa_control(cells, order)
-            hosts = fleet.provenance() if fleet else {}   # only the hosts that time a target: never named for samples here
-            hosts = {h.name: hosts[h.name] for h in fleet.hosts if h.machine() in exp.targets} if fleet else {}
+            hosts = fleet.provenance() if fleet else {}   # those that time a target: none named for samples here
+            hosts = {name: facts for name, facts in hosts.items() if name in _timing(fleet, exp.targets)}
             until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
@@ -177,6 +177,11 @@ def _fleet(exp, opts: Options, say):
         yield fleet
     finally:
         fleet.close()
+
+
+def _timing(fleet, targets) -> set[str]:
+    """The names of the fleet's hosts of one of TARGETS' architectures."""
+    return {h.name for h in fleet.hosts if h.machine() in targets} if fleet else set()
 
 
 def _run_hash(exp, opts: Options, fleet) -> str:
