@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from flagbench import __version__
+from flagbench import provenance_shapes as shapes
 from flagbench.errors import UserError, not_a_file
 
 SCHEMA_VERSION = 2                    # 2: profiles
@@ -95,38 +96,6 @@ def _cpu() -> tuple[str, list[str]]:
     except OSError:
         pass
     return model or platform.processor() or platform.machine(), features
-
-
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _numbers(x) -> bool:
-    return x is None or (isinstance(x, list) and all(_number(v) for v in x))
-
-
-def _strings(x) -> bool:
-    return isinstance(x, list) and all(isinstance(v, str) for v in x)
-
-
-# provenance fields the readers use (report, resume, until), and what each must be: (test, in words)
-RUN_SHAPE = {
-    "hosts": (lambda x: isinstance(x, dict) and all(isinstance(h, dict) for h in x.values()),
-              "a table of hosts"),
-    "variants": (_strings, "a list of names"),
-    "notes": (_strings, "a list of lines"),
-    "cpu_features": (_strings, "a list of names"),
-    "loadavg": (_numbers, "a list of numbers"),
-}
-SAMPLE_SHAPE = {
-    "contention": (lambda x: x is None or (isinstance(x, dict) and all(v is None or _number(v) for v in x.values())),
-                   "a table of numbers"),
-    "sample": (lambda x: x is None or (isinstance(x, int) and not isinstance(x, bool)), "a sample number"),
-    "job": (lambda x: isinstance(x, str), "a job name"),
-    "round": (lambda x: x is None or isinstance(x, (str, int)) and not isinstance(x, bool), "a round"),
-    "host_load": (_numbers, "a list of numbers"),
-    "loadavg": (_numbers, "a list of numbers"),
-}
 
 
 def host_provenance() -> dict:
@@ -253,9 +222,9 @@ class Store:
         """A provenance object whose fields the readers use have the types they were written with
         (a hand-edited `contention = "x"` is a damaged store, not a traceback in the report)."""
         prov = self._object(text, where)
-        for key, (ok, what) in shape.items():
-            if key in prov and not ok(prov[key]):
-                raise self._damaged(where, f"provenance {key} {json.dumps(prov[key])[:40]} is not {what}")
+        problem = shapes.mismatch(prov, shape)
+        if problem:
+            raise self._damaged(where, problem)
         return prov
 
     def _texts(self, row: sqlite3.Row, columns: tuple[str, ...], where: str) -> None:
@@ -283,7 +252,7 @@ class Store:
         out = []
         for r in rows:
             self._texts(r, ("experiment", "experiment_hash", "started"), f"run {r['id']}")
-            out.append({**dict(r), "provenance": self._provenance(r["provenance"], f"run {r['id']}", RUN_SHAPE)})
+            out.append({**dict(r), "provenance": self._provenance(r["provenance"], f"run {r['id']}", shapes.RUN)})
         return out
 
     def run(self, run_id: int) -> dict:
@@ -379,7 +348,7 @@ class Store:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise self._damaged(where, f"value {value!r} is not a measurement")
             out.append({**dict(r), **split_cell(r["cell"]),
-                        "provenance": self._provenance(r["provenance"], where, SAMPLE_SHAPE)})
+                        "provenance": self._provenance(r["provenance"], where, shapes.SAMPLE)})
         return out
 
     # -- profiles (flagbench profile), by experiment -------------------------------------------
