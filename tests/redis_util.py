@@ -4,6 +4,7 @@ port, no persistence, its files under the test's directory, stopped by the test.
     with redis_server(tmp_path) as url:      # "redis://127.0.0.1:PORT"
         ...
     keys(url)                                # how many entries ccache stored
+    redis_server(tmp_path, password="pw")    # AUTH required (the URL does not carry it)
 """
 from __future__ import annotations
 
@@ -31,20 +32,20 @@ def _ask(port: int, command: bytes) -> bytes:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path) -> Iterator[str]:
+def redis_server(workdir: Path, password: str | None = None) -> Iterator[str]:
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (scripts/install-deps)")
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-            "--dir", str(workdir), "--protected-mode", "yes"]
+            "--dir", str(workdir), "--protected-mode", "yes", *(["--requirepass", password] if password else [])]
     with open(workdir / "redis.log", "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
     try:
         deadline = time.monotonic() + 20
         while True:
             try:
-                if _ask(port, b"PING\r\n").startswith(b"+PONG"):
+                if _ask(port, b"PING\r\n").startswith((b"+PONG", b"-NOAUTH")):
                     break
             except OSError:
                 pass

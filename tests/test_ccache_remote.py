@@ -3,13 +3,15 @@
 for two machines. The second machine's build of the same cell takes its objects from redis."""
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from conftest import flagbench, write_experiment
-from redis_util import keys, redis_server
+from redis_util import free_port, keys, redis_server
 
 from flagbench import ccache
 
@@ -74,7 +76,8 @@ def test_environment_names_the_remote(tmp_path):
     assert f"ccache: {n} compiles, 0 local hits, {n} remote hits, 0 misses (remote {url})" in done.stdout
 
 
-@pytest.mark.parametrize("value", ["ftp://host", "redis://a b", ""])
+@pytest.mark.parametrize("value", ["ftp://host", "redis://a b", "", "redis://127.0.0.1:99999", "redis://:@",
+                                   "http:", "http://", "redis://h:port", "redis+unix:"])
 def test_bad_remote_is_bad_input(tmp_path, value):
     exp = write_experiment(tmp_path / "exp", f"""
         sources = ["a.c"]
@@ -99,3 +102,50 @@ def test_stats_log_counts(tmp_path):
     s = ccache.read_stats(log, "redis://127.0.0.1:1")
     assert (s.compiles, s.local_hits, s.remote_hits, s.misses, s.uncacheable) == (3, 1, 1, 1, 1)
     assert ccache.shown_remote("redis://u:secret@h:1") == "redis://***@h:1"
+
+
+@pytest.mark.parametrize("value", ["redis://:@", "redis://127.0.0.1:99999", "gopher://x"])
+def test_a_bad_remote_in_the_environment_is_bad_input(tmp_path, value):
+    exp = write_experiment(tmp_path / "exp", """
+        sources = ["a.c"]
+        [variants]
+        default = {}
+        """)
+    done = flagbench("build", exp, cache=tmp_path / "cache", env={ccache.ENV: value})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and ccache.ENV in done.stderr and "Traceback" not in done.stderr
+
+
+@contextlib.contextmanager
+def silent_server():
+    """A TCP socket on 127.0.0.1 that takes connections (the kernel's backlog) and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        yield f"redis://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("case", ["refused", "wrong password", "silent"])
+def test_a_remote_that_cannot_be_used_is_one_line_and_the_build_goes_on(tmp_path, case):
+    exp = write_experiment(tmp_path / "exp", f"""
+        sources = {json.dumps(sorted(SOURCES))}
+        [variants]
+        default = {{}}
+        """, SOURCES)
+    with contextlib.ExitStack() as stack:
+        if case == "refused":
+            url, why = f"redis://127.0.0.1:{free_port()}", "connection refused"
+        elif case == "wrong password":
+            url = stack.enter_context(redis_server(tmp_path / "redis", password="right"))
+            url, why = url.replace("redis://", "redis://wrong@"), "password"
+        else:
+            url, why = stack.enter_context(silent_server()), "does not answer"
+        home = tmp_path / "m"
+        done = flagbench("build", exp, "--format", "json", "-q", cache=home / "flagbench",
+                         env={"CCACHE_DIR": str(home / "ccache"), "CCACHE_CONFIGPATH": str(home / "ccache.conf"),
+                              ccache.ENV: url})
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and why in lines[0] and "local cache only" in lines[0], done.stderr
+    assert "wrong@" not in lines[0]                  # no password shown
+    assert [c["ccache"] for c in json.loads(done.stdout)["cells"]] == [None]   # no remote was used

@@ -373,3 +373,51 @@ def test_until_sharpens_a_finished_run_when_resumed(tmp_path):
     for v in "AB":
         numbers = [s["provenance"]["sample"] for s in samples if s["variant"] == v and s["params"]["row"] == "noisy"]
         assert numbers == list(range(1, len(numbers) + 1))   # numbered on, no run counted twice
+
+
+@pytest.mark.parametrize("lanes", [("",), ("box1", "box2")])
+def test_an_exception_in_a_job_fails_its_cell_and_says_why(tmp_path, lanes):
+    """A bug in a job (a division by a host's `iters 0`) fails that cell with its reason; the
+    other cells, on its lane and on others, go on, and the run exits 1."""
+    def good(emit):
+        emit("t", 1.0, "ns")
+
+    def broken(emit):
+        emit("t", 1.0 / 0, "ns")
+    cells = [BenchCell(bench="b", variant=v, target="x86_64", compiler="gcc", params={"host": lane} if lane else {},
+                       timed=broken if (v, lane) == ("B", lanes[0]) else good, samples=2, warmup=0, lane=lane,
+                       timed_metric="t")
+             for lane in lanes for v in ("A", "B")]
+    console = quiet()
+    with Store(tmp_path / "fb.db") as store:
+        out = run_cells(store, cells, experiment="e", experiment_hash="h", seed=3, console=console)
+        status = {c["cell"]: (c["status"], c["reason"] or "") for c in store.cells(out.run_id)}
+        kept = Counter(s["cell"] for s in store.samples(out.run_id))
+    assert out.status == EXIT_FAILED
+    assert len(status) == len(cells)          # every cell finished, none vanished with a thread
+    [(bad, reason)] = [(k, r) for k, (st, r) in status.items() if st == "failed"]
+    assert bad.startswith("B/") and "ZeroDivisionError" in reason, reason
+    assert sum(kept.values()) == 2 * (len(cells) - 1)
+    assert "ZeroDivisionError" in console.file.getvalue()
+
+
+def test_a_lane_that_dies_fails_its_cells_and_says_why(tmp_path, monkeypatch):
+    """An exception in a lane's own loop (not in a job): the lane's unfinished cells fail with it."""
+    from flagbench.run import noise
+    real = noise.paired_round
+
+    def paired_round(states, row, rng):
+        if states and states[0].cell.lane == "box2":
+            raise RuntimeError("lane broke")
+        return real(states, row, rng)
+    monkeypatch.setattr(noise, "paired_round", paired_round)
+    cells = [BenchCell(bench="b", variant=v, target="x86_64", compiler="gcc", params={"host": lane},
+                       timed=lambda emit: emit("t", 1.0, "ns"), samples=2, warmup=0, lane=lane, timed_metric="t")
+             for lane in ("box1", "box2") for v in ("A", "B")]
+    with Store(tmp_path / "fb.db") as store:
+        out = run_cells(store, cells, experiment="e", experiment_hash="h", seed=3, console=quiet())
+        status = {c["cell"]: (c["status"], c["reason"] or "") for c in store.cells(out.run_id)}
+    assert out.status == EXIT_FAILED and len(status) == 4
+    assert all(st == ("ok", "") for k, st in status.items() if "box1" in k)
+    assert all(st[0] == "failed" and "RuntimeError" in st[1] and "lane broke" in st[1]
+               for k, st in status.items() if "box2" in k), status

@@ -213,3 +213,48 @@ def test_inspect_and_host_config_over_ssh(sshd_box, tmp_path):
 def test_host_config_needs_a_host(tmp_path, object_cache):
     done = flagbench("build", _experiment(tmp_path / "exp", "host"), cache=object_cache)
     assert done.returncode == 2 and "--host" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_the_check_exits_0_on_a_host_without_systemd(sshd_box):
+    """The kexec check's last probe (systemd) fails where there is none: the script still says 0."""
+    from flagbench.hosts.ssh import Connection
+    if Path("/run/systemd/system").is_dir():
+        pytest.skip("this machine runs systemd")
+    with Connection("box") as conn:
+        done = conn.shell(kexec.CHECK, timeout=60)
+    assert done.returncode == 0 and "release=" in done.stdout, done
+
+
+def test_a_moved_host_whose_kernel_copy_is_gone_says_what_to_do_by_hand(sshd_box):
+    """The state file says a killed run left the host on another kernel, but flagbench's copy of
+    the host's own kernel is gone: restoring is impossible, and the one line says what to do."""
+    from flagbench.hosts.ssh import Connection, HostError
+    with Connection("box") as conn:
+        k = kexec.Kexec(conn)
+        own, _ = kexec.inspect(conn)
+        k.original = kexec.HostKernel(**{**own.__dict__, "version": "Linux version 0.0.1 (gone@before)",
+                                         "release": "0.0.1"})
+        k.dir.mkdir(parents=True, exist_ok=True)
+        k._write_state(True)
+        assert not (k.dir / "vmlinuz").exists()
+        left, moved = k._read_state()
+        assert moved and left.release == "0.0.1"
+        with pytest.raises(HostError) as e:
+            k.restore()
+    message = str(e.value)
+    assert "\n" not in message and "by hand" in message and "0.0.1" in message and str(k.state_file) in message
+
+
+def test_a_variant_that_panicked_under_qemu_is_not_kexecd(tmp_path):
+    """A guest bench's cell failed with the kernel's panic in flagbench's own qemu boot: that
+    variant is named as one not to boot on a real machine; a failure of the bench alone is not."""
+    from flagbench.store import Store
+    with Store(tmp_path / "fb.db") as store:
+        run = store.start_run("e", "h", {})
+        store.finish_cell(run, "getppid", "broken/x86_64/gcc:tasks=1", "failed",
+                          "Kernel panic - not syncing: VFS: Unable to mount root fs (no result); console:\n...")
+        store.finish_cell(run, "getppid", "slow/x86_64/gcc:tasks=1", "failed", "the guest counted 0 iterations")
+        store.finish_cell(run, "getppid", "base/x86_64/gcc:tasks=1", "ok")
+        store.finish_cell(run, "other", "broken2/x86_64/gcc", "failed", "Kernel panic - not syncing: x")
+        panicked = kexec.panicked_in_qemu(store, run, ["getppid"])
+    assert panicked == {"broken": "Kernel panic - not syncing: VFS: Unable to mount root fs"}

@@ -138,3 +138,15 @@ def test_a_testcase_is_compiled_once_however_many_runs(tmp_path, module_cache):
     for _ in range(2):
         assert wis.run_driver(second["threads"], 1, 0, 1, 0.2)["failure"] is None
     assert sorted((module_cache / "objects").rglob("*.o")) == objects
+
+
+@pytest.mark.parametrize("line", ["sample 0 -5 100", "sample 0 0 100", "sample 0 1e308 100",
+                                  "sample 0 1000 " + "1" + "0" * 40, "sample 0 1000 ١٢"])
+def test_a_driver_line_it_cannot_print_is_garbage(line):
+    """Counts from a host are the driver's unsigned 64-bit integers, and its interval takes time."""
+    from flagbench.run.wis import _take_line
+    result = {"samples": [], "warmup_samples": []}
+    with pytest.raises(ValueError):
+        _take_line(line, result, 0)
+    _take_line("sample 0 1000000000 5", result, 0)
+    assert result["samples"] == [5.0]

@@ -123,7 +123,7 @@ def parse(check, items, *, root: Path, targets: tuple[str, ...], variants: list[
         kind = table.get("kind")
         if kind is None:
             check.fail(where, f"bench {name!r} has no kind (one of {', '.join(KIND_NAMES)})")
-        if kind not in BENCH_TYPES:
+        if not isinstance(kind, str) or kind not in BENCH_TYPES:
             check.fail(where + ("kind",), f"bench {name!r}: unknown kind {kind!r} (one of {', '.join(KIND_NAMES)})")
         allowed = set(keys_of(kind))
         for key in table:
@@ -154,15 +154,17 @@ class _Reader:
         name = self.table.get("name")
         if name is None:
             self.check.fail(self.where, "[[bench]] without name")
-        if not isinstance(name, str) or not name.strip() or re.search(r"[\s/:,=]", name):
+        if not isinstance(name, str) or not name.strip() or re.search(r"[\s/:,=\x00-\x1f\x7f]", name):
             self.check.fail(self.where + ("name",), "a bench name is a non-empty string without spaces, "
-                            "'/', ':', ',' or '='")
+                            "control characters, '/', ':', ',' or '='")
         self.bench = name
         return name
 
     def value(self, f):
         key, raw = f.name, self.table[f.name]
         typ = str(f.type)
+        if "\0" in str(raw):   # no file name, command or function holds one (the OS refuses them)
+            self.fail(key, f"{key} holds a NUL character")
         limits = f.metadata
         if typ == "bool":
             if not isinstance(raw, bool):

@@ -272,7 +272,7 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
             continue
         tools[pair] = tool_versions(get_target(pair[0]), pair[1], argvs[pair])
     cells = [c for c in cells if (c.target, c.compiler) in argvs]
-    remote = ccache.remote(exp.cache_remote)
+    remote = ccache.usable(ccache.remote(exp.cache_remote))   # asked once per run; unusable: said, local only
     logs = _stats_logs(cells, exp.root, remote) if remote else {}
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -68,6 +68,9 @@ def run(path: Path, opts: Options):
         raise UserError("--cpu must be a CPU number (0, 1, ...)")
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
+    if not (opts.hosts or exp.hosts):   # programs are timed here: --cpu must be one of ours
+        from flagbench.hosts.checks import local_cpu
+        local_cpu(opts.cpu)
     kexec_host = _kexec_host(exp, opts)
     prepared = None                                 # the kexec host as prepared now, for _on_host
     if kexec_host or (exp.kernel and exp.kernel.config.startswith("host")):
@@ -89,7 +92,8 @@ def run(path: Path, opts: Options):
             if opts.aa_control:
                 from flagbench.run.noise import aa_control
                 cells += aa_control(cells, order)
-            hosts = fleet.provenance() if fleet else {}
+            hosts = fleet.provenance() if fleet else {}   # those that time a target: none named for samples here
+            hosts = {name: facts for name, facts in hosts.items() if name in _timing(fleet, exp.targets)}
             until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
@@ -149,8 +153,9 @@ def _fleet(exp, opts: Options, say):
     if not dests:
         yield None
         return
+    from flagbench.hosts import checks
     from flagbench.hosts.facts import perf_problem
-    from flagbench.run.places import Fleet, SshHost
+    from flagbench.run.places import Fleet, Local, SshHost
 
     if len(set(dests)) != len(dests):
         raise UserError(f"--host names {next(d for d in dests if dests.count(d) > 1)} twice")
@@ -165,10 +170,18 @@ def _fleet(exp, opts: Options, say):
             say(f"host {host.name}: {f.get('machine')}, {f.get('cpu') or '?'} x {f.get('cpus') or '?'}, "
                 f"kernel {f.get('kernel')}; times {', '.join(takes) or 'none'} of the targets "
                 f"{', '.join(exp.targets)}; perf: {perf_problem(f) or 'counts ' + ', '.join(f['perf_events'])}")
+        untaken = checks.untaken(fleet.hosts, exp.targets)
+        if untaken:
+            say(checks.untaken_note(fleet.hosts, untaken, here=Local().machine()))
         say("exact counts (insns) are taken on this machine: they do not depend on the machine")
         yield fleet
     finally:
         fleet.close()
+
+
+def _timing(fleet, targets) -> set[str]:
+    """The names of the fleet's hosts of one of TARGETS' architectures."""
+    return {h.name for h in fleet.hosts if h.machine() in targets} if fleet else set()
 
 
 def _run_hash(exp, opts: Options, fleet) -> str:

@@ -282,9 +282,11 @@ class _Checker:
 
     def hosts(self, data: dict) -> tuple[str, ...]:
         hosts = self.strings(data, "hosts", (), ())
+        from flagbench.hosts.checks import destination_problem
         for h in hosts:
-            if not h or h.startswith("-") or any(c.isspace() for c in h):
-                self.fail(("hosts",), f"host {h!r}: an ssh destination (an alias, user@host, ssh://user@host:port)")
+            problem = destination_problem(h)
+            if problem:
+                self.fail(("hosts",), f"host {h!r}: {problem}")
         self.no_repeats(hosts, ("hosts",), "hosts")
         return hosts
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from flagbench import __version__
+from flagbench import provenance_shapes as shapes
 from flagbench.errors import UserError, not_a_file
 
 SCHEMA_VERSION = 2                    # 2: profiles
@@ -217,6 +218,15 @@ class Store:
             raise self._damaged(where, f"provenance {str(text)[:40]!r} is not a JSON object")
         return value
 
+    def _provenance(self, text, where: str, shape: dict) -> dict:
+        """A provenance object whose fields the readers use have the types they were written with
+        (a hand-edited `contention = "x"` is a damaged store, not a traceback in the report)."""
+        prov = self._object(text, where)
+        problem = shapes.mismatch(prov, shape)
+        if problem:
+            raise self._damaged(where, problem)
+        return prov
+
     def _texts(self, row: sqlite3.Row, columns: tuple[str, ...], where: str) -> None:
         for c in columns:
             if not isinstance(row[c], str):
@@ -242,7 +252,7 @@ class Store:
         out = []
         for r in rows:
             self._texts(r, ("experiment", "experiment_hash", "started"), f"run {r['id']}")
-            out.append({**dict(r), "provenance": self._object(r["provenance"], f"run {r['id']}")})
+            out.append({**dict(r), "provenance": self._provenance(r["provenance"], f"run {r['id']}", shapes.RUN)})
         return out
 
     def run(self, run_id: int) -> dict:
@@ -337,7 +347,8 @@ class Store:
             value = r["value"]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise self._damaged(where, f"value {value!r} is not a measurement")
-            out.append({**dict(r), **split_cell(r["cell"]), "provenance": self._object(r["provenance"], where)})
+            out.append({**dict(r), **split_cell(r["cell"]),
+                        "provenance": self._provenance(r["provenance"], where, shapes.SAMPLE)})
         return out
 
     # -- profiles (flagbench profile), by experiment -------------------------------------------

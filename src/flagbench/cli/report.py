@@ -1,12 +1,14 @@
 """`flagbench report [RUN]`: the tables of a stored run again, as text, md, json, csv or html.
 
 RUN is a run id (see `flagbench report --list`) or an experiment name (its latest run);
-without it, the latest run in the database. Given an experiment (a directory or .toml file),
-the whole page a demo case gets: summary, size and asm of each pair, benchmarks (built and
-run, resuming what the database has), as text, md or html.
+without it, the latest run in the database: only the store is read. Given an experiment as a
+path (./DIR, a/b, x.toml: a word alone is a name, even where a directory has it), the whole page
+a demo case gets: summary, size and asm of each pair, benchmarks (built and run, resuming what
+the database has), as text, md or html.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 FORMATS = ("text", "md", "json", "csv", "html")
@@ -37,8 +39,14 @@ def _pick_run(runs: list[dict], ref: str | None, db: Path) -> int:
         raise UserError(f"{db}: no run {ref} (runs {runs[0]['id']}..{runs[-1]['id']}; see --list)")
     named = [r["id"] for r in runs if r["experiment"] == ref]
     if not named:
-        raise UserError(f"{db}: no run {ref!r}: give a run id or an experiment name (see --list)")
+        hint = f"; for the page of the experiment in ./{ref}, write ./{ref}" if os.path.isdir(ref) else ""
+        raise UserError(f"{db}: no run {ref!r}: give a run id or an experiment name (see --list){hint}")
     return named[-1]
+
+
+def _a_path(ref: str) -> bool:
+    """REF names an experiment by path, not a stored run by name."""
+    return os.sep in ref or ref.endswith(".toml")
 
 
 def run(args) -> int:
@@ -47,8 +55,8 @@ def run(args) -> int:
     from flagbench.report import report_run
     from flagbench.store import Store
 
-    if args.run_ref and is_experiment(args.run_ref) and not args.list:
-        return _write(args, _experiment_page(args))
+    if args.run_ref and _a_path(args.run_ref) and is_experiment(args.run_ref) and not args.list:
+        return _write(args, _experiment_page(args))   # told to: builds and runs
     with Store(args.db, create=False) as store:
         runs = store.runs()
         if args.list:

@@ -52,12 +52,27 @@ def read_facts(conn, timeout: float = 60) -> dict:
             facts["perf_lines"].append(value)
         elif key:
             facts[key] = value.strip()
-    facts["cpus"] = int(facts["cpus"]) if facts.get("cpus", "").isdigit() else None
+    cpus = facts.get("cpus", "")
+    facts["cpus"] = int(cpus) if cpus.isascii() and cpus.isdigit() and 0 < int(cpus) < 1 << 20 else None
     facts["cpu_features"] = copy_features(facts.pop("cpu_flags", ""))
     facts["perf_events"] = counted_events(facts.pop("perf_lines")) if facts.get("perf") else []
-    load = facts.get("load", "").split()
-    facts["loadavg"] = [float(x) for x in load[:3]] if len(load) >= 3 else None
+    facts["loadavg"] = loadavg(facts.get("load", ""))
     return facts
+
+
+def loadavg(text: str) -> list[float] | None:
+    """/proc/loadavg's three averages, or None for what it cannot say (nan, negative, missing).
+
+    >>> loadavg("0.52 0.61 0.70 2/300 1234"), loadavg("nan 1 1"), loadavg("-1 0 0")
+    ([0.52, 0.61, 0.7], None, None)
+    """
+    try:
+        values = [float(x) for x in text.split()[:3]]
+    except ValueError:
+        return None
+    if len(values) < 3 or not all(0 <= v < 1e6 for v in values):   # NaN fails every comparison
+        return None
+    return values
 
 
 # CPU features that decide how string instructions and wide copies perform (seed 003: `rep movsq`

@@ -16,22 +16,35 @@ message is one line naming the host)::
   user. One master connection per Connection (ControlMaster, its socket in a flagbench
   temporary directory), so a sample costs a channel, not a handshake. BatchMode: a host that
   wants a password is refused, not asked about.
-- Every remote program runs under a guard (a POSIX sh script): when the connection's stdin
-  reaches EOF (flagbench or the connection died) or the guard's own timeout expires, it kills
-  its whole process group (sshd starts each session in its own), so nothing flagbench ran keeps
-  running there. A timed-out or lost run comes back as a Done whose `failure` says so.
+- Every remote program runs under a guard (a POSIX sh script): when the program ends, when the
+  connection's stdin reaches EOF (flagbench or the connection died: kill -9, SIGTERM) or when the
+  guard's own timeout expires, it kills every process the program started, whatever session it
+  moved to, then its own process group, so nothing flagbench ran keeps running there. How: the
+  program gets a token in its environment (FLAGBENCH_GUARD, fresh per run, fixed length), which
+  everything it starts inherits, setsid or not, as locally (procs.py); the guard ends every
+  process whose /proc/PID/environ holds it, scans again until none is left, and reports any
+  it could not end (the sample then fails). Not a cgroup: that needs root or a delegated
+  subtree, which most hosts (dropbear boxes, a user's login) do not give. Not a walk of the
+  process tree: a daemon that forked, setsid and let its parent exit hangs under init, no
+  longer under the guard. A program that clears its environment for its children escapes,
+  as it would here. A timed-out or lost run comes back as a Done whose `failure` says so.
 - `host.dir` is the run's directory on the host (under $HOME/.flagbench, else /tmp/.flagbench),
   kept by a keeper shell that removes it when its connection ends, even when flagbench is
   killed with -9; directories of keepers that are gone are removed when a Connection opens.
 - Copies go through the connection as `sh -c 'cat > tmp && mv tmp dest'`: no scp or sftp
-  (dropbear boxes have neither server), only a POSIX sh, cat, mv, chmod, rm and sleep there.
+  (dropbear boxes have neither server), only a POSIX sh, cat, grep, mv, chmod, rm and sleep there.
+- What the login prints before a command (a chatty .bashrc, a ForceCommand banner) would be
+  taken for the program's output: the keeper frames its answer with a marker line, and a host
+  whose login prints anything before it is refused in one line naming what it printed.
 - `run(..., guard=False)` runs without the guard (short probes); `reopen()` makes a new master
   connection to the same host (after a host dropped, or came back from a kexec).
 """
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import secrets
 import shlex
 import subprocess
 import tempfile
@@ -42,6 +55,7 @@ from typing import Sequence
 
 from flagbench import procs
 from flagbench.errors import UserError
+from flagbench.hosts import checks
 
 ENV_VAR = "FLAGBENCH_SSH"
 CONNECT_TIMEOUT_S = 15     # TCP connect + authentication; a dead host fails well within 60 s
@@ -49,23 +63,40 @@ ALIVE_INTERVAL_S = 5       # keepalives: a host gone mid-run is noticed after ~3
 ALIVE_COUNT = 3
 LOST_STATUS = 255          # what ssh exits with when the connection, not the program, failed
 _MARK = "flagbench-guard-exit"
+_DIR_MARK = "flagbench-dir"  # the keeper's answer: what comes before it is the login's
+TOKEN_VAR = "FLAGBENCH_GUARD"   # as long as procs.OWNER_VAR: the same environment size as here
 _GRACE_S = 15.0            # local timeout past the guard's own: the guard reports first
 
-# $1 = timeout (s), then the program's argv. fd 3 is the connection's stdin: its EOF means
-# flagbench or the connection is gone. `kill -KILL 0` ends the guard's whole group (sshd
-# makes each session its own), the program and all it started included. The program runs
-# in / with a fixed, minimal environment (as locally); the load average before and after it
-# rides on the exit line.
-GUARD = f"""t=$1; shift
+# $1 = timeout (s), $2 = the token, then the program's argv. fd 3 is the connection's stdin: its
+# EOF means flagbench or the connection is gone. `end` kills every process carrying the token
+# (whatever session it is in) until a scan finds none: L = how many the first scan found,
+# S = how many still ran after the last (the sample fails). At a timeout or EOF the guard's own
+# shell goes first (no exit line: a timeout, not the program's SIGKILL). `kill -KILL 0` then ends the
+# guard's whole group (sshd makes each session its own). The program runs in / with a fixed,
+# minimal environment (as locally); the load average before and after it rides on the exit line.
+GUARD = f"""t=$1; k=$2; shift 2
 exec 3<&0 </dev/null
-{{ cat <&3 >/dev/null; kill -KILL 0; }} 2>/dev/null &
-{{ sleep "$t"; kill -KILL 0; }} 3<&- >/dev/null 2>&1 &
+end() {{
+  L=0; i=0
+  while :; do
+    S=0
+    for f in $(grep -l -s -F -e "{TOKEN_VAR}=$k" /proc/[0-9]*/environ 2>/dev/null); do
+      p=${{f#/proc/}}; kill -KILL "${{p%/environ}}" 2>/dev/null; S=$((S + 1))
+    done
+    [ "$i" = 0 ] && L=$S
+    if [ "$S" = 0 ] || [ "$i" -ge 40 ]; then return; fi
+    i=$((i + 1)); sleep 0.05 2>/dev/null || sleep 1
+  done
+}}
+{{ cat <&3 >/dev/null; kill -KILL $$; end; kill -KILL 0; }} 2>/dev/null &
+{{ sleep "$t"; kill -KILL $$; end; kill -KILL 0; }} 3<&- >/dev/null 2>&1 &
 cd /
 read -r b _ </proc/loadavg 2>/dev/null || b=-
-env -i PATH=/usr/bin:/bin LC_ALL=C "$@" 3<&-
+env -i PATH=/usr/bin:/bin LC_ALL=C {TOKEN_VAR}=$k "$@" 3<&-
 r=$?
 read -r a _ </proc/loadavg 2>/dev/null || a=-
-printf '\\n{_MARK} %s %s %s\\n' "$r" "$b" "$a" >&2
+end
+printf '\\n{_MARK} %s %s %s %s %s\\n' "$r" "$b" "$a" "$L" "$S" >&2
 kill -KILL 0
 """
 
@@ -80,7 +111,7 @@ for d in "$b"/run-*; do
 done
 d=$(mktemp -d "$b/run-XXXXXX" 2>/dev/null) || { d=$b/run-$$; mkdir "$d" || exit 1; }
 echo $$ >"$d/keeper"
-echo "$d"
+echo "flagbench-dir $d"
 cat >/dev/null
 rm -rf "$d"
 """
@@ -97,15 +128,20 @@ class Done(procs.Done):
     """procs.Done of a remote program; `lost` says why the connection, not the program, failed."""
     lost: str | None = None
     load: tuple[float, float] | None = None   # the host's 1-minute load before and after
+    survivors: str | None = None              # what the guard could not end (the run is not usable)
 
     @property
     def failure(self) -> str | None:
-        return self.lost or super().failure
+        return self.lost or self.survivors or super().failure
 
 
 def ssh_command() -> list[str]:
     """The ssh client's argv: FLAGBENCH_SSH split into words, or ["ssh"]."""
-    words = shlex.split(os.environ.get(ENV_VAR, "") or "ssh")
+    try:
+        words = shlex.split(os.environ.get(ENV_VAR, "") or "ssh")
+    except ValueError as e:   # an unbalanced quote
+        raise UserError(f"{ENV_VAR}={os.environ.get(ENV_VAR)!r}: {e} (it is split into words as a shell would)") \
+            from None
     if not words:
         raise UserError(f"{ENV_VAR} is empty")
     return words
@@ -122,8 +158,7 @@ class Connection:
 
     def __init__(self, dest: str, *, ssh: Sequence[str] | None = None,
                  connect_timeout: float = CONNECT_TIMEOUT_S):
-        if not dest or dest.startswith("-"):
-            raise UserError(f"{dest!r} is not an ssh destination")
+        self.where = checks.destination(dest)
         self.dest = dest
         self.name = label(dest)
         self.ssh = list(ssh) if ssh is not None else ssh_command()
@@ -178,14 +213,15 @@ class Connection:
         return str(self._tmp / "master")
 
     def _options(self) -> list[str]:
-        return ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(self.connect_timeout)}",
+        port = ["-p", str(self.where.port)] if self.where.port else []
+        return ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={max(int(self.connect_timeout), 1)}",
                 "-o", f"ServerAliveInterval={ALIVE_INTERVAL_S}", "-o", f"ServerAliveCountMax={ALIVE_COUNT}",
-                "-o", f"ControlPath={self.socket}"]
+                "-o", f"ControlPath={self.socket}", *port]
 
     def _start_master(self) -> None:
         Path(self.socket).unlink(missing_ok=True)   # a master killed by a signal leaves its socket
         argv = [*self.ssh, *self._options(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
-                "-N", "--", self.dest]
+                "-N", "--", self.where.target]
         try:
             self._master = procs.start(argv)
         except OSError as e:
@@ -203,7 +239,7 @@ class Connection:
         raise HostError(f"host {self.dest}: unreachable: {_last_line(err) or 'no answer'}")
 
     def _check(self) -> bool:
-        done = procs.run([*self.ssh, *self._options(), "-O", "check", "--", self.dest], timeout=5)
+        done = procs.run([*self.ssh, *self._options(), "-O", "check", "--", self.where.target], timeout=5)
         return done.returncode == 0
 
     def _stop_master(self) -> None:
@@ -213,7 +249,7 @@ class Connection:
             self._keeper = None
         if self._master is not None:
             if self._master.popen.poll() is None:
-                procs.run([*self.ssh, *self._options(), "-O", "exit", "--", self.dest], timeout=5)
+                procs.run([*self.ssh, *self._options(), "-O", "exit", "--", self.where.target], timeout=5)
                 self._master.wait(timeout=5)
             self._master.stop()
             self._master = None
@@ -222,18 +258,33 @@ class Connection:
     def _start_keeper(self) -> None:
         script = KEEPER.replace("$1", BASE, 1)
         self._keeper = procs.start(self._argv(["sh", "-c", script]), stdin=subprocess.PIPE)
-        deadline = time.monotonic() + self.connect_timeout + 10
+        waited = self.connect_timeout + 10
+        deadline = time.monotonic() + waited
         out = self._keeper._out.fileno()
-        while time.monotonic() < deadline and self._keeper.popen.poll() is None:
-            line = os.pread(out, 4096, 0).decode(errors="replace")   # pread: the writer's offset stays
-            if line.endswith("\n"):
-                self.dir = line.strip()
+        text = ""
+        while time.monotonic() < deadline:
+            ended = self._keeper.popen.poll() is not None
+            text = os.pread(out, 65536, 0).decode(errors="replace")   # pread: the writer's offset stays
+            lines = text.split("\n")
+            marked = [i for i, line in enumerate(lines[:-1]) if line.startswith(_DIR_MARK + " ")]   # complete lines
+            if marked:
+                if checks.login_noise(lines[:marked[0]]):
+                    break
+                self.dir = lines[marked[0]][len(_DIR_MARK) + 1:].strip()
                 return
+            if ended:
+                break
             time.sleep(0.01)
         keeper, self._keeper = self._keeper, None
         _stop(keeper)
-        raise HostError(f"host {self.dest}: cannot make a directory under {BASE}: "
-                        f"{_last_line(keeper.output()[1]) or 'no answer'}")
+        noise = checks.login_noise(text.split("\n"))
+        if noise:
+            raise HostError(checks.noise_refusal(self.dest, noise))
+        err = _last_line(keeper.output()[1])
+        if keeper.popen.returncode in (None, -9) and not err:   # connected, but the command never started
+            raise HostError(f"host {self.dest}: connected, but a command there did not start within {waited:g} s: "
+                            f"its login is slow (a .bashrc or profile that waits?)")
+        raise HostError(f"host {self.dest}: cannot make a directory under {BASE}: {err or 'no answer'}")
 
     def _check_group(self) -> None:
         """Dropbear runs a command in its connection's process group (OpenSSH's sshd gives each
@@ -244,7 +295,7 @@ class Connection:
 
     def _argv(self, remote: Sequence[str]) -> list[str]:
         """ssh argv running REMOTE (each word quoted) through the master connection."""
-        return [*self.ssh, *self._options(), "-o", "ControlMaster=no", "-T", "--", self.dest,
+        return [*self.ssh, *self._options(), "-o", "ControlMaster=no", "-T", "--", self.where.target,
                 shlex.join(remote)]
 
     # -- programs --------------------------------------------------------------------------------
@@ -260,8 +311,9 @@ class Connection:
         words = [str(a) for a in argv]
         if cpu is not None:
             words = ["taskset", "-c", str(cpu), *words]
-        if guard:
-            words = ["sh", "-c", GUARD, "flagbench-guard", f"{max(timeout, 0.001):.3f}", *words]
+        if guard:   # the token: 24 hex digits, fresh per program (see the module docstring)
+            words = ["sh", "-c", GUARD, "flagbench-guard", f"{max(timeout, 0.001):.3f}", secrets.token_hex(12),
+                     *words]
             if self._setsid:
                 words = ["setsid", *words]
         local_timeout = timeout + _GRACE_S if guard else timeout
@@ -289,10 +341,13 @@ class Connection:
         head, sep, tail = err.rpartition(f"\n{_MARK} ")
         if sep:
             words = tail.split()
-            status = int(words[0]) if words and words[0].isdigit() else LOST_STATUS
+            status = int(words[0]) if words and words[0].isdigit() and len(words[0]) < 4 else LOST_STATUS
             if status > 128 and status - 128 < 65:   # the shell's 128 + signal
                 status = -(status - 128)
-            return Done(argv, status, out, head, wall, timeout, None, _loads(words[1:3]))
+            left = words[4] if len(words) > 4 else "0"
+            survivors = None if left == "0" else (f"{left if left.isdigit() else 'some'} processes it started "
+                                                  f"still ran after it there and could not be ended")
+            return Done(argv, status, out, head, wall, timeout, None, _loads(words[1:3]), survivors)
         if code is None or wall >= timeout * 1e9:
             return Done(argv, None, out, err, wall, timeout)    # the guard's (or our) timeout
         if not self.alive():
@@ -354,6 +409,8 @@ def _loads(words: list[str]) -> tuple[float, float] | None:
     try:
         before, after = (float(w) for w in words)
     except ValueError:
+        return None
+    if not all(math.isfinite(x) and 0 <= x < 1e6 for x in (before, after)):   # what /proc/loadavg can say
         return None
     return before, after
 

@@ -31,7 +31,7 @@ from flagbench.errors import UserError
 from flagbench.hosts.ssh import Connection, HostError
 from flagbench.kernel import boot as boots
 from flagbench.kernel import guest
-from flagbench.kernel.kexec import Kexec, Prepared
+from flagbench.kernel.kexec import Kexec, Prepared, panicked_in_qemu
 from flagbench.run.engine import BenchCell
 from flagbench.run.places import target_of
 
@@ -100,11 +100,17 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
         notes.append(f"{dest}: {host.machine}, its own kernel {host.release}; variants booted there by kexec in "
                      f"{rounds} rounds, programs timed in real time")
         failures: list[str] = []
+        panicked = panicked_in_qemu(store, run_id, {b.name for b in benches})   # never onto a real box
         try:
             for boot_no, (round_no, variant) in enumerate(order(list(by_variant), rounds)):
                 build = by_variant[variant]
                 mine = [c for (v, _), c in cells.items() if v == variant and not c.failure]
                 if not mine:
+                    continue
+                if variant in panicked:
+                    for c in mine:
+                        c.failure = f"not booted on {dest}: its kernel panicked in flagbench's qemu boot ({panicked[variant]})"
+                    say(f"{variant}: not booted on {dest}: its kernel panicked under qemu ({panicked[variant]})")
                     continue
                 say(f"round {round_no + 1}/{rounds}: kexec {dest} into {variant} ({build.identity})")
                 try:
@@ -113,6 +119,8 @@ def run_on_host(exp: Any, benches: Sequence[Any], builds: Sequence[Any], *, stor
                     failures.append(str(e))
                     for c in cells.values():
                         c.failure = c.failure or (f"boot {boot_no} (round {round_no}, {variant}): {e}" if c in mine
+                                                  else f"{c.taken} samples stored, then boot {boot_no} ({variant}) "
+                                                       f"failed: its rounds are not complete" if c.taken
                                                   else f"not measured: boot {boot_no} ({variant}) failed first")
                     break
                 version = k.running           # what it answered boot() with

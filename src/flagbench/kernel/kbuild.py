@@ -211,7 +211,7 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     odir = cell_dir(exp, cell, tree, added)
     make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
     env = {**os.environ, **PINNED_ENV, **ccache_env(tree),
-           **ccache.env(ccache.remote(exp.cache_remote), odir / CCACHE_LOG)}
+           **ccache.env(ccache.usable(ccache.remote(exp.cache_remote)), odir / CCACHE_LOG)}
     env.pop("KBUILD_OUTPUT", None)
     inputs = {"v": STAMP_VERSION, "tree": tree.identity, "src": str(tree.src), "base": kernel.config,
               "base_hash": kernel.hash if kernel.config_is_file else None,

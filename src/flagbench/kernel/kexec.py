@@ -53,6 +53,7 @@ for f in /boot/vmlinuz-$(uname -r) /boot/initrd.img-$(uname -r) /boot/config-$(u
   [ -r "$f" ] && echo "file=$f"
 done
 [ -d /run/systemd/system ] && echo "systemd=1"
+true   # no systemd is an answer, not a failure of the check
 """
 # kexec -e from a shell that outlives the ssh session (setsid); systemd shuts down cleanly first
 EXEC = SBIN + ("if [ -d /run/systemd/system ]; then setsid systemctl kexec </dev/null >/dev/null 2>&1 & "
@@ -250,6 +251,10 @@ class Kexec:
         if o is None or not self.moved:
             return ""
         initrd = self.dir / "initrd.img"
+        if not (self.dir / "vmlinuz").is_file():   # the cache was cleaned while the host was away
+            raise HostError(f"host {self.conn.dest} may still run a kernel flagbench booted, and flagbench's copy of "
+                            f"its own kernel {o.release} ({self.dir / 'vmlinuz'}) is gone: boot it into {o.release} "
+                            f"by hand (reboot, or kexec its /boot/vmlinuz-{o.release}), then remove {self.state_file}")
         self.say(f"restoring {self.conn.dest} to its own kernel {o.release}")
         try:
             # a fresh connection and run directory: a signal may have come while the host was
@@ -281,6 +286,19 @@ class Kexec:
                 last = str(e)
         raise HostError(f"host {self.conn.dest} did not come back on its kernel within {self.wait_s:g} s; "
                         f"last ssh error: {last}")
+
+
+def panicked_in_qemu(store, run_id: int, benches) -> dict[str, str]:
+    """{variant: the panic line} of the variants whose kernel panicked in flagbench's own qemu
+    boot this run (a failed cell of one of the guest BENCHES says so): such a kernel is not
+    kexec'd onto a real machine, where a panic takes the box down."""
+    from flagbench.store import split_cell
+    out: dict[str, str] = {}
+    for c in store.cells(run_id):
+        reason = c["reason"] or ""
+        if c["status"] == "failed" and c["bench"] in benches and reason.startswith("Kernel panic"):
+            out.setdefault(split_cell(c["cell"])["variant"], reason.split("(", 1)[0].split("\n", 1)[0].strip())
+    return out
 
 
 def _ident(version: str) -> str:

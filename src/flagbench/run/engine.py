@@ -361,6 +361,8 @@ class _Runner:
                     states = [st for st in states if st.jobs]
             except KeyboardInterrupt:   # procs refuses new programs once a signal came: stop here
                 pass
+            except Exception as e:      # never a silent death: the main thread fails what is left
+                results.put(("lane", [st for st in states if st.jobs], f"lane {name or 'here'}: {_crash(e)}"))
             finally:
                 results.put(None)
 
@@ -375,6 +377,12 @@ class _Runner:
                 if item is None:
                     running -= 1
                     continue
+                if item[0] == "lane":   # a lane that died: its unfinished cells fail, saying why
+                    for st in item[1]:
+                        before = len(st.jobs)
+                        self._fail(st, item[2])
+                        progress(st, before)
+                    continue
                 st, before, (values, reason), recorded = item
                 self._record(st, values, reason)
                 recorded.set()
@@ -385,7 +393,7 @@ class _Runner:
                 item = results.get()
                 if item is None:
                     running -= 1
-                else:
+                elif item[0] != "lane":
                     item[3].set()
 
     def _emitter(self, st: _State, kind: str, executor: str, values: list[tuple]) -> Emit:
@@ -422,11 +430,22 @@ def _label(st: _State) -> str:
 
 
 def _guard(fn: Callable[[], "str | None"]) -> str | None:
-    """A job's failure reason; a missing tool or unusable file is a failure of that cell too."""
+    """A job's failure reason; a missing tool or unusable file is a failure of that cell too,
+    and so is any other exception (a bug): it fails the cell and says so, it never kills a lane."""
     try:
         return fn()
     except (UserError, OSError) as e:
         return str(e) or type(e).__name__
+    except Exception as e:
+        return _crash(e)
+
+
+def _crash(e: Exception) -> str:
+    """An unexpected exception as a cell's failure reason, in one line."""
+    import traceback
+    frame = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    where = f" at {os.path.basename(frame.filename)}:{frame.lineno}" if frame else ""
+    return f"flagbench error {type(e).__name__}{where}: {str(e).splitlines()[0] if str(e) else ''} (a bug: please report it)"
 
 
 def _loadavg() -> list[float] | None:

@@ -95,6 +95,8 @@ def _take_line(line: str, result: dict, n_warmup: int) -> None:
         return
     if fields[0] != "sample" or len(fields) != 4:
         raise ValueError(repr(line.strip()[:80]))
+    if not all(f.isascii() and f.isdigit() and len(f) <= 20 and int(f) < 2**64 for f in fields[1:]) or int(fields[2]) == 0:
+        raise ValueError(repr(line.strip()[:80]))   # the driver prints unsigned 64-bit counts, a positive time
     index, elapsed_ns, iterations = (int(f) for f in fields[1:])
     per_second = iterations * 1e9 / elapsed_ns if elapsed_ns > 0 else 0.0
     (result["warmup_samples"] if index < n_warmup else result["samples"]).append(per_second)

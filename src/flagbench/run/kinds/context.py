@@ -11,6 +11,8 @@ from typing import Sequence
 from flagbench.benchspec import Bench
 from flagbench.errors import UserError
 from flagbench.run.engine import BenchCell, Emit
+from flagbench.hosts.checks import local_cpu
+from flagbench.run.kinds import values
 from flagbench.run.executors import HOST_TARGET, Measurement, NativeExecutor, perf_available
 from flagbench.run.harness import Linker, Program, program_dir
 from flagbench.run.places import LOCAL, Fleet, Place
@@ -39,6 +41,7 @@ class Context:
         """The timed executor on PLACE (a host's counts perf there whenever its perf can)."""
         if not place.remote:
             if self.native is None:
+                local_cpu(self.cpu)   # a target no --host takes is timed here: the cell fails, saying why
                 self.native = NativeExecutor(perf=self.perf, **({} if self.cpu is None else {"cpu": self.cpu}))
             return self.native
         if place.name not in self.executors:
@@ -123,16 +126,24 @@ class Context:
         return BenchCell(bench=self.name, variant=column, target=build.cell.target,
                          compiler=compiler_label(build.cell.compiler), params=params, provenance=prov, **kw)
 
-    def failure(self, m: Measurement, *keys: str) -> str | None:
+    def failure(self, m: Measurement, *keys: str, ranges: dict | None = None) -> str | None:
         """Why a measurement is unusable: it failed (with the harness's FAIL line, and the
-        bench's timeout rather than what was left of it), or lacks a metric."""
+        bench's timeout rather than what was left of it), lacks a metric, or printed one that
+        the harness cannot print (values.py: unsigned integers, within RANGES where given)."""
         if not m.ok:
             if m.failure.startswith("timeout"):
                 return f"timeout after {self.bench.timeout:g} s"
             fail = _FAIL_LINE.search(m.stdout)
             return f"{m.failure}: {fail.group(0)}" if fail else m.failure
         missing = [k for k in keys if k not in m.metrics]
-        return f"garbage output: no {', '.join(missing)} in {m.stdout[:80]!r}" if missing else None
+        if missing:
+            return f"garbage output: no {', '.join(missing)} in {m.stdout[:80]!r}"
+        return (values.uints(m.stdout, keys) or values.garbage(m.stdout, ranges or {})
+                or values.perf_garbage(m.metrics))
+
+    def ns_range(self) -> tuple[int, float]:
+        """A timed call printed at least 1 ns and at most the bench's timeout."""
+        return 1, self.bench.timeout * 1e9
 
 
 def pad(n: int) -> str:

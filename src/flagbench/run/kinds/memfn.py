@@ -97,13 +97,14 @@ def _timed(ctx: Context, exe: Path, target: str, compiler: str, point: tuple[int
         if reps is None:   # calibrate: the batch that takes >= 10 ms, shared by every column
             m = native.measure([str(exe), "t", str(size), str(d), str(s), "0"], target=target,
                                timeout=deadline.left())
-            reason = ctx.failure(m, f"reps.{key}")
+            reason = ctx.failure(m, f"reps.{key}", ranges={f"reps.{key}": (1, 2**32), f"ns.{key}": ctx.ns_range()})
             if reason:
                 return reason
             reps = ctx.calibrated[(place.name, target, compiler, point)] = int(m.metrics[f"reps.{key}"])
         m = native.measure([str(exe), "t", str(size), str(d), str(s), str(reps)], target=target,
                            timeout=deadline.left())
-        reason = ctx.failure(m, f"ns.{key}", f"reps.{key}")
+        reason = ctx.failure(m, f"ns.{key}", f"reps.{key}", ranges={f"reps.{key}": (reps, reps),
+                                                                      f"ns.{key}": (0, ctx.bench.timeout * 1e9)})
         if reason:
             return reason
         ns = max(m.metrics[f"ns.{key}"], 1.0)

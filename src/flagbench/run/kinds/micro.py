@@ -19,6 +19,7 @@ from flagbench.benchspec import MicroBench
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import executor_for
 from flagbench.run.harness import MICRO_C, Program
+from flagbench.run.kinds import values
 from flagbench.run.kinds.context import (Context, count_executor_name, counter_deltas, defined_symbols, emit_perf,
                                          need_function, pad)
 from flagbench.run.places import Place
@@ -90,12 +91,12 @@ def _timed(ctx: Context, exe: Path, target: str, calib_key: tuple, place: Place,
     n = ctx.calibrated.get(calib_key)
     if n is None:   # the first cell of this place and target measured sets n for every variant
         m = native.measure([str(exe)], target=target, timeout=deadline.left())
-        reason = ctx.failure(m, "iters")
+        reason = ctx.failure(m, "iters", ranges={"iters": (1, values.MAX_ITERS), "ns": ctx.ns_range()})
         if reason:
             return reason
         n = ctx.calibrated[calib_key] = int(m.metrics["iters"])
     m = native.measure([str(exe), "t", str(n)], target=target, timeout=deadline.left())
-    reason = ctx.failure(m, "iters", "ns")
+    reason = ctx.failure(m, "iters", "ns", ranges={"iters": (n, n), "ns": ctx.ns_range()})   # it echoes n
     if reason:
         return reason
     emit("ns_per_iter", m.metrics["ns"] / m.metrics["iters"], "ns")
