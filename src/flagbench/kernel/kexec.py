@@ -282,6 +282,7 @@ class KexecHost(SshHost):
         self.kernel: HostKernel | None = None    # its own kernel, as open() found it
         self.booted = 0                          # boots this run
         self.visit: dict = {}                    # what each sample of the current boot records
+        self.stranded = ""                       # why close() could not bring its own kernel back
 
     def open(self) -> "KexecHost":
         """Connect, refuse a host that cannot kexec (before anything is built), restore one an
@@ -318,10 +319,15 @@ class KexecHost(SshHost):
         return path if path.exists() else None
 
     def close(self) -> None:
-        """Back to its own kernel whatever happened (Ctrl-C and SIGTERM too), then disconnect."""
+        """Back to its own kernel whatever happened (Ctrl-C and SIGTERM too), then disconnect. A
+        host that cannot be brought back is said, and kept in `stranded` (the run fails), but the
+        report of what was measured is still made."""
         try:
             with procs.after_signal():
                 self.kexec.restore()
+        except HostError as e:
+            self.stranded = str(e)
+            self.say(self.stranded)
         finally:
             self.conn.close()
 

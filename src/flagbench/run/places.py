@@ -50,7 +50,6 @@ from flagbench.targets import target_of
 
 FIXED_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 FIXED_CWD = "/"
-RESUME = PlaceLost.RESUME
 
 
 class Place(Protocol):
