@@ -39,7 +39,7 @@ from typing import Callable
 from flagbench import procs
 from flagbench.build import cache_dir
 from flagbench.errors import PlaceLost
-from flagbench.hosts.remote import SshHost
+from flagbench.hosts.remote import SshHost, connection
 from flagbench.hosts.ssh import Connection, HostError, _last_line
 
 WAIT_S = 300                 # kexec -e to ssh answering on the new kernel (≈3 s on the test box, minutes on servers)
@@ -354,7 +354,7 @@ def host_config(exp, dest: str | None, host: SshHost | None = None):
     if host is not None and host.dest == source:
         path = _fetch_config(host.conn, getattr(host, "kernel", None) or inspect(host.conn)[0])
     else:
-        with Connection(source) as conn:
+        with connection(source) as conn:
             path = _fetch_config(conn, inspect(conn)[0])
     return replace(exp, kernel=replace(exp.kernel, config=str(path), hash=_sha(exp.kernel.hash + path.name)))
 
