@@ -140,7 +140,7 @@ def _run_jobs(cells) -> dict[str, tuple]:
     out = {}
     for cell in cells:
         emitted: list = []
-        reason = cell.counted(lambda metric, value, unit: emitted.append((metric, value)))
+        reason = cell.counted(lambda metric, value, unit=None: emitted.append((getattr(metric, "name", metric), value)))
         out[cell.bench] = (reason, dict(emitted))
     return out
 
