@@ -35,7 +35,7 @@ from flagbench import __version__
 from flagbench import provenance_shapes as shapes
 from flagbench.errors import UserError, not_a_file
 
-SCHEMA_VERSION = 2                    # 2: profiles
+SCHEMA_VERSION = 3                    # 2: profiles; 3: metric declarations
 DEFAULT_DB = Path("flagbench.db")
 
 _SCHEMA = """
@@ -74,8 +74,14 @@ CREATE TABLE IF NOT EXISTS profiles (
     profile TEXT NOT NULL,            -- JSON: profile.Profile.to_json()
     PRIMARY KEY (experiment_hash, bench, target, compiler, variant, source)
 );
+CREATE TABLE IF NOT EXISTS metrics (  -- what a run's metrics are, as declared where emitted (metrics.py)
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    declaration TEXT NOT NULL,        -- JSON: metrics.Metric.to_json()
+    PRIMARY KEY (run_id, name)
+);
 """
-_TABLES = {"runs", "samples", "cells", "profiles"}
+_TABLES = {"runs", "samples", "cells", "profiles", "metrics"}
 PROFILE_KEY = ("bench", "target", "compiler", "variant", "source")   # one profile per these and experiment
 
 
@@ -109,6 +115,11 @@ def host_provenance() -> dict:
     return {"cpu": cpu, "cpu_features": features, "cpus": os.cpu_count(), "kernel": f"{uname.sysname} {uname.release} {uname.version}",
             "machine": uname.machine, "loadavg": load, "host": socket.gethostname(), "time": _now(),
             "flagbench": __version__}
+
+
+def _prov(p) -> dict:
+    """A sample's provenance as stored: a provenance.SampleRecord (what the engine writes) or a dict."""
+    return p.to_json() if hasattr(p, "to_json") else (p or {})
 
 
 def split_cell(cell: str) -> dict:
@@ -283,7 +294,7 @@ class Store:
                     self._db.executemany(
                         """INSERT INTO samples (run_id, bench, cell, metric, value, unit, executor, taken, provenance)
                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                        [(run_id, b, c, m, float(v), u, e, now, json.dumps(p or {}, default=str))
+                        [(run_id, b, c, m, float(v), u, e, now, json.dumps(_prov(p), default=str))
                          for b, c, m, v, u, e, p in rows])
             except sqlite3.DatabaseError as e:
                 raise UserError(f"{self.path}: cannot write results: {e}") from None
@@ -349,6 +360,39 @@ class Store:
                 raise self._damaged(where, f"value {value!r} is not a measurement")
             out.append({**dict(r), **split_cell(r["cell"]),
                         "provenance": self._provenance(r["provenance"], where, shapes.SAMPLE)})
+        return out
+
+    # -- metric declarations (metrics.py), by run ------------------------------------------------
+
+    def declare_metrics(self, run_id: int, metrics: list) -> None:
+        """Store what the run's metrics are (metrics.Metric); a name declared otherwise before in
+        the same run (a resumed run of another flagbench) is refused: its samples would be read two ways."""
+        known = self.metrics(run_id)
+        for m in metrics:
+            if m.name in known and known[m.name] != m:
+                raise UserError(f"{self.path}: run {run_id} has metric {m.name} as {known[m.name]}, not {m}: "
+                                "run with --fresh")
+        with self._lock:
+            try:
+                with self._db:
+                    self._db.execute("BEGIN")
+                    self._db.executemany("INSERT OR IGNORE INTO metrics (run_id, name, declaration) VALUES (?, ?, ?)",
+                                         [(run_id, m.name, json.dumps(m.to_json())) for m in metrics])
+            except sqlite3.DatabaseError as e:
+                raise UserError(f"{self.path}: cannot write results: {e}") from None
+
+    def metrics(self, run_id: int) -> dict:
+        """name -> metrics.Metric as the run declared them; {} for a run (or database) from before declarations."""
+        from flagbench.metrics import Metric
+        if "metrics" not in self._tables:   # an older database opened read-only: nothing declared
+            return {}
+        out = {}
+        for r in self._read("SELECT name, declaration FROM metrics WHERE run_id = ? ORDER BY name", (run_id,)):
+            where = f"run {run_id}, metric {r['name']}"
+            try:
+                out[r["name"]] = Metric.from_json(self._object(r["declaration"], where))
+            except (TypeError, ValueError) as e:
+                raise self._damaged(where, str(e)) from None
         return out
 
     # -- profiles (flagbench profile), by experiment -------------------------------------------

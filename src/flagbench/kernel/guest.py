@@ -24,8 +24,8 @@ What the counts cannot show: TCG has no cycle model. A REP string instruction co
 once per iteration plus once for the final count check: `rep movsq` of n qwords = n + 1
 (sync_regs' 21-qword pt_regs copy: 8 + 22 = 30 per fault; clear_page_rep's 512-qword
 `rep stosq`: 517), and an instruction that faults and restarts counts twice. So a change from `rep movsq` to an unrolled loop shows as
-*more* instructions, whatever its speed on hardware (fast-string startup cost is what
-the seed's +17 % is about): counts say what executed, not how long it took.
+*more* instructions, whatever its speed on hardware (where a +17 % from such a change is
+fast-string startup cost, not work): counts say what executed, not how long it took.
 
 The run pipeline calls, for a kernel experiment:
     builds = kbuild.build_kernels(exp, extra_fragments=boot.boot_fragments(exp))
@@ -47,6 +47,7 @@ from flagbench.errors import UserError
 from flagbench.kernel import boot as boots
 from flagbench.kernel.initramfs import guest_initramfs
 from flagbench.kernel.kbuild import KernelBuild
+from flagbench.metrics import KERNEL_INSNS_PER_ITER, USER_INSNS_PER_ITER, count
 from flagbench.run.engine import BenchCell, Emit
 
 KERNEL_DIR = Path(__file__).resolve().parent
@@ -57,7 +58,7 @@ PROFILE_TOP = 15
 BOOT_SECONDS = 120              # wall-time allowance for booting and powering off, loaded machine
 WALL_PER_GUEST_SECOND = 30       # a guest second is ~1 s of wall under TCG + plugin; 30x for a busy host
 AA_WORD = "flagbench.aa=1"       # an unused command line word: perturbs timing only
-_REGION = re.compile(r"FB region iterations=(\d+) ns=(-?\d+)")
+REGION = re.compile(r"FB region iterations=(\d+) ns=(-?\d+)")   # the guest driver's line, in qemu or on a host
 _BENCH = re.compile(r"FB bench (\S+) (start|exit=\S+|signal=\d+|timeout)")
 
 
@@ -98,6 +99,12 @@ class VariantBoot:
     result: boots.BootResult | None
     rows: dict[str, RowResult]     # tag -> result
     failure: str = ""              # the whole boot failed (with the console tail)
+
+
+def region(output: str) -> tuple[int, int] | None:
+    """(iterations, ns) of the first region line in a program's output, or None."""
+    m = REGION.search(output)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def guest_benches(benches: Sequence[Bench]) -> list[Bench]:
@@ -204,7 +211,7 @@ def parse_console(console: str, regions: list[boots.Region], rows: list[GuestRow
             elif not r.iterations:
                 r.failure = "no measured region"
             continue
-        m = _REGION.search(line)
+        m = REGION.search(line)
         if m and current in results:
             r = results[current]
             r.iterations, r.ns, r.failure = int(m.group(1)), int(m.group(2)), "it did not finish"
@@ -269,14 +276,15 @@ def _variant_name(build: KernelBuild) -> str:
 
 def guest_cells(exp, benches: Sequence[Bench], kernel_builds: Sequence[KernelBuild], *, workdir: Path,
                 notes: list[str] | None = None, settings: boots.BootSettings | None = None,
-                profile_top: int = PROFILE_TOP, noise_floor: bool = True) -> list[BenchCell]:
+                profile_top: int = PROFILE_TOP, noise_floor: bool = True,
+                booters: dict[str, "Booter"] | None = None) -> list[BenchCell]:
     """Engine cells for every guest bench row of every variant; a cell's job boots its
     variant's kernel with all guest benches when first needed (see Booter).
 
     `exp.root` is the experiment directory; `kernel_builds` are kernel.kbuild.KernelBuild
     (a failed build fails its cells). `notes` (if given) receives human-readable lines: boot
     settings now; the kernel profile diff of the first two variants and the A/A noise floor
-    when those boots happen.
+    when those boots happen. `booters` (if given) receives each target's Booter.
     """
     notes = notes if notes is not None else []
     rows, programs = plan_rows(benches, Path(exp.root))
@@ -300,6 +308,8 @@ def guest_cells(exp, benches: Sequence[Bench], kernel_builds: Sequence[KernelBui
         notes.append(f"guest: {t.name} under qemu-system {settings.accel}, icount shift={settings.icount_shift},"
                      f"sleep=off, rtc base {settings.rtc_base}; guest ops/s are emulated time: no timing verdict")
         booter = Booter(t, builds, rows, initrd, tdir, settings, noise_floor, notes, profile_top)
+        if booters is not None:
+            booters[name] = booter
         common = {"qemu": boots.qemu_version(t.qemu), "target": t.name,
                   "guest_time": "emulated" if settings.accel == "tcg" else "real", **settings.provenance()}
         cells += _cells(booter, common, settings, profile_top)
@@ -332,6 +342,13 @@ class Booter:
                                   settings)
             self._boots[variant] = vb
         return self._boots[variant]
+
+    def panic(self, variant: str) -> str | None:
+        """The panic line if VARIANT's kernel panicked under qemu (booted now if not yet): such
+        a kernel is not kexec'd onto a real machine, where a panic takes the box down."""
+        result = self.get(variant).result
+        reason = result.reason if result is not None and not result.ok else ""
+        return reason if reason.startswith("Kernel panic") else None
 
     def floor(self, tag: str) -> float | None:
         """|A/A difference| of kernel instructions per iteration, or None (not asked, not measured)."""
@@ -403,8 +420,8 @@ def _counts_job(booter: Booter, variant: str, tag: str, prov: dict):
                     guest_ops_per_s=r.iterations * 1e9 / r.ns if r.ns > 0 else None)
         if variant == booter.baseline:   # measured on the baseline: the other variants need not boot it
             prov["aa_noise_floor_kernel_per_iter"] = booter.floor(tag)
-        emit("kernel_insns_per_iter", r.per_iter(r.kernel), "insns")
-        emit("user_insns_per_iter", r.per_iter(r.user), "insns")
+        emit(KERNEL_INSNS_PER_ITER, r.per_iter(r.kernel))
+        emit(USER_INSNS_PER_ITER, r.per_iter(r.user))
         return None
     return job
 
@@ -417,7 +434,7 @@ def _profile_job(booter: Booter, variant: str, tag: str):
         if r is None:
             return reason
         for sym in booter.symbols(tag):
-            emit(f"insns_per_iter:{sym}", r.per_iter(r.profile.get(sym, 0)), "insns")
+            emit(count(f"insns_per_iter:{sym}"), r.per_iter(r.profile.get(sym, 0)))
         return None
     return job
 

@@ -33,15 +33,20 @@ import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable
+from functools import partial
+from typing import Any, Callable
 
-from flagbench.errors import UserError
+from flagbench.errors import NotHere, PlaceLost, UserError
+from flagbench.metrics import Metric
+from flagbench.provenance import ProvenanceError, SampleRecord
 from flagbench.run import noise
-from flagbench.run.places import RESUME
 from flagbench.run.until import Need, Until, needs, runs, seconds_per_round
 from flagbench.store import Store
 
-Emit = Callable[[str, float, str], None]          # metric, value, unit
+# emit(metric, value[, unit][, facts]): METRIC a metrics.Metric (its declaration is stored with the
+# run: the verdict's direction comes from it) or, for a program's own lines, a name and its unit;
+# FACTS go into that sample's provenance
+Emit = Callable[..., None]
 Job = Callable[[Emit], "str | None"]              # one invocation; returns a failure reason or None
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -66,8 +71,14 @@ class BenchCell:
     per_invocation: int = 1        # values of timed_metric one `timed` run emits
     check: Callable[[], "str | None"] | None = None  # gate before the first job (memcheck)
     provenance: dict = field(default_factory=dict)   # flags, tool versions, function, ...
-    sample_facts: Callable[[], dict] | None = None    # per-sample facts of the place (a host's load)
-    lane: str = ""                 # the place `timed` runs on: lanes run side by side ("" = here)
+    place: Any = None              # the run/places.Place `timed` runs on (None: here); places run side by side
+    boot: Any = None               # what place.enter() boots for this cell's variant (a kernel build)
+    per_visit: int = 0             # on a place that boots: samples per visit (boot) of the variant; 0: all
+
+    @property
+    def lane(self) -> str:
+        """The place's name, "" for this machine: cells of one lane run one after another."""
+        return "" if self.place is None or not self.place.remote else self.place.name
 
     @property
     def key(self) -> str:
@@ -143,7 +154,7 @@ def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experime
     else:
         # a cell whose place failed it (a host that dropped) is measured again, from where it stopped
         done = {(c["bench"], c["cell"]) for c in store.cells(run_id)
-                if not (c["status"] == "failed" and (c["reason"] or "").endswith(RESUME))}
+                if not (c["status"] == "failed" and PlaceLost.was(c["reason"]))}
         stored, last = defaultdict(Counter), defaultdict(int)
         for s in store.samples(run_id):
             stored[(s["bench"], s["cell"])][s["metric"]] += 1
@@ -188,6 +199,8 @@ class _Runner:
         self.extendable: list[_State] = []
         self.unresolved: list[Need] = []
         self.started = time.monotonic()
+        self.declared: dict[str, Metric] = {}                # what the jobs' metrics are, as they emitted them
+        self.stored_declarations: set[str] = set()
         self.rounds = 0                                      # rounds of this session, for the samples' "round"
         self.lane_rounds: Counter = Counter()                # ... and of each lane
 
@@ -216,7 +229,7 @@ class _Runner:
                     bar.update(task, cells=sum(1 for s in active if s.jobs))
             try:
                 while True:   # with `until`, once more after the planned samples (even if none were left)
-                    if len({st.cell.lane for st in active}) > 1:
+                    if len({st.cell.lane for st in active}) > 1 or any(_boots(st) for st in active):
                         self._lanes(active, advance)
                         for st in active:   # extra rounds a lane dropped when the budget ran out
                             self._drop_extra(st)
@@ -316,11 +329,14 @@ class _Runner:
         reason = _guard(lambda: job(self._emitter(st, kind, executor, values)))
         if kind == "sample":   # a remote program's CPU time is not ours to see: only its wall time
             contention = {"wall_s": round(time.monotonic() - start.wall, 4)} if cell.lane else noise.since(start).as_dict()
-            for value in values:
-                value[-1]["contention"] = contention
+            values[:] = [(*value[:-1], value[-1].with_contention(contention)) for value in values]
         return values, reason
 
     def _record(self, st: _State, values: list[tuple], reason: str | None) -> None:
+        new = [m for name, m in list(self.declared.items()) if name not in self.stored_declarations]
+        if new:   # before the samples: a sample is never stored without its metric's declaration
+            self.store.declare_metrics(self.run_id, new)
+            self.stored_declarations.update(m.name for m in new)
         self.store.add_samples(self.run_id, values)   # the job's values together, or none of them
         self.stored += len(values)
         if reason:
@@ -338,8 +354,21 @@ class _Runner:
         results: queue.Queue = queue.Queue()
         stop = threading.Event()
 
+        def take(st: _State) -> None:   # the cell's next job, stored by this (the main) thread
+            recorded = threading.Event()
+            results.put((st, len(st.jobs), self._work(st), recorded))
+            recorded.wait()
+
+        def lose(states: list[_State], reason: str) -> None:   # the place failed them all
+            for st in states:
+                if st.jobs:
+                    recorded = threading.Event()
+                    results.put((st, len(st.jobs), ([], reason), recorded))
+                    recorded.wait()
+
         def lane(states: list[_State], seed: int, name: str) -> None:
             rng = random.Random(seed)
+            place = states[0].cell.place
             try:
                 while states and not stop.is_set():
                     if self.until is not None and self._spent():
@@ -350,14 +379,15 @@ class _Runner:
                         if not states:
                             break
                     rounds = self.lane_rounds[name] = self.lane_rounds[name] + 1
-                    for st in noise.paired_round(states, _row, rng):
-                        if stop.is_set():
-                            break
-                        st.round = f"{self.session}.{name}.{rounds}"
-                        if st.jobs:
-                            recorded = threading.Event()
-                            results.put((st, len(st.jobs), self._work(st), recorded))
-                            recorded.wait()
+                    if place is not None and place.boots:
+                        self._visit_round(states, rounds, name, rng, take, lose, stop)
+                    else:
+                        for st in noise.paired_round(states, _row, rng):
+                            if stop.is_set():
+                                break
+                            st.round = f"{self.session}.{name}.{rounds}"
+                            if st.jobs:
+                                take(st)
                     states = [st for st in states if st.jobs]
             except KeyboardInterrupt:   # procs refuses new programs once a signal came: stop here
                 pass
@@ -396,19 +426,57 @@ class _Runner:
                 elif item[0] != "lane":
                     item[3].set()
 
+    def _visit_round(self, states: list[_State], rounds: int, name: str, rng: random.Random,
+                     take, lose, stop: threading.Event) -> None:
+        """One round on a place that boots (kexec, a board): the variants in their column order,
+        reversed every other round (A B, B A, ...), each entered once; then each of its cells, in
+        random order, takes its warm-ups and `per_visit` samples. A drift of the machine hits the
+        variants alike, and boot-to-boot variance is in the samples, not hidden."""
+        place = states[0].cell.place
+        variants = list(dict.fromkeys(st.cell.variant for st in states))
+        for variant in (variants if rounds % 2 else variants[::-1]):
+            mine = [st for st in states if st.cell.variant == variant and st.jobs]
+            if not mine or stop.is_set():
+                continue
+            try:
+                place.enter(variant, mine[0].cell.boot)
+            except NotHere as e:      # this variant may not go there; the others still do
+                lose(mine, str(e))
+                continue
+            except UserError as e:   # nothing more is measured there this run; a resumed run goes on
+                lose(states, str(e if isinstance(e, PlaceLost) else PlaceLost(str(e))))
+                return
+            rng.shuffle(mine)
+            for st in mine:
+                st.round, taken = f"{self.session}.{name}.{rounds}", 0
+                while st.jobs and not stop.is_set():
+                    if st.jobs[0] == "sample":
+                        if st.cell.per_visit and taken >= st.cell.per_visit:
+                            break
+                        taken += 1
+                    take(st)
+
     def _emitter(self, st: _State, kind: str, executor: str, values: list[tuple]) -> Emit:
         cell = st.cell
         if kind == "warm":
-            return lambda metric, value, unit: None
-        prov = {"experiment_hash": self.hash, "variant_column": cell.variant,
-                "target": cell.target, "compiler": cell.compiler, "executor": executor, "job": kind,
-                "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup,
-                **({"round": st.round} if kind == "sample" and st.round else {})}
+            return lambda metric, value, unit=None, facts=None: None
+        record = partial(SampleRecord, self.hash, cell.variant, cell.target, cell.compiler, executor or "unknown",
+                         kind, st.taken if kind == "sample" else 0, cell.warmup,
+                         round=st.round if kind == "sample" and st.round else None)
 
-        def emit(metric: str, value: float, unit: str) -> None:   # the job may add to cell.provenance
-            facts = cell.sample_facts() if cell.sample_facts else {}
-            values.append((cell.bench, st.key, metric, value, unit, executor or "unknown",
-                           {**cell.provenance, **prov, "loadavg": _loadavg(), "time": time.time(), **facts}))
+        def emit(metric: "Metric | str", value: float, unit: str | None = None, facts: dict | None = None) -> None:
+            if isinstance(metric, Metric):
+                known = self.declared.setdefault(metric.name, metric)
+                if known != metric:
+                    raise UserError(f"metric {metric.name} declared two ways: {known} and {metric}")
+                metric, unit = metric.name, metric.unit
+            place = cell.place.sample_facts() if cell.place is not None else {}   # the job may add to cell.provenance
+            try:
+                prov = record(time=time.time(), loadavg=_loadavg(), cell=dict(cell.provenance), place=place,
+                              facts=dict(facts or {}))
+            except ProvenanceError as e:   # a defect, shown as the cell's failure rather than stored
+                raise UserError(str(e)) from None
+            values.append((cell.bench, st.key, metric, value, unit or "", executor or "unknown", prov))
         return emit
 
     def _fail(self, st: _State, reason: str) -> None:
@@ -421,6 +489,10 @@ def _row(st: _State) -> tuple:
     """The table row a cell belongs to: its variants are compared with each other."""
     cell = st.cell
     return cell.bench, cell.target, cell.compiler, tuple(cell.params.items())
+
+
+def _boots(st: _State) -> bool:
+    return st.cell.place is not None and st.cell.place.boots
 
 
 def _label(st: _State) -> str:
