@@ -6,7 +6,7 @@ come back to the kernel it was running.
                                      # (or Kexec(conn, say, prepared=p): what an earlier connection's
                                      # prepare() found, p = k.prepared, nothing asked or fetched again)
     try:
-        k.boot(image, initrd, "fb-aligned-1a2b3c4d5e6f")   # copy, kexec -l, kexec -e, wait, verify
+        k.boot(image, initrd, "fb-1a2b3c4d5e6f7a8b")      # copy, kexec -l, kexec -e, wait, verify
         ...                                                 # run programs there
     finally:
         k.restore()                  # kexec back into the kernel it ran (or reboot), and say so
@@ -284,7 +284,7 @@ class Kexec:
 
 
 def _ident(version: str) -> str:
-    """The part of /proc/version that names a build: "6.1.192 (flagbench@fb-a-1234)"."""
+    """The part of /proc/version that names a build: "6.1.192 (flagbench@fb-1a2b3c4d5e6f7a8b)"."""
     words = version.split()
     return " ".join(words[2:4]) if len(words) >= 4 else version
 
