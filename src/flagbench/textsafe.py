@@ -2,8 +2,8 @@
 place they are printed. A symbol may be called `a|b<script>` or hold a newline, a backtick or
 an escape sequence; a CSV cell may start like a spreadsheet formula.
 
->>> md_cell("a|b<script>")
-'a\\\\|b&lt;script&gt;'
+>>> md_cell("a|b<script> < 85% & &amp;")
+'a\\\\|b\\\\<script> < 85% & \\\\&amp;'
 >>> md_code("x`y")
 '`` x`y ``'
 >>> csv_cell("=cmd()"), csv_cell("-12"), csv_cell(-12)
@@ -20,8 +20,10 @@ from typing import Callable
 
 # C0 controls, DEL, C1 controls: what a terminal would act on rather than print.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MD_SPECIAL = re.compile(r"[\\|`*_\[\]<>&]")
-_MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+# A backslash escapes them (CommonMark): `<` only where it could open a tag or an autolink,
+# `&` only where it could start an entity, `>` only where it would start a quote. Entities
+# (&lt;) would be safe too, but a reader of the mail sees them as they are.
+_MD_SPECIAL = re.compile(r"[\\|`*_\[\]]|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|^\s*>")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -54,7 +56,7 @@ def _escape(ch: str) -> str:
 def md_cell(text: str) -> str:
     """TEXT as plain Markdown table-cell text: no column split, no HTML, no code span, one line."""
     text = term_text(text)
-    return _MD_SPECIAL.sub(lambda m: _MD_ENTITY.get(m.group(0)) or "\\" + m.group(0), text)
+    return _MD_SPECIAL.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], text)
 
 
 def md_code(text: str) -> str:

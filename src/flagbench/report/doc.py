@@ -81,8 +81,8 @@ def md_text(text: str) -> str:
     over: `_` inside a word (GFM makes no emphasis there: x86_64, ns_per_iter) and brackets that
     cannot start a link (`[-1.2, +0.4]`).
 
-    >>> print(md_text("x86_64 [+1.0, +2.0] a|b<script> _x_"))
-    x86_64 [+1.0, +2.0] a\\|b&lt;script&gt; \\_x\\_
+    >>> print(md_text("x86_64 [+1.0, +2.0] a|b<script> _x_ < 85% -> y"))
+    x86_64 [+1.0, +2.0] a\\|b\\<script> \\_x\\_ < 85% -> y
     >>> print(md_text("[a](b)"))
     \\[a\\](b)
     """
@@ -90,8 +90,6 @@ def md_text(text: str) -> str:
     out = _INTRAWORD_UNDERSCORE.sub("_", md_cell(text))
     if "](" not in text and "][" not in text:
         out = out.replace("\\[", "[").replace("\\]", "]")
-    if "<" not in text and not text.lstrip().startswith(">"):   # "->": a lone > opens no tag
-        out = out.replace("&gt;", ">")
     return out
 
 
