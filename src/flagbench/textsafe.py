@@ -32,12 +32,16 @@ _SAY_LOCK = threading.Lock()   # progress comes from worker threads too: one who
 
 def sayer(prefix: str, *, quiet: bool = False) -> Callable[[str], None]:
     """A function that prints progress lines "PREFIXtext" on stderr (nothing when quiet), one
-    whole line at a time, controls escaped: the one way flagbench's verbs talk while they work."""
+    whole line at a time, controls escaped: the one way flagbench's verbs talk while they work.
+    A text of several lines (a profile table) is printed as lines, the later ones indented."""
     def say(text: str) -> None:
         if quiet:
             return
+        lines = text.split("\n")
+        out = f"{prefix}{term_text(lines[0])}\n" + "".join(f"{' ' * len(prefix)}{term_text(line)}\n"
+                                                         for line in lines[1:])
         with _SAY_LOCK:
-            sys.stderr.write(f"{prefix}{term_text(text)}\n")
+            sys.stderr.write(out)
             sys.stderr.flush()
     return say
 

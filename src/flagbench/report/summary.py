@@ -123,6 +123,8 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
         if timed and exact and len(timed.variants) == 2 and _disagree(timed, exact):
             work += ["; work and time disagree: the time is the speed"]
         time_cell = _entries(timed, prefix, _timed_entry, up)
+        if timed and timed.direction and time_cell != ["-"]:   # MB/s beside ns: which way is better, in words
+            time_cell += [f" ({timed.unit or timed.metric}, {timed.direction})"]
         if timed is None and exact and any(r.params.get("count") == "kernel_insns_per_iter" for r in exact.rows):
             time_cell = ["no timing verdict: a booted guest's time is emulated"]
         rows.append([[bench], [f"{target}/{compiler}"], time_cell, work, size_cell or ["-"]])

@@ -65,7 +65,15 @@ class Table:
     @property
     def title(self) -> str:
         unit = f" ({self.unit})" if self.unit and self.unit != self.metric else ""
-        return f"{self.bench} · {self.metric}{unit} · {self.target}/{self.compiler}"
+        better = f" · {self.direction}" if self.direction else ""
+        return f"{self.bench} · {self.metric}{unit} · {self.target}/{self.compiler}{better}"
+
+    @property
+    def direction(self) -> str:
+        """Which way is better, in words ("" for exact counts: work, not speed)."""
+        if self.exact or self.measure is None:
+            return ""
+        return "higher is better" if self.measure.higher_is_better else "lower is better"
 
 
 def _natural(value: str):
