@@ -267,7 +267,7 @@ def test_summary_names_the_one_changed_function(kernels):
     assert s.functions["changed"] == 1 and s.functions["added"] == 0 and s.functions["removed"] == 0
     assert s.config_delta == []
     text = summary.render(s)
-    assert "1 functions changed" in text and "bloat-o-meter total: Before=" in text
+    assert "1 functions changed" in text and "bloat-o-meter's total: Before=" in text
     assert "lib/ 1" in text
 
 

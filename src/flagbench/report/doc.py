@@ -229,7 +229,7 @@ class Markdown:
             table = [line for row in body for line in fill(
                 f"{row[0]}: " + "; ".join(f"{h}: {c}" for h, c in zip(header[1:], row[1:]) if c not in ("", "-")),
                 self.width, "- ", "  ")]
-        out += table + refs
+        out += table + ([""] + refs if refs else [])   # a blank line first: else GFM reads them as rows
         out += [line for n in g.notes for line in fill(md_para(n), self.width, "- ", "  ")]
         return out + [""]
 
