@@ -61,6 +61,7 @@ def test_the_demo_report(demo):
     _summary_first_and_every_link_resolves(demo)
     _cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo)
     _html_beside_md_and_stdout_ends_with_the_summary(demo)
+    _every_output_fits_a_mail(demo)
 
 
 def _summary_first_and_every_link_resolves(demo):
@@ -90,7 +91,27 @@ def _html_beside_md_and_stdout_ends_with_the_summary(demo):
     printed = done.stdout   # the one-screen summary and where the full report is, not the report
     assert printed.startswith("Summary\n") and "## " not in printed and "](#" not in printed
     assert "same/x86_64/gcc vs base/x86_64/gcc" not in printed     # the case's section is in the files only
-    assert len(printed.splitlines()) < 40 and printed.rstrip().splitlines()[-1].startswith("full report: ")
+    assert len(printed.splitlines()) < 40 and printed.rstrip().splitlines()[-2].startswith("full report: ")
+
+
+def _every_output_fits_a_mail(demo):
+    """What a reviewer pastes into a reply read at 72-100 columns: the demo's summary and report,
+    `flagbench report` of the case and of the stored run, in text and md: no line over 100
+    columns, no HTML entity, no newline printed as a literal backslash-n."""
+    root, md, _, done = demo
+    case = root / "cases" / "same"
+    outputs = {"demo md": md, "demo stdout": done.stdout}
+    for fmt in ("text", "md"):
+        for what, args in (("case", [str(case)]), ("run", [])):
+            page = flagbench("report", *args, "--db", str(root / "fb.db"), "--format", fmt, cwd=root)
+            assert page.returncode == 0, page.stderr
+            outputs[f"report {what} {fmt}"] = page.stdout
+    for name, text in outputs.items():
+        widest = max(text.splitlines(), key=len)
+        assert len(widest) <= 100, (name, widest)
+        assert "&lt;" not in text and "&gt;" not in text and "&amp;" not in text, name
+        assert "\\n" not in text, name
+    assert "size: bloat-o-meter's total over the whole build" in md
 
 
 def test_cases_come_in_seed_order(tmp_path):

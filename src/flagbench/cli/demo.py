@@ -88,8 +88,8 @@ def run(args) -> int:
     except OSError as e:
         raise UserError(f"{args.out}: cannot write the report: {e.strerror or e}") from None
     print(plain(top[1:-1]), end="", flush=True)
-    print(f"\nfull report: {args.out} and {html_out}; samples in {args.db} "
-          f"(`flagbench report --list --db {args.db}`)")
+    print(f"\nsamples in {args.db}\n  (flagbench report --list --db {args.db})\n"
+          f"full report: {args.out}\n         and {html_out}")   # one path a line: fits a mail
     return status
 
 
