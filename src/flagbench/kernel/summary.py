@@ -21,6 +21,7 @@ is measured twice here.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,6 +180,15 @@ def _pct(delta: int, base: int) -> str:
     return f"{delta * 100.0 / base:+.2f} %" if base else "n/a"
 
 
+_KEEP = re.compile(r"(?<=\d) (?=\d{3}\b)|(?<=\d) (?=B\b)")   # "+168 252 B" is one word to wrap
+
+
+def _wrap(text: str, width: int, **kw) -> list[str]:
+    """textwrap.wrap that never breaks inside a number or between a number and its unit."""
+    import textwrap
+    return [line.replace("\0", " ") for line in textwrap.wrap(_KEEP.sub("\0", text), width, **kw)]
+
+
 def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20, width: int = 100) -> str:
     """Plain text, short enough to paste under a patch, no line wider than WIDTH: one total,
     bloat-o-meter's, with its parts; what lies outside it labelled so.
@@ -188,7 +198,6 @@ def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20, width
     >>> print(render(s).splitlines()[1])
     size +153 621 B (+3.84 %) = functions +153 600 B + data +21 B; 5862 functions changed
     """
-    import textwrap
     f = s.functions
     fn = (f"{f.get('changed', 0)} functions changed"
           + (f", {f['added']} added" if f.get("added") else "")
@@ -199,31 +208,31 @@ def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20, width
              f"size {_signed(bom_delta)} B ({_pct(bom_delta, s.bom_old)}) = functions {_signed(fn_delta)} B + "
              f"data {_signed(bom_delta - fn_delta)} B; {fn}",
              f"  that is bloat-o-meter's total: {s.bom_line}"]
-    lines += textwrap.wrap(f"not in that total: padding between functions {_signed(pad_delta)} B; code sections "
+    lines += _wrap(f"not in that total: padding between functions {_signed(pad_delta)} B; code sections "
                            f"{s.text_old} -> {s.text_new} B ({_signed(s.text_delta)}, {_pct(s.text_delta, s.text_old)}): "
                            + _why_sections(s), width, initial_indent="  ", subsequent_indent="    ",
                            break_on_hyphens=False)
-    lines += textwrap.wrap(f"bloat-o-meter rules: {s.rules} (flagbench size --bom-rules tree|newest)", width,
+    lines += _wrap(f"bloat-o-meter rules: {s.rules} (flagbench size --bom-rules tree|newest)", width,
                            initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
     if s.config_delta:
         shown = ", ".join(f"{k} {a}->{b}" for k, a, b in s.config_delta[:config_top])
         more = f" (+{len(s.config_delta) - config_top} more)" if len(s.config_delta) > config_top else ""
-        lines += textwrap.wrap(f"config A vs B: {len(s.config_delta)} options differ: {shown}{more}", width,
+        lines += _wrap(f"config A vs B: {len(s.config_delta)} options differ: {shown}{more}", width,
                                subsequent_indent="  ", break_on_hyphens=False)
     else:
         lines.append("config A vs B: identical")
     if s.objects:
         dirs = kobjects.by_directory(s.objects)
-        lines += textwrap.wrap(f"objects whose code changed: {len(s.objects)} ("
+        lines += _wrap(f"objects whose code changed: {len(s.objects)} ("
                                + ", ".join(f"{d} {n} ({_signed(delta)} B)" for d, n, delta in dirs[:6])
                                + "), by each object's .text before linking (not a part of the total)", width,
                                subsequent_indent="  ", break_on_hyphens=False)
     for name, a, b in s.string_ops[:objects_top]:
         ops = sorted(set(a) | set(b))
-        lines += textwrap.wrap(f"{name}: " + ", ".join(f"{op} {a.get(op, 0)}->{b.get(op, 0)}" for op in ops), width,
+        lines += _wrap(f"{name}: " + ", ".join(f"{op} {a.get(op, 0)}->{b.get(op, 0)}" for op in ops), width,
                                initial_indent="  ", subsequent_indent="    ")
     if s.stubs:
-        lines += textwrap.wrap(s.stubs, width, subsequent_indent="  ")
-    lines += textwrap.wrap(f"built with {s.compiler}; tree {s.tree}", width, subsequent_indent="  ",
+        lines += _wrap(s.stubs, width, subsequent_indent="  ")
+    lines += _wrap(f"built with {s.compiler}; tree {s.tree}", width, subsequent_indent="  ",
                            break_on_hyphens=False)
     return "\n".join(lines) + "\n"
