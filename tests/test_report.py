@@ -439,3 +439,23 @@ def test_kernel_summary_leads_with_bloat_o_meters_total():
     assert "not in that total: padding between functions -150 000 B" in rest
     assert "code sections 4194560 -> 4198914 B (+4 354, +0.10 %)" in rest and "grew into the alignment padding" in rest
     assert "bloat-o-meter rules: the tree's scripts/bloat-o-meter (older" in rest
+
+
+def test_a_runs_notes_are_in_md_html_and_text_as_lines():
+    """What a run said while it measured (a booted kernel's A/A noise floor, its kernel profile) is
+    in every format, not only on stderr; a note of several lines stays lines (no literal \\n)."""
+    samples = [dict(bench="pf", metric="ns_per_iter", unit="ns", variant=v, target="x86_64", compiler="gcc",
+                    params={}, value=base + i) for v, base in (("A", 10.0), ("B", 20.0)) for i in range(6)]
+    floor = "A/A noise floor, page_fault.processes.1: 13652.00 kernel instructions per iteration"
+    profile = "kernel profile, page_fault.processes.1, instructions per iteration:\n  symbol  A  B\n  clear_page  1  2"
+    run = {"id": 3, "experiment": "k", "experiment_hash": "0" * 12, "started": "2026-11-26T20:00:00+00:00",
+           "provenance": {"cpu": "AMD EPYC 7B13 64-Core Processor", "notes": [floor, profile]}}
+    tables = build_tables(samples, ["A", "B"])
+    for fmt in ("md", "html", "text"):
+        out = render(tables, fmt, run=run)
+        assert "13652.00 kernel instructions per iteration" in out, fmt
+        assert "\\n" not in out and "  clear_page  1  2" in out, fmt
+        if fmt != "html":
+            assert max(len(line) for line in out.splitlines()) <= 100, fmt
+            assert any(line.startswith("run 3 · k") for line in out.splitlines())
+            assert "AMD EPYC 7B13 64-Core Processor" in out        # the header is not broken in the CPU name
