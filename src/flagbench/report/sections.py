@@ -20,6 +20,7 @@ BAR_SYMBOLS = 20
 LISTED_FUNCTIONS = 20
 SIDE_BY_SIDE_LINES = 80
 CONTEXT = 3             # equal lines kept around each change in a side-by-side
+SIDE = 48               # columns of each side of a side-by-side: the pair fits a mail's 100
 
 
 @dataclass
@@ -153,9 +154,9 @@ def asm_blocks(old_objects, new_objects, *, old_label: str, new_label: str, show
             same.append(name)
             continue
         rows = side_by_side(d)
-        width = max([len(a) for _, a, _ in rows] + [8])
+        width = min(max([len(a) for _, a, _ in rows] + [8]), SIDE)
         shown = with_context(rows)
-        lines = [f"{a:<{width}} {mark} {b}".rstrip() if mark is not None else a for mark, a, b in shown]
+        lines = [f"{_cut(a):<{width}} {mark} {_cut(b)}".rstrip() if mark is not None else a for mark, a, b in shown]
         marks = [mark for mark, _, _ in shown]
         if len(lines) > SIDE_BY_SIDE_LINES:
             lines = lines[:SIDE_BY_SIDE_LINES] + [f"... {len(lines) - SIDE_BY_SIDE_LINES} more lines "
@@ -167,6 +168,11 @@ def asm_blocks(old_objects, new_objects, *, old_label: str, new_label: str, show
     if same:
         out.append(Para([f"the same in both builds (not printed): {', '.join(same)}"]))
     return out
+
+
+def _cut(line: str) -> str:
+    """One side of a side-by-side line, cut to SIDE columns (the whole is in `flagbench asm`)."""
+    return line if len(line) <= SIDE else line[:SIDE - 1] + "…"
 
 
 def with_context(rows: list[tuple[str, str, str]], context: int = CONTEXT) -> list[tuple]:
