@@ -165,3 +165,29 @@ def test_report_gives_any_experiment_the_demo_page(demo):
     assert text.returncode == 0 and "](#" not in text.stdout and "same/x86_64/gcc vs base/x86_64/gcc" in text.stdout
     bad = flagbench("report", str(case), "--db", str(root / "fb.db"), "--format", "csv", cwd=root)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_build_progress_is_one_line_not_one_per_object(tty):
+    """The demo's C builds: 49 objects are one line rewritten in place on a terminal (none in a
+    log), the other progress lines as they come."""
+    import io
+
+    from flagbench.cli.demo import OneLine
+
+    class Stream(io.StringIO):
+        def isatty(self):
+            return tty
+
+    said, stream = [], Stream()
+    with OneLine(said.append, stream) as progress:
+        progress("4 cells, 49 objects, 2 workers")
+        for i in range(49):
+            progress(f"cc v/x86_64/gcc file{i}.c")
+    progress("after the build")
+    assert said == ["4 cells, 49 objects, 2 workers", "after the build"]
+    out = stream.getvalue()
+    if tty:
+        assert out.count("\r") == 49 and out.count("\n") == 1 and "cc 49/49: v/x86_64/gcc file48.c" in out
+    else:
+        assert out == ""
