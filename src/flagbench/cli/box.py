@@ -35,6 +35,8 @@ def run(args) -> int:
         if b is not None:
             print(f"{args.name}: already running (qemu pid {b.pid}, ssh on 127.0.0.1:{b.port})", file=sys.stderr)
         else:
+            from flagbench import procs
+            procs.install()   # a signal while it builds or boots: make killed, qemu stopped (box.start)
             say = sayer(f"flagbench box: {args.name}: ", quiet=args.quiet)
             b = box.start(home, args.name, say, progress=not args.quiet)
         _usage(b)
