@@ -146,14 +146,12 @@ def experiment_file() -> Path:
 def kernel(progress: bool = False):
     """The box's kernel, built (or cached); a UserError naming what is missing or what failed."""
     from flagbench import spec
-    from flagbench.kernel import source
     from flagbench.kernel.kbuild import build_kernels
     lacking = missing()
     if lacking:
         raise UserError(f"the box needs {', '.join(lacking)} (scripts/install-deps)")
     exp = spec.load(experiment_file())
-    with source.locked(cache_dir() / "kernel" / "test-box.lock"):
-        (build,) = build_kernels(exp, jobs=None, progress=progress)
+    (build,) = build_kernels(exp, jobs=None, progress=progress)   # its cell's lock: built once
     if not build.ok:
         raise UserError(f"the box's kernel did not build: {(build.error or '').splitlines()[0]}")
     return build
