@@ -133,6 +133,7 @@ def _md_anchor(anchor: str | None) -> list[str]:
 WIDTH = 100    # a reply is read in a mail client at 72-100 columns: what flagbench writes fits 100
 # a word that would start a block if a wrapped line began with it (a list, a heading, a quote)
 _BLOCK_START = re.compile(r"^(?:[-+*=>]+|\d+[.)]|#+)$")
+_UNIT = re.compile(r"^(?:%|B|pt|ns|s)\W*$")     # stays beside its number: "+72.37 %)"
 
 
 def fill(text: str, width: int = WIDTH, first: str = "", rest: str = "") -> list[str]:
@@ -170,7 +171,7 @@ def fill(text: str, width: int = WIDTH, first: str = "", rest: str = "") -> list
             flush()                # a new line at the part boundary, the "·" dropped
         for w in part_words:
             if words and not fits(words + [w]):
-                if _BLOCK_START.match(w) and len(words) > 1:   # take the word before along
+                if (_BLOCK_START.match(w) or _UNIT.match(w)) and len(words) > 1:   # take the word before along
                     before = words.pop()
                     flush()
                     words.append(before)
@@ -226,8 +227,10 @@ class Markdown:
         if _wider(table, self.width):
             table = _md_table(header, body, align, pad=False)
         if _wider(table, self.width):   # one record a row: "- first: k: v; k: v", wrapped
+            keys = max(1, min(g.keys, len(header) - 1))
             table = [line for row in body for line in fill(
-                f"{row[0]}: " + "; ".join(f"{h}: {c}" for h, c in zip(header[1:], row[1:]) if c not in ("", "-")),
+                f"**{' '.join(row[:keys])}**: " + "; ".join(f"{h}: {c}" for h, c in zip(header[keys:], row[keys:])
+                                                           if c not in ("", "-")),
                 self.width, "- ", "  ")]
         out += table + ([""] + refs if refs else [])   # a blank line first: else GFM reads them as rows
         out += [line for n in g.notes for line in fill(md_para(n), self.width, "- ", "  ")]
