@@ -134,6 +134,20 @@ def test_fuzz_allowed_by_the_experiment_applies(tmp_path):
     assert "flagbench test: applies only with fuzz" in text.split("EXPORT_SYMBOL(strncpy)")[0]
 
 
+def test_a_tree_patched_before_fuzz_was_checked_is_checked_on_copies(tmp_path):
+    """A patched tree the cache made earlier (no fuzz in its marker) is checked without being
+    remade: a build may be reading it. The check patches copies of the touched files only."""
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1")
+    base = source.base_tree("debian:6.1")
+    fuzzy = (DATA / "kernel" / "fuzzy.patch",)
+    with pytest.raises(UserError, match=r"hunk #1 of lib/string.c applies only with fuzz 1, at line 115"):
+        source.check_fuzz(base.src, fuzzy, 0)
+    source.check_fuzz(base.src, fuzzy, 1)
+    source.check_fuzz(base.src, (DATA / "kernel" / "one-function.patch",), 0)
+    assert "flagbench test" not in (base.src / "lib" / "string.c").read_text()   # the tree untouched
+
+
 @pytest.mark.parametrize("value", ["4", "-1", "true", '"2"'])
 def test_fuzz_out_of_range_names_its_line(tmp_path, value):
     with pytest.raises(UserError, match=r"experiment.toml:3: fuzz must be a whole number of context lines, 0 to 3"):

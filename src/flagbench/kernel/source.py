@@ -173,8 +173,13 @@ def patched_tree(base: Tree, patches: tuple[Path, ...], say=None, fuzz: int = 0)
     identity = h.hexdigest() if base.identity else None
     with locked(home.with_name(home.name + ".lock")):
         marker = _read_marker(home) or {}
-        # a tree made before fuzz was checked may hold a fuzzed hunk: made again (same home)
-        if identity is None or marker.get("identity") != identity or marker.get("fuzz") != fuzz:
+        if identity is not None and marker.get("identity") == identity and marker.get("fuzz") != fuzz:
+            # made before fuzz was checked: checked now on copies of the files the patches touch
+            # (the tree itself may be in use by a build: never remade under it)
+            check_fuzz(base.src, patches, fuzz)
+            _write_marker(home, {**marker, "fuzz": fuzz})
+            marker["fuzz"] = fuzz
+        if identity is None or marker.get("identity") != identity:
             if say:
                 say(f"applying {', '.join(p.name for p in patches)} to a copy of {base.label}")
             (home / MARKER).unlink(missing_ok=True)
@@ -243,24 +248,44 @@ def apply_patches(original: Path, copy: Path, patches: tuple[Path, ...], fuzz: i
                 shutil.copy2(f, private)        # a new inode with the same bytes and mtime
                 os.replace(private, f)
                 touched.append(rel)
-        # patch's own default fuzz (2) or more, so a fuzzed hunk is found and named, not just failed
-        done = procs.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
-                          f"--fuzz={max(fuzz, DETECT_FUZZ)}", "-d", str(tmp), "-i", str(patch)], timeout=600)
-        if done.failure:
+        try:
+            _apply(patch, tmp, original, fuzz)
+        except UserError:
             shutil.rmtree(tmp, ignore_errors=True)
-            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
-            raise UserError(f"patch {patch} does not apply to {original}: {' / '.join(lines[-3:])}")
-        fuzzed = [h for h in fuzzed_hunks(done.stdout) if h[2] > fuzz]
-        if fuzzed:
-            shutil.rmtree(tmp, ignore_errors=True)
-            worst = max(h[2] for h in fuzzed)
-            where = "; ".join(f"hunk #{n} of {f} applies only with fuzz {z}, at line {at}"
-                              + (f" (offset {o:+d} lines)" if o else "") for f, n, z, at, o in fuzzed)
-            raise UserError(f"patch {patch.name}: {where}: a fuzzed hunk can land in the wrong function; "
-                            f"refresh the patch, or allow it with fuzz = {worst} in [kernel]")
+            raise
     for rel in touched:   # the guarantee, checked: no patched file shares an inode with the original
         a, b = original / rel, tmp / rel
         if a.exists() and b.exists() and os.stat(a).st_ino == os.stat(b).st_ino:
             shutil.rmtree(tmp, ignore_errors=True)
             raise UserError(f"internal: patched {rel} still shares its inode with {original}")
     os.replace(tmp, copy)
+
+
+def _apply(patch: Path, tree: Path, original: Path, fuzz: int) -> None:
+    """patch -p1 in TREE; a UserError when it does not apply, or applies only with more fuzz than FUZZ."""
+    # patch's own default fuzz (2) or more, so a fuzzed hunk is found and named, not just failed
+    done = procs.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
+                      f"--fuzz={max(fuzz, DETECT_FUZZ)}", "-d", str(tree), "-i", str(patch)], timeout=600)
+    if done.failure:
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+        raise UserError(f"patch {patch} does not apply to {original}: {' / '.join(lines[-3:])}")
+    fuzzed = [h for h in fuzzed_hunks(done.stdout) if h[2] > fuzz]
+    if fuzzed:
+        worst = max(h[2] for h in fuzzed)
+        where = "; ".join(f"hunk #{n} of {f} applies only with fuzz {z}, at line {at}"
+                          + (f" (offset {o:+d} lines)" if o else "") for f, n, z, at, o in fuzzed)
+        raise UserError(f"patch {patch.name}: {where}: a fuzzed hunk can land in the wrong function; "
+                        f"refresh the patch, or allow it with fuzz = {worst} in [kernel]")
+
+
+def check_fuzz(original: Path, patches: tuple[Path, ...], fuzz: int) -> None:
+    """The fuzz check of apply_patches, on copies of only the files PATCHES touch."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="flagbench-fuzz-") as tmp:
+        for patch in patches:
+            for rel in patch_paths(patch):
+                src, dst = original / rel, Path(tmp) / rel
+                if src.is_file() and not dst.exists():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, dst)
+            _apply(patch, Path(tmp), original, fuzz)
