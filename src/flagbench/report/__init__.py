@@ -10,13 +10,16 @@ are written from the tables here.
 ...            for v, base in (("O2", 29.6), ("O0", 59.4)) for x in [base * (1 + i / 1000) for i in range(9)]]
 >>> print(render(build_tables(samples, ["O2", "O0"]), "md"))
 <a id="loop-ns-per-iter-x86-64-gcc"></a>
-**loop** · ns_per_iter (ns) · x86_64/gcc
+**loop** · ns_per_iter (ns) · x86_64/gcc · lower is better
 <BLANKLINE>
-|    O2 |    O0 |                                 O0 vs O2 |
+|    O2 |    O0 |               O0 vs O2 (lower is better) |
 |------:|------:|-----------------------------------------:|
 | 29.72 | 59.64 | +100.7 % [+100.1, +101.3] p=0.000 slower |
 <BLANKLINE>
-change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % interval [low, high] (the estimate always lies inside it); variants measured in the same rounds are compared round by round (p: Wilcoxon signed-rank, interval of the Walsh averages), else as two samples (p: Mann-Whitney U, Moses interval); faster/slower only when both agree, else ~; exact: instruction counts, no noise
+change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % interval [low, high] (the estimate
+always lies inside it); variants measured in the same rounds are compared round by round (p:
+Wilcoxon signed-rank, interval of the Walsh averages), else as two samples (p: Mann-Whitney U, Moses
+interval); faster/slower only when both agree, else ~; exact: instruction counts, no noise
 <BLANKLINE>
 """
 from __future__ import annotations

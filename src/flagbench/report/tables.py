@@ -9,7 +9,7 @@ the variants' samples, and each variant compared with the first one (the baselin
 ...            for v, base in (("O2", 29.6), ("O0", 59.4)) for x in [base * (1 + i / 1000) for i in range(9)]]
 >>> [t] = build_tables(samples, ["O2", "O0"])
 >>> t.title, t.variants, t.rows[0].changes["O0"].verdict
-('loop · ns_per_iter (ns) · x86_64/gcc', ['O2', 'O0'], 'slower')
+('loop · ns_per_iter (ns) · x86_64/gcc · lower is better', ['O2', 'O0'], 'slower')
 """
 from __future__ import annotations
 
