@@ -61,6 +61,7 @@ def test_the_demo_report(demo):
     _summary_first_and_every_link_resolves(demo)
     _cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo)
     _html_beside_md_and_stdout_ends_with_the_summary(demo)
+    _every_output_fits_a_mail(demo)
 
 
 def _summary_first_and_every_link_resolves(demo):
@@ -79,7 +80,7 @@ def _cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo):
     assert str(root) not in md and ".cache" not in md and "/cells/" not in md
     assert "no symbol changed size" in md
     assert "the same in both builds (not printed): spin" in md and "```" not in md
-    assert "&lt;b&gt;not bold&lt;/b&gt;" in md and "<b>" not in md
+    assert "\\<b>not bold\\</b>" in md and not re.search(r"(?<!\\)<b>", md) and "&lt;" not in md
 
 
 def _html_beside_md_and_stdout_ends_with_the_summary(demo):
@@ -90,7 +91,27 @@ def _html_beside_md_and_stdout_ends_with_the_summary(demo):
     printed = done.stdout   # the one-screen summary and where the full report is, not the report
     assert printed.startswith("Summary\n") and "## " not in printed and "](#" not in printed
     assert "same/x86_64/gcc vs base/x86_64/gcc" not in printed     # the case's section is in the files only
-    assert len(printed.splitlines()) < 40 and printed.rstrip().splitlines()[-1].startswith("full report: ")
+    assert len(printed.splitlines()) < 40 and printed.rstrip().splitlines()[-2].startswith("full report: ")
+
+
+def _every_output_fits_a_mail(demo):
+    """What a reviewer pastes into a reply read at 72-100 columns: the demo's summary and report,
+    `flagbench report` of the case and of the stored run, in text and md: no line over 100
+    columns, no HTML entity, no newline printed as a literal backslash-n."""
+    root, md, _, done = demo
+    case = root / "cases" / "same"
+    outputs = {"demo md": md, "demo stdout": done.stdout}
+    for fmt in ("text", "md"):
+        for what, args in (("case", [str(case)]), ("run", [])):
+            page = flagbench("report", *args, "--db", str(root / "fb.db"), "--format", fmt, cwd=root)
+            assert page.returncode == 0, page.stderr
+            outputs[f"report {what} {fmt}"] = page.stdout
+    for name, text in outputs.items():
+        widest = max(text.splitlines(), key=len)
+        assert len(widest) <= 100, (name, widest)
+        assert "&lt;" not in text and "&gt;" not in text and "&amp;" not in text, name
+        assert "\\n" not in text, name
+    assert "size: bloat-o-meter's total over the whole build" in md
 
 
 def test_cases_come_in_seed_order(tmp_path):
@@ -144,3 +165,29 @@ def test_report_gives_any_experiment_the_demo_page(demo):
     assert text.returncode == 0 and "](#" not in text.stdout and "same/x86_64/gcc vs base/x86_64/gcc" in text.stdout
     bad = flagbench("report", str(case), "--db", str(root / "fb.db"), "--format", "csv", cwd=root)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("tty", [False, True])
+def test_build_progress_is_one_line_not_one_per_object(tty):
+    """The demo's C builds: 49 objects are one line rewritten in place on a terminal (none in a
+    log), the other progress lines as they come."""
+    import io
+
+    from flagbench.cli.demo import OneLine
+
+    class Stream(io.StringIO):
+        def isatty(self):
+            return tty
+
+    said, stream = [], Stream()
+    with OneLine(said.append, stream) as progress:
+        progress("4 cells, 49 objects, 2 workers")
+        for i in range(49):
+            progress(f"cc v/x86_64/gcc file{i}.c")
+    progress("after the build")
+    assert said == ["4 cells, 49 objects, 2 workers", "after the build"]
+    out = stream.getvalue()
+    if tty:
+        assert out.count("\r") == 49 and out.count("\n") == 1 and "cc 49/49: v/x86_64/gcc file48.c" in out
+    else:
+        assert out == ""

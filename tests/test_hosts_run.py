@@ -227,8 +227,14 @@ def test_doctor_host_says_what_the_host_takes_and_what_is_noisy(tmp_path):
         assert report["facts"]["perf_event_paranoid"] == Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
         if not Path("/sys/devices/system/cpu/isolated").read_text().strip():
             assert any(n["what"] == "no isolated CPU" and "isolcpus" in n["fix"] for n in report["noise"])
+        # kexec readiness, against this machine's own files (the host is this machine)
+        image = Path(f"/boot/vmlinuz-{os.uname().release}")
+        assert report["kexec"]["image"] == (str(image) if image.exists() else "")
+        if not image.exists():
+            assert not report["kexec"]["ready"] and any(str(image) in r for r in report["kexec"]["refusal"])
         text = flagbench("doctor", "--host", "box", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=120)
         assert text.returncode == 0 and "box: reachable" in text.stdout and "fix:" in text.stdout
+        assert "  kexec     " in text.stdout
         exp = experiment(tmp_path / "exp")
         cpu = run(exp, "--db", tmp_path / "fb.db", "--host", "box", "--cpu", "999", cwd=tmp_path, ssh=box.ssh_env)
         assert cpu.returncode == 2 and cpu.stderr.strip().endswith(f"--cpu 999: it has {os.cpu_count()} CPUs")

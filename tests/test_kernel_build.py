@@ -97,6 +97,63 @@ def test_kcflags_the_compiler_rejects_stop_before_any_build(tmp_path):
     assert not any(cell_dir(exp, c, tree, []).exists() for c in exp.cells())
 
 
+def _fuzzy_experiment(tmp_path, fuzz_line=""):
+    """A kernel experiment whose patch (tests/data/kernel/fuzzy.patch) has one context line the
+    tree does not have and a stale line number: it applies only with fuzz 1, 10 lines on."""
+    patch = DATA / "kernel" / "fuzzy.patch"
+    return write(tmp_path, f'[kernel]\nsource = "debian:6.1"\n{fuzz_line}[variants]\n'
+                           f'a = {{}}\nb = {{ patches = ["{patch}"] }}\n')
+
+
+def test_fuzzed_patch_is_refused_naming_the_hunk(tmp_path):
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1")
+    # the oracle: patch(1) itself, with its default fuzz, on a copy of lib/string.c
+    tree = source.base_tree("debian:6.1")
+    (tmp_path / "t" / "lib").mkdir(parents=True)
+    (tmp_path / "t" / "lib" / "string.c").write_text((tree.src / "lib" / "string.c").read_text())
+    said = subprocess.run(["patch", "-p1", "--dry-run", "-d", str(tmp_path / "t"), "-i",
+                           str(DATA / "kernel" / "fuzzy.patch")], capture_output=True, text=True)
+    assert said.returncode == 0 and "Hunk #1 succeeded at 115 with fuzz 1 (offset 10 lines)" in said.stdout
+    out = flagbench("build", str(_fuzzy_experiment(tmp_path)), "--quiet")
+    assert out.returncode == 2, out.stderr
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "fuzzy.patch: hunk #1 of lib/string.c applies only with fuzz 1, at line 115 (offset +10 lines)" in err
+    assert "fuzz = 1 in [kernel]" in err and "configuring" not in out.stdout
+
+
+def test_fuzz_allowed_by_the_experiment_applies(tmp_path):
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1")
+    exp = spec.load(_fuzzy_experiment(tmp_path, "fuzz = 1\n"))
+    assert exp.kernel.fuzz == 1
+    tree = source.patched_tree(source.base_tree("debian:6.1"), exp.kernel.changes("b").patches,
+                               fuzz=exp.kernel.fuzz)
+    text = (tree.src / "lib" / "string.c").read_text()
+    assert "flagbench test: applies only with fuzz" in text.split("EXPORT_SYMBOL(strncpy)")[0]
+
+
+def test_a_tree_patched_before_fuzz_was_checked_is_checked_on_copies(tmp_path):
+    """A patched tree the cache made earlier (no fuzz in its marker) is checked without being
+    remade: a build may be reading it. The check patches copies of the touched files only."""
+    if missing_tools():
+        pytest.skip("needs linux-source-6.1")
+    base = source.base_tree("debian:6.1")
+    fuzzy = (DATA / "kernel" / "fuzzy.patch",)
+    with pytest.raises(UserError, match=r"hunk #1 of lib/string.c applies only with fuzz 1, at line 115"):
+        source.check_fuzz(base.src, fuzzy, 0)
+    source.check_fuzz(base.src, fuzzy, 1)
+    source.check_fuzz(base.src, (DATA / "kernel" / "one-function.patch",), 0)
+    assert "flagbench test" not in (base.src / "lib" / "string.c").read_text()   # the tree untouched
+
+
+@pytest.mark.parametrize("value", ["4", "-1", "true", '"2"'])
+def test_fuzz_out_of_range_names_its_line(tmp_path, value):
+    with pytest.raises(UserError, match=r"experiment.toml:3: fuzz must be a whole number of context lines, 0 to 3"):
+        spec.load(_fuzzy_experiment(tmp_path, f"fuzz = {value}\n"))
+
+
 def test_kconfig_expressions_in_tristate_logic():
     from flagbench.kernel.kconfig import evaluate
     values = {"CONFIG_A": "y", "CONFIG_M": "m", "CONFIG_S": '"x86"', "CONFIG_N": "0x10"}
@@ -169,6 +226,38 @@ def test_bloat_o_meter_byte_identical_on_the_two_vmlinux(kernels):
     assert "strncpy" in oracle                                # the one function the patch changes
 
 
+def _section_sizes(vmlinux) -> dict[str, int]:
+    """Section name -> size, as objdump -h prints them (the oracle, not flagbench's reader)."""
+    out = subprocess.run(["objdump", "-h", str(vmlinux)], capture_output=True, text=True, check=True).stdout
+    sizes = {}
+    for line in out.splitlines():
+        words = line.split()
+        if len(words) >= 7 and words[0].isdigit():
+            sizes[words[1]] = int(words[2], 16)
+    return sizes
+
+
+def test_aa_pair_is_byte_identical_but_for_its_identity():
+    """Two variants with the same settings and names of different length (`default`, `again`):
+    the same section sizes, no bloat-o-meter delta (the build identity in linux_proc_banner
+    has one length), yet each kernel names its own build."""
+    builds = build_test_kernels(("default", "again"))
+    a, b = builds["default"], builds["again"]
+    assert a.ok and b.ok, (a.error, b.error)
+    assert a.identity != b.identity and len(a.identity) == len(b.identity)
+    for build in (a, b):
+        assert f"(flagbench@{build.identity})".encode() in build.vmlinux.read_bytes()
+    old, new = _section_sizes(a.vmlinux), _section_sizes(b.vmlinux)
+    assert {".text", ".data", ".rodata"} <= old.keys()
+    assert old == new
+    tree = source.base_tree("debian:6.1")
+    oracle = subprocess.run([sys.executable, str(tree.src / "scripts" / "bloat-o-meter"), str(a.vmlinux),
+                             str(b.vmlinux)], capture_output=True, text=True, check=True).stdout
+    assert oracle.splitlines()[0] == "add/remove: 0/0 grow/shrink: 0/0 up/down: 0/0 (0)", oracle
+    out = flagbench("size", str(EXPERIMENT), "--variants", "default,again", "--format=bom")
+    assert out.returncode == 0 and out.stdout == oracle, out.stderr
+
+
 def test_patch_variant_leaves_the_source_tree_untouched(kernels):
     tree = source.base_tree("debian:6.1")
     copy = kernels["patched"].dir.parents[2] / "src"       # <tree home>/out/<exp>/<cell>
@@ -192,7 +281,7 @@ def test_summary_names_the_one_changed_function(kernels):
     assert s.functions["changed"] == 1 and s.functions["added"] == 0 and s.functions["removed"] == 0
     assert s.config_delta == []
     text = summary.render(s)
-    assert "1 functions changed" in text and "bloat-o-meter total: Before=" in text
+    assert "1 functions changed" in text and "bloat-o-meter's total: Before=" in text
     assert "lib/ 1" in text
 
 

@@ -8,6 +8,8 @@
     kcflags = ["-g0"]                # every variant
     make = { V = "0" }               # make variables for every variant
     patches = ["fix.patch"]          # applied to every variant (on a copy)
+    fuzz = 0                         # context lines a hunk may ignore to apply (patch --fuzz);
+                                     # default 0: a hunk that needs fuzz is refused, named
 
     [variants]
     default = {}
@@ -27,7 +29,8 @@ from pathlib import Path
 
 from flagbench.errors import UserError, not_a_file
 
-TABLE_KEYS = {"source", "config", "fragments", "kcflags", "make", "patches"}
+TABLE_KEYS = {"source", "config", "fragments", "kcflags", "make", "patches", "fuzz"}
+MAX_FUZZ = 3   # patch(1)'s context is 3 lines: more fuzz than that ignores all of it
 DEBIAN_SOURCES = {"debian:6.1": Path("/usr/src/linux-source-6.1.tar.xz"),
                   "debian:6.12": Path("/usr/src/linux-source-6.12.tar.xz")}
 DEFAULT_SOURCE = "debian:6.1"
@@ -78,6 +81,7 @@ class Kernel:
     common: Changes                           # the [kernel] table's own keys: every variant
     variants: tuple[tuple[str, Changes], ...]  # each variant's own keys
     hash: str                                 # sha256 of the fragment files, patches and a .config base
+    fuzz: int = 0                             # patch --fuzz allowed (0: a fuzzed hunk is refused)
 
     @property
     def config_is_file(self) -> bool:
@@ -161,7 +165,11 @@ def parse(checker, data: dict) -> Kernel:
     for name, body in data.get("variants", {}).items():
         if isinstance(body, dict):
             variants.append((name, _changes(checker, body, ("variants", name), digest)))
-    return Kernel(source, config, common, tuple(variants), digest.hexdigest())
+    fuzz = table.get("fuzz", 0)
+    if not isinstance(fuzz, int) or isinstance(fuzz, bool) or not 0 <= fuzz <= MAX_FUZZ:
+        checker.fail(("kernel", "fuzz"), f"fuzz must be a whole number of context lines, 0 to {MAX_FUZZ} "
+                     f"(patch --fuzz), not {fuzz!r}")
+    return Kernel(source, config, common, tuple(variants), digest.hexdigest(), fuzz)
 
 
 def _changes(checker, table: dict, where: tuple, digest) -> Changes:

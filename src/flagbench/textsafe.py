@@ -2,8 +2,8 @@
 place they are printed. A symbol may be called `a|b<script>` or hold a newline, a backtick or
 an escape sequence; a CSV cell may start like a spreadsheet formula.
 
->>> md_cell("a|b<script>")
-'a\\\\|b&lt;script&gt;'
+>>> md_cell("a|b<script> < 85% & &amp;")
+'a\\\\|b\\\\<script> < 85% & \\\\&amp;'
 >>> md_code("x`y")
 '`` x`y ``'
 >>> csv_cell("=cmd()"), csv_cell("-12"), csv_cell(-12)
@@ -20,8 +20,10 @@ from typing import Callable
 
 # C0 controls, DEL, C1 controls: what a terminal would act on rather than print.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_MD_SPECIAL = re.compile(r"[\\|`*_\[\]<>&]")
-_MD_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+# A backslash escapes them (CommonMark): `<` only where it could open a tag or an autolink,
+# `&` only where it could start an entity, `>` only where it would start a quote. Entities
+# (&lt;) would be safe too, but a reader of the mail sees them as they are.
+_MD_SPECIAL = re.compile(r"[\\|`*_\[\]]|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|^\s*>")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -30,12 +32,16 @@ _SAY_LOCK = threading.Lock()   # progress comes from worker threads too: one who
 
 def sayer(prefix: str, *, quiet: bool = False) -> Callable[[str], None]:
     """A function that prints progress lines "PREFIXtext" on stderr (nothing when quiet), one
-    whole line at a time, controls escaped: the one way flagbench's verbs talk while they work."""
+    whole line at a time, controls escaped: the one way flagbench's verbs talk while they work.
+    A text of several lines (a profile table) is printed as lines, the later ones indented."""
     def say(text: str) -> None:
         if quiet:
             return
+        lines = text.split("\n")
+        out = f"{prefix}{term_text(lines[0])}\n" + "".join(f"{' ' * len(prefix)}{term_text(line)}\n"
+                                                         for line in lines[1:])
         with _SAY_LOCK:
-            sys.stderr.write(f"{prefix}{term_text(text)}\n")
+            sys.stderr.write(out)
             sys.stderr.flush()
     return say
 
@@ -54,7 +60,7 @@ def _escape(ch: str) -> str:
 def md_cell(text: str) -> str:
     """TEXT as plain Markdown table-cell text: no column split, no HTML, no code span, one line."""
     text = term_text(text)
-    return _MD_SPECIAL.sub(lambda m: _MD_ENTITY.get(m.group(0)) or "\\" + m.group(0), text)
+    return _MD_SPECIAL.sub(lambda m: m.group(0)[:-1] + "\\" + m.group(0)[-1], text)
 
 
 def md_code(text: str) -> str:

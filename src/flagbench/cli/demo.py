@@ -88,8 +88,8 @@ def run(args) -> int:
     except OSError as e:
         raise UserError(f"{args.out}: cannot write the report: {e.strerror or e}") from None
     print(plain(top[1:-1]), end="", flush=True)
-    print(f"\nfull report: {args.out} and {html_out}; samples in {args.db} "
-          f"(`flagbench report --list --db {args.db}`)")
+    print(f"\nsamples in {args.db}\n  (flagbench report --list --db {args.db})\n"
+          f"full report: {args.out}\n         and {html_out}")   # one path a line: fits a mail
     return status
 
 
@@ -110,9 +110,9 @@ def plain(blocks, width: int | None = None) -> str:
     <BLANKLINE>
     """
     import shutil
-    from flagbench.report.doc import Bullets, Code, Grid, Heading, Para
+    from flagbench.report.doc import WIDTH, Bullets, Code, Grid, Heading, Para, fill
 
-    width = width or max(80, shutil.get_terminal_size((120, 24)).columns)
+    width = width or min(WIDTH, max(80, shutil.get_terminal_size((120, 24)).columns))   # pasteable into a mail
 
     def text(cell) -> str:
         parts = cell if isinstance(cell, list) else [cell]
@@ -123,9 +123,9 @@ def plain(blocks, width: int | None = None) -> str:
         if isinstance(b, Heading):
             out += [b.text, ""]
         elif isinstance(b, Para):
-            out += [text(b.parts), ""]
+            out += fill(text(b.parts), width) + [""]
         elif isinstance(b, Bullets):
-            out += [f"- {item}" for item in b.items] + [""]
+            out += [line for item in b.items for line in fill(item, width, "- ", "  ")] + [""]
         elif isinstance(b, Code):
             out += [f"    {line}" for line in b.lines] + [""]
         elif isinstance(b, Grid):
@@ -135,7 +135,7 @@ def plain(blocks, width: int | None = None) -> str:
             out += _lines(rows[0], widths) + _lines(["-" * w for w in widths], widths)
             for r in rows[1:]:
                 out += _lines(r, widths)
-            out += [f"- {n}" for n in b.notes] + [""]
+            out += [line for n in b.notes for line in fill(n, width, "- ", "  ")] + [""]
     return "\n".join(out) + "\n"
 
 
@@ -187,7 +187,8 @@ def gather_objects(exp, path: Path, args, say):
     from flagbench.report.sections import size_facts
 
     notes = list(exp.notes)
-    builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=say)
+    with OneLine(say) as progress:
+        builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=progress)
     case = Case(exp.name, exp.description, exp.variants[0].name if exp.variants else "", notes=notes,
                 show=tuple(exp.show))
     by_pair: dict[tuple[str, str], list] = {}
@@ -205,6 +206,52 @@ def gather_objects(exp, path: Path, args, say):
     return case, status
 
 
+class OneLine:
+    """Build progress on one line: the per-object "cc ..." lines become one line rewritten in
+    place on a terminal ("cc 12/49: loop.c"), and are left out elsewhere (a log keeps the
+    "N cells, M objects" line); every other line is said as it comes."""
+
+    def __init__(self, say, stream=None):
+        import sys
+        import threading
+        self.say, self.stream = say, stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.total, self.done, self.open = 0, 0, False
+        self.lock = threading.Lock()
+
+    def __call__(self, text: str) -> None:
+        with self.lock:
+            if text.startswith("cc "):
+                self.done += 1
+                if self.tty:
+                    import shutil
+                    from flagbench.textsafe import term_text
+                    line = f"cc {self.done}/{self.total or '?'}: {term_text(text[3:])}"
+                    self.stream.write("\r\x1b[K" + line[:shutil.get_terminal_size((100, 24)).columns - 1])
+                    self.stream.flush()
+                    self.open = True
+                return
+            m = re.match(r"(\d+) cells, (\d+) objects", text)
+            if m:
+                self.total, self.done = int(m.group(2)), 0
+            self._end_line()
+        self.say(text)
+
+    def _end_line(self) -> None:
+        if self.open:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        with self.lock:
+            self._end_line()
+        return False
+
+
 def toolchains(builds) -> list[str]:
     """One line per target and compiler: the tool versions its cells were built with (the seed
     thread's matrix had a gcc and a binutils axis: this says which the matrix here has)."""
@@ -218,7 +265,7 @@ def toolchains(builds) -> list[str]:
 def run_benches(case, path: Path, args) -> int:
     """Run the experiment's benches into the store (resuming) and put their tables in the case."""
     from flagbench.pipeline import run_experiment
-    from flagbench.report import run_tables
+    from flagbench.report import run_notes, run_tables
     from flagbench.spec import load
     from flagbench.store import Store
 
@@ -230,6 +277,8 @@ def run_benches(case, path: Path, args) -> int:
     with Store(args.db, create=False) as store:
         case.tables = run_tables(store, outcome.run_id)
         case.failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]
+        # what the run said (a booted kernel's A/A noise floor, its profile): in the report, not only on stderr
+        case.notes += [n for n in run_notes(store.run(outcome.run_id)) if n not in case.notes]
     case.facts += checked(benches, case.failures)
     return outcome.status
 

@@ -1,6 +1,8 @@
 """`flagbench doctor`: which tools are here for each target, and what to install;
-`flagbench doctor --host DEST`: whether a machine over ssh can time benches, and what
-would make its timings noisy (with the command that fixes each)."""
+`flagbench doctor --host DEST`: whether a machine over ssh can time benches, whether it can
+take kexec runs of kernel experiments (root, kexec, kexec_load_disabled, lockdown, its
+/boot/vmlinuz-RELEASE to come back to), and what would make its timings noisy (with the
+command that fixes each)."""
 from __future__ import annotations
 
 
@@ -45,6 +47,7 @@ def _hosts(dests: list[str], fmt: str) -> int:
     from flagbench.errors import UserError
     from flagbench.hosts.facts import noise, perf_problem
     from flagbench.hosts.remote import SshHost
+    from flagbench.kernel import kexec
     from flagbench.toolchains import TARGETS
 
     procs.install()
@@ -63,7 +66,8 @@ def _hosts(dests: list[str], fmt: str) -> int:
             out.append({"host": dest, "reachable": True, "connect_s": round(time.monotonic() - started, 2),
                         "facts": f, "takes": [target] if target in TARGETS else [],
                         "cannot": [t for t in TARGETS if t != target], "perf": perf_problem(f),
-                        "noise": [{"what": w, "fix": fix} for w, fix in noise(f)]})
+                        "noise": [{"what": w, "fix": fix} for w, fix in noise(f)],
+                        "kexec": _kexec(host.conn, kexec)})
         finally:
             host.close()
     if fmt == "json":
@@ -83,6 +87,10 @@ def _hosts(dests: list[str], fmt: str) -> int:
               f"perf_event_paranoid = {f.get('perf_event_paranoid') or '?'}")
         print(f"  governor  {f.get('governor') or '? (no cpufreq)'}; isolated CPUs {f.get('isolated') or 'none'}; "
               f"load {' '.join(map(str, f.get('loadavg') or ['?']))}")
+        k = r["kexec"]
+        print("  kexec     " + (f"ready: kernel experiments can run there (kernel {k['release']}, "
+                                 f"{k['image']} to come back to)" if k["ready"] else
+                                 "not ready: " + "; ".join(k["refusal"])))
         if r["noise"]:
             print("  noise:")
             width = max(len(n["what"]) for n in r["noise"])
@@ -91,3 +99,17 @@ def _hosts(dests: list[str], fmt: str) -> int:
         else:
             print("  noise: nothing found")
     return status
+
+
+def _kexec(conn, kexec) -> dict:
+    """Whether flagbench can kexec the host: kexec.inspect's facts and refusals (the ones a run
+    would stop on), plus the running kernel's image in /boot, which restoring it needs."""
+    from flagbench.errors import UserError
+    try:
+        host, refusal = kexec.inspect(conn)
+    except UserError as e:
+        return {"ready": False, "refusal": [str(e)], "release": "", "image": "", "initrd": "", "config": ""}
+    if not host.image:
+        refusal = [*refusal, f"no /boot/vmlinuz-{host.release} to kexec back into"]
+    return {"ready": not refusal, "refusal": refusal, "release": host.release, "image": host.image,
+            "initrd": host.initrd, "config": host.config}

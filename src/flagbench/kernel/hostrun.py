@@ -9,7 +9,7 @@ Each variant is booted `rounds` times and each row runs `samples` times per boot
 (BenchCell.per_visit), so a drift of the machine hits the variants alike; boot-to-boot
 variance is in the samples, not hidden (each sample records its boot). After every kexec the
 running kernel must say the variant's build identity in /proc/version (kbuild:
-KBUILD_BUILD_HOST = fb-VARIANT-CELLHASH), or the boot fails.
+KBUILD_BUILD_HOST = fb-HASH16), or the boot fails.
 
 The programs are the guest's own (kernel/guest.py builds them statically): a will-it-scale
 row runs `PROGRAM TASKS WARMUP_MS DURATION_MS` and prints "FB region iterations=N ns=NS"

@@ -11,8 +11,10 @@ same cell build it once; make's whole tree dies with flagbench, even by kill -9 
 a build a killed flagbench left in a cell is ended before the cell is used again.
 
 Reproducible: KBUILD_BUILD_TIMESTAMP/USER/VERSION are pinned, so A and B differ only where
-the variant does and in the build identity, KBUILD_BUILD_HOST = fb-VARIANT-CELLHASH (only
-init/version.o sees it): a kernel booted on a real machine is checked against it.
+the variant does and in the build identity, KBUILD_BUILD_HOST = fb-HASH16 (only init/version.o
+sees it): a kernel booted on a real machine is checked against it. The identity is the same
+length for every variant, so linux_proc_banner (which bloat-o-meter does not skip) and .rodata
+keep their size: an A/A pair is byte-identical in section sizes.
 """
 from __future__ import annotations
 
@@ -182,7 +184,7 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
         raise UserError(f"{exp.path}: config = {kernel.config!r}: the config comes from a machine "
                         "(flagbench run --host DEST, or config = \"host:DEST\")")
     changes = kernel.changes(cell.variant.name)
-    tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
+    tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say, kernel.fuzz)
     variables, probe_argv, cc = toolchain(cell, changes, tree)
     tools = {cc: cached_version(cc), "ccache": cached_version("ccache")}
     ld = _linker(variables)
@@ -215,10 +217,15 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
                  _sha(json.dumps(inputs, sort_keys=True)), _sha(json.dumps(config_inputs, sort_keys=True)), last)
 
 
+IDENTITY_HEX = 16
+
+
 def identity(variant: str, cell_hash: str) -> str:
-    """The kernel's build identity: its variant and cell hash, in /proc/version as
-    "(flagbench@IDENTITY)", so a booted kernel says which build it is."""
-    return f"fb-{re.sub(r'[^A-Za-z0-9._+=,-]', '_', variant)}-{cell_hash[:12]}"
+    """The kernel's build identity, in /proc/version as "(flagbench@IDENTITY)", so a booted
+    kernel says which build it is: a hash of the variant's name and its cell's inputs, of one
+    length for every variant (a name in it would make the banner, and so the kernel measured,
+    differ in size between A and B)."""
+    return "fb-" + _sha(f"{variant}\0{cell_hash}")[:IDENTITY_HEX]
 
 
 def _llvm_tool(llvm: str, name: str) -> str:

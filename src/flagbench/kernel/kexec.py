@@ -8,7 +8,7 @@ close() brings its own kernel back. Underneath, on one connection:
     k = Kexec(conn, say)
     k.prepare()                      # refuses a host that cannot kexec; remembers its kernel
     try:
-        k.boot(image, initrd, "fb-aligned-1a2b3c4d5e6f")   # copy, kexec -l, kexec -e, wait, verify
+        k.boot(image, initrd, "fb-1a2b3c4d5e6f7a8b")      # copy, kexec -l, kexec -e, wait, verify
         ...                                                 # run programs there
     finally:
         k.restore()                  # kexec back into the kernel it ran (or reboot), and say so
@@ -262,7 +262,7 @@ class Kexec:
         return message
 
 def _ident(version: str) -> str:
-    """The part of /proc/version that names a build: "6.1.192 (flagbench@fb-a-1234)"."""
+    """The part of /proc/version that names a build: "6.1.192 (flagbench@fb-1a2b3c4d5e6f7a8b)"."""
     words = version.split()
     return " ".join(words[2:4]) if len(words) >= 4 else version
 

@@ -157,27 +157,61 @@ def _git_identity(src: Path) -> str | None:
     return _sha("\0".join((head.stdout, diff.stdout, status.stdout)))
 
 
-def patched_tree(base: Tree, patches: tuple[Path, ...], say=None) -> Tree:
-    """BASE with PATCHES applied, as a hard-link farm in the cache (made once per content)."""
+def patched_tree(base: Tree, patches: tuple[Path, ...], say=None, fuzz: int = 0) -> Tree:
+    """BASE with PATCHES applied, as a hard-link farm in the cache (made once per content).
+    FUZZ: the context lines a hunk may ignore ([kernel] fuzz); a hunk that needs more is refused."""
     if not patches:
         return base
     h = hashlib.sha256((base.identity or f"plain:{base.src}").encode())   # plain trees: copied anew each time
     for p in patches:
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    if fuzz:
+        h.update(f"fuzz={fuzz}".encode())
     key = h.hexdigest()[:12]
     home = base.home.with_name(f"{base.home.name}+{key}")
     label = f"{base.label} + {', '.join(p.name for p in patches)}"
     identity = h.hexdigest() if base.identity else None
     with locked(home.with_name(home.name + ".lock")):
-        if identity is None or (_read_marker(home) or {}).get("identity") != identity:
+        marker = _read_marker(home) or {}
+        if identity is not None and marker.get("identity") == identity and marker.get("fuzz") != fuzz:
+            # made before fuzz was checked: checked now on copies of the files the patches touch
+            # (the tree itself may be in use by a build: never remade under it)
+            check_fuzz(base.src, patches, fuzz)
+            _write_marker(home, {**marker, "fuzz": fuzz})
+            marker["fuzz"] = fuzz
+        if identity is None or marker.get("identity") != identity:
             if say:
                 say(f"applying {', '.join(p.name for p in patches)} to a copy of {base.label}")
             (home / MARKER).unlink(missing_ok=True)
             shutil.rmtree(home / "src", ignore_errors=True)
-            apply_patches(base.src, home / "src", patches)
+            apply_patches(base.src, home / "src", patches, fuzz)
             _write_marker(home, {"identity": identity, "version": base.version, "base": str(base.src),
-                                 "patches": [str(p) for p in patches]})
+                                 "patches": [str(p) for p in patches], "fuzz": fuzz})
     return Tree(home / "src", home, makefile_version(home / "src"), label, identity)
+
+
+DETECT_FUZZ = 2
+# patch(1): "patching file lib/string.c" then "Hunk #1 succeeded at 115 with fuzz 1 (offset 10 lines)."
+_PATCHING = re.compile(r"^patching file (.+?)\s*$")
+_FUZZED = re.compile(r"^Hunk #(\d+) succeeded at (\d+) with fuzz (\d+)(?: \(offset (-?\d+) lines?\))?")
+
+
+def fuzzed_hunks(output: str) -> list[tuple[str, int, int, int, int]]:
+    """(file, hunk, fuzz, line, offset) of every hunk patch(1) applied with fuzz.
+
+    >>> fuzzed_hunks("patching file lib/string.c\\nHunk #1 succeeded at 115 with fuzz 1 (offset 10 lines).\\n")
+    [('lib/string.c', 1, 1, 115, 10)]
+    """
+    out, current = [], "?"
+    for line in output.splitlines():
+        m = _PATCHING.match(line)
+        if m:
+            current = m.group(1).strip("'")
+            continue
+        m = _FUZZED.match(line)
+        if m:
+            out.append((current, int(m.group(1)), int(m.group(3)), int(m.group(2)), int(m.group(4) or 0)))
+    return out
 
 
 def patch_paths(patch: Path, strip: int = 1) -> list[str]:
@@ -193,8 +227,10 @@ def patch_paths(patch: Path, strip: int = 1) -> list[str]:
     return sorted(set(out))
 
 
-def apply_patches(original: Path, copy: Path, patches: tuple[Path, ...]) -> None:
-    """COPY := ORIGINAL (hard links, .git left out) with PATCHES applied; ORIGINAL is never written."""
+def apply_patches(original: Path, copy: Path, patches: tuple[Path, ...], fuzz: int = 0) -> None:
+    """COPY := ORIGINAL (hard links, .git left out) with PATCHES applied; ORIGINAL is never written.
+    A hunk that applies only by ignoring more than FUZZ context lines is refused, named: a fuzzed
+    hunk can land in the wrong function, and the kernel measured would not be the one meant."""
     tmp = copy.with_name(f"{copy.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -212,15 +248,44 @@ def apply_patches(original: Path, copy: Path, patches: tuple[Path, ...]) -> None
                 shutil.copy2(f, private)        # a new inode with the same bytes and mtime
                 os.replace(private, f)
                 touched.append(rel)
-        done = procs.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
-                          "-d", str(tmp), "-i", str(patch)], timeout=600)
-        if done.failure:
+        try:
+            _apply(patch, tmp, original, fuzz)
+        except UserError:
             shutil.rmtree(tmp, ignore_errors=True)
-            lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
-            raise UserError(f"patch {patch} does not apply to {original}: {' / '.join(lines[-3:])}")
+            raise
     for rel in touched:   # the guarantee, checked: no patched file shares an inode with the original
         a, b = original / rel, tmp / rel
         if a.exists() and b.exists() and os.stat(a).st_ino == os.stat(b).st_ino:
             shutil.rmtree(tmp, ignore_errors=True)
             raise UserError(f"internal: patched {rel} still shares its inode with {original}")
     os.replace(tmp, copy)
+
+
+def _apply(patch: Path, tree: Path, original: Path, fuzz: int) -> None:
+    """patch -p1 in TREE; a UserError when it does not apply, or applies only with more fuzz than FUZZ."""
+    # patch's own default fuzz (2) or more, so a fuzzed hunk is found and named, not just failed
+    done = procs.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch",
+                      f"--fuzz={max(fuzz, DETECT_FUZZ)}", "-d", str(tree), "-i", str(patch)], timeout=600)
+    if done.failure:
+        lines = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()]
+        raise UserError(f"patch {patch} does not apply to {original}: {' / '.join(lines[-3:])}")
+    fuzzed = [h for h in fuzzed_hunks(done.stdout) if h[2] > fuzz]
+    if fuzzed:
+        worst = max(h[2] for h in fuzzed)
+        where = "; ".join(f"hunk #{n} of {f} applies only with fuzz {z}, at line {at}"
+                          + (f" (offset {o:+d} lines)" if o else "") for f, n, z, at, o in fuzzed)
+        raise UserError(f"patch {patch.name}: {where}: a fuzzed hunk can land in the wrong function; "
+                        f"refresh the patch, or allow it with fuzz = {worst} in [kernel]")
+
+
+def check_fuzz(original: Path, patches: tuple[Path, ...], fuzz: int) -> None:
+    """The fuzz check of apply_patches, on copies of only the files PATCHES touch."""
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="flagbench-fuzz-") as tmp:
+        for patch in patches:
+            for rel in patch_paths(patch):
+                src, dst = original / rel, Path(tmp) / rel
+                if src.is_file() and not dst.exists():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, dst)
+            _apply(patch, Path(tmp), original, fuzz)

@@ -1,15 +1,17 @@
 """The few lines a kernel developer pastes under the patch, from two built cells:
 
     default/x86_64/gcc -> new/x86_64/gcc
-    code +N bytes (+x.xx %), bloat-o-meter total: Before=.., After=.., chg +x.xx%; K functions changed
-      functions alone +F B (+f.ff % of the code in functions); padding between functions +P B;
-      code sections +T B (+t.tt %): ...why they differ
+    size +N B (+x.xx %) = functions +F B + data +D B; K functions changed
+      that is bloat-o-meter's total: Before=.., After=.., chg +x.xx%
+      not in that total: padding between functions +P B; code sections A -> B B (+T, +t.tt %):
+        ...why they differ
       bloat-o-meter rules: ...which script's
     config A vs B: ...
+    objects whose code changed: ... (each object's .text before linking)
     built with <compiler> on <tree>
 
-The first number is bloat-o-meter's total, as the kernel's own script prints it: growth inside
-functions. The `.text` section can hardly move while functions grow (alignment slack at its end
+The one headline is bloat-o-meter's total, as the kernel's own script prints it, split into
+its parts (functions: its -t table; data: the rest), which add up to it. The `.text` section can hardly move while functions grow (alignment slack at its end
 absorbs it), so the section total comes after, with the padding that explains the difference.
 Which script's rules made the table is said (the tree's, or the newest with weak symbols).
 
@@ -19,6 +21,7 @@ is measured twice here.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,13 +180,23 @@ def _pct(delta: int, base: int) -> str:
     return f"{delta * 100.0 / base:+.2f} %" if base else "n/a"
 
 
-def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20) -> str:
-    """Plain text, short enough to paste under a patch; bloat-o-meter's total first.
+_KEEP = re.compile(r"(?<=\d) (?=\d{3}\b)|(?<=\d) (?=B\b)")   # "+168 252 B" is one word to wrap
 
-    >>> s = PairSummary("a", "b", 4194560, 4194560, 56020, 257118, 4000000, 4153600, 4000000, 4153600,
+
+def _wrap(text: str, width: int, **kw) -> list[str]:
+    """textwrap.wrap that never breaks inside a number or between a number and its unit."""
+    import textwrap
+    return [line.replace("\0", " ") for line in textwrap.wrap(_KEEP.sub("\0", text), width, **kw)]
+
+
+def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20, width: int = 100) -> str:
+    """Plain text, short enough to paste under a patch, no line wider than WIDTH: one total,
+    bloat-o-meter's, with its parts; what lies outside it labelled so.
+
+    >>> s = PairSummary("a", "b", 4194560, 4194560, 56020, 257118, 4000000, 4153600, 4000000, 4153621,
     ...             3900000, 4053600, "the tree's scripts/bloat-o-meter", {"changed": 5862}, [], [], "gcc", "t", [])
     >>> print(render(s).splitlines()[1])
-    code +153 600 bytes (+3.84 %), bloat-o-meter total: Before=4000000, After=4153600, chg +3.84%; 5862 functions changed
+    size +153 621 B (+3.84 %) = functions +153 600 B + data +21 B; 5862 functions changed
     """
     f = s.functions
     fn = (f"{f.get('changed', 0)} functions changed"
@@ -192,26 +205,34 @@ def render(s: PairSummary, *, objects_top: int = 10, config_top: int = 20) -> st
     bom_delta, fn_delta = s.bom_new - s.bom_old, s.fn_new - s.fn_old
     pad_delta = s.padding_new - s.padding_old
     lines = [f"{s.old_label} -> {s.new_label}",
-             f"code {_signed(bom_delta)} bytes ({_pct(bom_delta, s.bom_old)}), bloat-o-meter total: {s.bom_line}; {fn}",
-             f"  functions alone {_signed(fn_delta)} B ({_pct(fn_delta, s.covered_old)} of the code in functions); "
-             f"padding between functions {_signed(pad_delta)} B",
-             f"  code sections {s.text_old} -> {s.text_new} B ({_signed(s.text_delta)}, {_pct(s.text_delta, s.text_old)}): "
-             + _why_sections(s),
-             f"  bloat-o-meter rules: {s.rules} (flagbench size --bom-rules tree|newest)"]
+             f"size {_signed(bom_delta)} B ({_pct(bom_delta, s.bom_old)}) = functions {_signed(fn_delta)} B + "
+             f"data {_signed(bom_delta - fn_delta)} B; {fn}",
+             f"  that is bloat-o-meter's total: {s.bom_line}"]
+    lines += _wrap(f"not in that total: padding between functions {_signed(pad_delta)} B; code sections "
+                           f"{s.text_old} -> {s.text_new} B ({_signed(s.text_delta)}, {_pct(s.text_delta, s.text_old)}): "
+                           + _why_sections(s), width, initial_indent="  ", subsequent_indent="    ",
+                           break_on_hyphens=False)
+    lines += _wrap(f"bloat-o-meter rules: {s.rules} (flagbench size --bom-rules tree|newest)", width,
+                           initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False)
     if s.config_delta:
         shown = ", ".join(f"{k} {a}->{b}" for k, a, b in s.config_delta[:config_top])
         more = f" (+{len(s.config_delta) - config_top} more)" if len(s.config_delta) > config_top else ""
-        lines.append(f"config A vs B: {len(s.config_delta)} options differ: {shown}{more}")
+        lines += _wrap(f"config A vs B: {len(s.config_delta)} options differ: {shown}{more}", width,
+                               subsequent_indent="  ", break_on_hyphens=False)
     else:
         lines.append("config A vs B: identical")
     if s.objects:
         dirs = kobjects.by_directory(s.objects)
-        lines.append(f"objects with changed code: {len(s.objects)} ("
-                     + ", ".join(f"{d} {n} ({_signed(delta)} B)" for d, n, delta in dirs[:6]) + ")")
+        lines += _wrap(f"objects whose code changed: {len(s.objects)} ("
+                               + ", ".join(f"{d} {n} ({_signed(delta)} B)" for d, n, delta in dirs[:6])
+                               + "), by each object's .text before linking (not a part of the total)", width,
+                               subsequent_indent="  ", break_on_hyphens=False)
     for name, a, b in s.string_ops[:objects_top]:
         ops = sorted(set(a) | set(b))
-        lines.append(f"  {name}: " + ", ".join(f"{op} {a.get(op, 0)}->{b.get(op, 0)}" for op in ops))
+        lines += _wrap(f"{name}: " + ", ".join(f"{op} {a.get(op, 0)}->{b.get(op, 0)}" for op in ops), width,
+                               initial_indent="  ", subsequent_indent="    ")
     if s.stubs:
-        lines.append(s.stubs)
-    lines.append(f"built with {s.compiler}; tree {s.tree}")
+        lines += _wrap(s.stubs, width, subsequent_indent="  ")
+    lines += _wrap(f"built with {s.compiler}; tree {s.tree}", width, subsequent_indent="  ",
+                           break_on_hyphens=False)
     return "\n".join(lines) + "\n"

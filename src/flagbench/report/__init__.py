@@ -10,13 +10,16 @@ are written from the tables here.
 ...            for v, base in (("O2", 29.6), ("O0", 59.4)) for x in [base * (1 + i / 1000) for i in range(9)]]
 >>> print(render(build_tables(samples, ["O2", "O0"]), "md"))
 <a id="loop-ns-per-iter-x86-64-gcc"></a>
-**loop** · ns_per_iter (ns) · x86_64/gcc
+**loop** · ns_per_iter (ns) · x86_64/gcc · lower is better
 <BLANKLINE>
-|    O2 |    O0 |                                 O0 vs O2 |
+|    O2 |    O0 |               O0 vs O2 (lower is better) |
 |------:|------:|-----------------------------------------:|
 | 29.72 | 59.64 | +100.7 % [+100.1, +101.3] p=0.000 slower |
 <BLANKLINE>
-change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % interval [low, high] (the estimate always lies inside it); variants measured in the same rounds are compared round by round (p: Wilcoxon signed-rank, interval of the Walsh averages), else as two samples (p: Mann-Whitney U, Moses interval); faster/slower only when both agree, else ~; exact: instruction counts, no noise
+change: the Hodges-Lehmann estimate of new/old - 1 with its 95 % interval [low, high] (the estimate
+always lies inside it); variants measured in the same rounds are compared round by round (p:
+Wilcoxon signed-rank, interval of the Walsh averages), else as two samples (p: Mann-Whitney U, Moses
+interval); faster/slower only when both agree, else ~; exact: instruction counts, no noise
 <BLANKLINE>
 """
 from __future__ import annotations
@@ -27,8 +30,8 @@ import json
 from dataclasses import asdict, replace
 
 from flagbench.report.cells import (LEGEND, fmt_change, fmt_value, has_intervals, notes,  # noqa: F401
-                                    table_anchor, table_cells)
-from flagbench.report.doc import Block, Grid, Heading, Html, Markdown, Para
+                                    shape, table_anchor, table_cells)
+from flagbench.report.doc import WIDTH, Block, Grid, Heading, Html, Markdown, Para, fill, note_blocks
 from flagbench.report.tables import EXACT_TABLE, Row, Table, build_tables  # noqa: F401
 from flagbench.stats import Change
 from flagbench.textsafe import csv_cell, term_text
@@ -45,7 +48,7 @@ def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False) -> l
         t, hidden = _pasteable(t)
         header, body = table_cells(t)
         out.append(Grid(header, body, title=t.title, anchor=table_anchor(t, prefix), notes=notes(t) + hidden,
-                        align="r" * len(header)))
+                        align="r" * len(header), keys=len(t.param_keys) + (shape(t) != "side")))
         if figures:
             out += table_figures(t)
             group = (t.bench, t.target, t.compiler)
@@ -79,12 +82,13 @@ def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: 
     failures = failures or []
     legend = [Para([LEGEND])] if has_intervals(tables) else []
     extra = _profile_blocks(profiles, tables) if profiles and fmt in ("md", "html") else []
+    said = note_blocks(run_notes(run))
     if fmt == "md":
         head = [Para([line])] if (line := run_line(run)) else []
-        return Markdown().render(head + blocks(tables) + extra + failure_blocks(failures) + legend)
+        return Markdown().render(head + said + blocks(tables) + extra + failure_blocks(failures) + legend)
     if fmt == "html":
         title = f"flagbench run {run['id']}: {run['experiment']}" if run else "flagbench report"
-        head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else []) + legend
+        head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else []) + said + legend
         return Html().render(head + blocks(tables, figures=True) + extra + failure_blocks(failures), title)
     if fmt == "json" and profiles:
         doc = json.loads(_json(tables, run, failures))
@@ -97,6 +101,14 @@ def _profile_blocks(profiles: list, tables: list[Table]) -> list[Block]:
     from flagbench.report.profiles import blocks as profile_blocks
     baseline = tables[0].variants[0] if tables else profiles[0].variant
     return [Heading(3, "profiles (flagbench profile)", "profiles")] + profile_blocks(profiles, baseline)
+
+
+def run_notes(run: dict | None) -> list[str]:
+    """What the run said while it measured (the A/A noise floor of a booted kernel, a kernel
+    profile, the experiment's own notes): kept in its provenance, shown by every format."""
+    from flagbench.report.case import unpath
+    notes = (run or {}).get("provenance", {}).get("notes") or []
+    return [unpath(n) for n in notes if isinstance(n, str)]
 
 
 def run_line(run: dict | None) -> str | None:
@@ -131,10 +143,18 @@ def _text(tables, run, failures) -> str:
     from rich.table import Table as RichTable
 
     buffer = io.StringIO()
-    console = Console(file=buffer, width=200, no_color=True, highlight=False, emoji=False)
-    say = lambda text: console.print(escape(term_text(text)))   # noqa: E731 - no markup, no raw controls
+    console = Console(file=buffer, width=WIDTH, no_color=True, highlight=False, emoji=False)
+
+    def say(text: str, first: str = "", rest: str = "") -> None:   # no markup, no raw controls, wrapped
+        for line in fill(term_text(text), WIDTH, first, rest):
+            console.print(escape(line), soft_wrap=True)
     if (line := run_line(run)):
         say(line)
+    for note in run_notes(run):
+        first, *more = note.split("\n")
+        say(first, "note: ", "      ")
+        for line in more:
+            console.print(escape(term_text(line)), soft_wrap=True)
     for t in tables:
         t, hidden = _pasteable(t)
         header, body = table_cells(t)
@@ -146,9 +166,9 @@ def _text(tables, run, failures) -> str:
             table.add_row(*(escape(term_text(x)) for x in line))
         console.print(table)
         for note in notes(t) + hidden:
-            say(f"  note: {note}")
+            say(note, "  note: ", "        ")
     for f in failures:
-        say(f"FAILED {f['bench']} {f['cell']}: {f['reason']}")
+        say(f"FAILED {f['bench']} {f['cell']}: {f['reason']}", "", "  ")
     return buffer.getvalue()
 
 

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flagbench.report.doc import Block, Bullets, Heading, Link, Para
+from flagbench.report.doc import Block, Heading, Link, Para, note_blocks
 from flagbench.report.sections import SizeFacts, asm_blocks, pair_anchor, size_blocks, size_summary
 
 
@@ -63,9 +63,7 @@ def case_blocks(case: Case) -> tuple[list[Block], list[Block]]:
                               show=case.show, anchor=pair_anchor(case.name, "asm", *key))
     summary = case_summary(case.tables, prefix=case.name, baseline=case.baseline, sizes=sizes)
     section: list[Block] = [Heading(2, case.name, case.name), Para([case.description]), summary]
-    lines = [f"note: {unpath(n)}" for n in case.notes] + [unpath(f) for f in case.facts]
-    if lines:
-        section.append(Bullets(lines))
+    section += note_blocks([unpath(n) for n in case.notes], [unpath(f) for f in case.facts])
     section += details + case.extra
     if case.tables or case.failures:
         section += [Heading(3, f"{case.name}: benchmarks", f"{case.name}-benchmarks")]

@@ -100,7 +100,8 @@ def table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
                     fmt_band(band) if band else "", r.band_verdicts.get(v, "-" if v != base else "")])
         return header, body
     if how == "pivot":
-        header = list(t.param_keys) + [f"{base} (baseline)"] + [f"{v}" for v in t.variants[1:]]
+        header = list(t.param_keys) + [f"{base} (baseline" + (f"; {t.direction})" if t.direction else ")")]
+        header += [f"{v}" for v in t.variants[1:]]
         body = []
         for r in t.rows:
             line = [r.params.get(k, "") for k in t.param_keys] + [fmt_value(r.median(base), t.exact)]
@@ -110,7 +111,8 @@ def table_cells(t: Table) -> tuple[list[str], list[list[str]]]:
                 line.append(f"{value} ({change})" if change and value != "-" else value)
             body.append(line)
         return header, body
-    header = list(t.param_keys) + list(t.variants) + [f"{v} vs {base}" for v in t.variants[1:]]
+    better = f" ({t.direction})" if t.direction else ""
+    header = list(t.param_keys) + list(t.variants) + [f"{v} vs {base}{better}" for v in t.variants[1:]]
     body = []
     for r in t.rows:
         line = [r.params.get(k, "") for k in t.param_keys]

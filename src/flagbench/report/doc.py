@@ -52,6 +52,7 @@ class Grid:
     anchor: str | None = None
     notes: list[str] = field(default_factory=list)
     align: str = ""          # per column "l" or "r" (default: first column left, the rest right)
+    keys: int = 1            # leading columns that name a row: repeated when a wide table is split
 
 
 @dataclass
@@ -71,6 +72,25 @@ class Figure:
 Block = Union[Heading, Para, Bullets, Grid, Code, Figure]
 
 
+def note_blocks(notes: list[str], facts: list[str] = ()) -> list[Block]:
+    """A run's notes (the A/A noise floor, what a guest measured) and facts as bullets; a note of
+    several lines (a kernel profile table) as its first line and the rest as preformatted text,
+    never one line with its newlines escaped.
+
+    >>> [type(b).__name__ for b in note_blocks(["floor 1.0", "profile:\\n  a 1\\n  b 2"], ["built"])]
+    ['Bullets', 'Para', 'Code']
+    """
+    out: list[Block] = []
+    single = [f"note: {n}" for n in notes if "\n" not in n] + list(facts)
+    if single:
+        out.append(Bullets(single))
+    for n in notes:
+        if "\n" in n:
+            first, *rest = n.split("\n")
+            out += [Para([f"note: {first}"]), Code(rest)]
+    return out
+
+
 # -- Markdown -----------------------------------------------------------------------------------
 
 _INTRAWORD_UNDERSCORE = re.compile(r"(?<=[A-Za-z0-9])\\_(?=[A-Za-z0-9])")
@@ -81,8 +101,8 @@ def md_text(text: str) -> str:
     over: `_` inside a word (GFM makes no emphasis there: x86_64, ns_per_iter) and brackets that
     cannot start a link (`[-1.2, +0.4]`).
 
-    >>> print(md_text("x86_64 [+1.0, +2.0] a|b<script> _x_"))
-    x86_64 [+1.0, +2.0] a\\|b&lt;script&gt; \\_x\\_
+    >>> print(md_text("x86_64 [+1.0, +2.0] a|b<script> _x_ < 85% -> y"))
+    x86_64 [+1.0, +2.0] a\\|b\\<script> \\_x\\_ < 85% -> y
     >>> print(md_text("[a](b)"))
     \\[a\\](b)
     """
@@ -90,8 +110,6 @@ def md_text(text: str) -> str:
     out = _INTRAWORD_UNDERSCORE.sub("_", md_cell(text))
     if "](" not in text and "][" not in text:
         out = out.replace("\\[", "[").replace("\\]", "]")
-    if "<" not in text and not text.lstrip().startswith(">"):   # "->": a lone > opens no tag
-        out = out.replace("&gt;", ">")
     return out
 
 
@@ -112,8 +130,66 @@ def _md_anchor(anchor: str | None) -> list[str]:
     return [f'<a id="{anchor}"></a>'] if anchor else []
 
 
+WIDTH = 100    # a reply is read in a mail client at 72-100 columns: what flagbench writes fits 100
+# a word that would start a block if a wrapped line began with it (a list, a heading, a quote)
+_BLOCK_START = re.compile(r"^(?:[-+*=>]+|\d+[.)]|#+)$")
+_UNIT = re.compile(r"^(?:%|B|pt|ns|s)\W*$")     # stays beside its number: "+72.37 %)"
+
+
+def fill(text: str, width: int = WIDTH, first: str = "", rest: str = "") -> list[str]:
+    """TEXT as lines of at most WIDTH columns (FIRST and REST prefix the first and the later
+    lines), broken at " · " between parts where it has them (a run header never breaks inside
+    a CPU name), else at spaces; never before a word that would start a Markdown block. A
+    word longer than a line stays whole.
+
+    >>> fill("run 1 · exp (abc) · AMD EPYC 7B13 64-Core · Linux 6.1", 30)
+    ['run 1 · exp (abc)', 'AMD EPYC 7B13 64-Core', 'Linux 6.1']
+    >>> fill("a b - c", 3)
+    ['a', 'b -', 'c']
+    """
+    sep = " · "
+    lines: list[str] = []
+    words: list[str] = []          # the current line's words ("·" between parts)
+    prefix = first
+
+    def fits(ws: list[str]) -> bool:
+        return len(prefix) + len(" ".join(ws)) <= width
+
+    def flush() -> None:
+        nonlocal prefix
+        if words:
+            lines.append(prefix + " ".join(words))
+            prefix = rest
+            words.clear()
+
+    for i, part in enumerate(text.split(sep)):
+        part_words = part.split(" ")
+        if i and words:
+            if fits(words + ["·"] + part_words):
+                words += ["·"] + part_words
+                continue
+            flush()                # a new line at the part boundary, the "·" dropped
+        for w in part_words:
+            if words and not fits(words + [w]):
+                if (_BLOCK_START.match(w) or _UNIT.match(w)) and len(words) > 1:   # take the word before along
+                    before = words.pop()
+                    flush()
+                    words.append(before)
+                else:
+                    flush()
+            words.append(w)
+    flush()
+    return lines or [first]
+
+
 class Markdown:
-    """Blocks as GitHub-flavoured Markdown, tables padded so they read as plain text too."""
+    """Blocks as GitHub-flavoured Markdown that reads as plain text too and fits WIDTH columns:
+    paragraphs and notes wrapped; a table too wide takes its links as references, then drops
+    its padding, then becomes one record a row."""
+
+    def __init__(self, width: int = WIDTH):
+        self.width = width
+        self._refs: dict[str, str] = {}     # anchor -> its reference label ([t3]: #anchor)
 
     def render(self, blocks: list[Block]) -> str:
         out: list[str] = []
@@ -121,9 +197,10 @@ class Markdown:
             if isinstance(b, Heading):
                 out += _md_anchor(b.anchor) + [f"{'#' * b.level} {md_para(b.text)}", ""]
             elif isinstance(b, Para):
-                out += _md_anchor(b.anchor) + ["".join(_md_inline(p, md_para) for p in b.parts), ""]
+                out += _md_anchor(b.anchor) + fill("".join(_md_inline(p, md_para) for p in b.parts), self.width)
+                out += [""]
             elif isinstance(b, Bullets):
-                out += [f"- {md_para(i)}" for i in b.items] + [""]
+                out += [line for i in b.items for line in fill(md_para(i), self.width, "- ", "  ")] + [""]
             elif isinstance(b, Grid):
                 out += self._grid(b)
             elif isinstance(b, Code):
@@ -132,25 +209,81 @@ class Markdown:
                 out += [fence + b.lang] + b.lines + [fence, ""]
         return "\n".join(out).rstrip("\n") + "\n"
 
-    @staticmethod
-    def _grid(g: Grid) -> list[str]:
+    def _grid(self, g: Grid) -> list[str]:
         out = _md_anchor(g.anchor)
         if g.title:
             bench, _, rest = g.title.partition(" · ")
-            out += [f"**{md_text(bench)}**" + (f" · {md_text(rest)}" if rest else ""), ""]
+            out += fill(f"**{md_text(bench)}**" + (f" · {md_text(rest)}" if rest else ""), self.width) + [""]
         header = [md_text(h) for h in g.header]
-        body = [[_md_inline(c) for c in row] for row in g.rows]
-        widths = [max(len(x) for x in col) for col in zip(header, *body)]
         align = g.align or "l" + "r" * (len(header) - 1)
-
-        def line(xs):
-            return "| " + " | ".join(x.ljust(w) if a == "l" else x.rjust(w)
-                                     for x, w, a in zip(xs, widths, align)) + " |"
-        rule = "|" + "|".join(("-" * (w + 2)) if a == "l" else ("-" * (w + 1) + ":")
-                              for w, a in zip(widths, align)) + "|"
-        out += [line(header), rule] + [line(r) for r in body]
-        out += [f"- {md_para(n)}" for n in g.notes]
+        body = [[_md_inline(c) for c in row] for row in g.rows]
+        table = _md_table(header, body, align, pad=True)
+        refs: list[str] = []
+        if _wider(table, self.width):   # the links' anchors take most of a cell: as references
+            body = [[self._ref_inline(c, refs) for c in row] for row in g.rows]
+            table = _md_table(header, body, align, pad=True)
+        if _wider(table, self.width):   # the columns in groups, each beside the row's key columns
+            table = _split_table(header, body, align, g.keys, self.width)
+        if _wider(table, self.width):
+            table = _md_table(header, body, align, pad=False)
+        if _wider(table, self.width):   # one record a row: "- first: k: v; k: v", wrapped
+            keys = max(1, min(g.keys, len(header) - 1))
+            table = [line for row in body for line in fill(
+                f"**{' '.join(row[:keys])}**: " + "; ".join(f"{h}: {c}" for h, c in zip(header[keys:], row[keys:])
+                                                           if c not in ("", "-")),
+                self.width, "- ", "  ")]
+        out += table + ([""] + refs if refs else [])   # a blank line first: else GFM reads them as rows
+        out += [line for n in g.notes for line in fill(md_para(n), self.width, "- ", "  ")]
         return out + [""]
+
+    def _ref_inline(self, x, refs: list[str]) -> str:
+        """A cell with its links as reference links ([text][t1]), their definitions added to REFS."""
+        if isinstance(x, list):
+            return "".join(self._ref_inline(p, refs) for p in x)
+        if isinstance(x, Link):
+            if x.anchor not in self._refs:
+                self._refs[x.anchor] = f"t{len(self._refs) + 1}"
+                refs.append(f"[{self._refs[x.anchor]}]: #{x.anchor}")
+            elif f"[{self._refs[x.anchor]}]: #{x.anchor}" not in refs:
+                refs.append(f"[{self._refs[x.anchor]}]: #{x.anchor}")
+            return f"[{md_text(x.text)}][{self._refs[x.anchor]}]"
+        return md_text(x)
+
+
+def _md_table(header: list[str], body: list[list[str]], align: str, pad: bool) -> list[str]:
+    widths = [max(len(x) for x in col) if pad else 1 for col in zip(header, *body)]
+
+    def line(xs):
+        return "| " + " | ".join(x.ljust(w) if a == "l" else x.rjust(w)
+                                 for x, w, a in zip(xs, widths, align)) + " |"
+    rule = "|" + "|".join(("-" * (w + 2)) if a == "l" else ("-" * (w + 1) + ":")
+                          for w, a in zip(widths, align)) + "|"
+    return [line(header), rule] + [line(r) for r in body]
+
+
+def _split_table(header: list[str], body: list[list[str]], align: str, keys: int, width: int) -> list[str]:
+    """The table as several, each the KEYS columns and as many of the others as fit WIDTH
+    (a table whose one column with its keys is too wide comes back too wide)."""
+    keys = min(max(keys, 0), len(header) - 1)
+    rest = list(range(keys, len(header)))
+    out: list[str] = []
+    while rest:
+        take = 1
+        while take < len(rest) and not _wider(_pick(header, body, align, keys, rest[:take + 1]), width):
+            take += 1
+        out += ([""] if out else []) + _pick(header, body, align, keys, rest[:take])
+        rest = rest[take:]
+    return out
+
+
+def _pick(header, body, align, keys, columns) -> list[str]:
+    cols = list(range(keys)) + columns
+    return _md_table([header[i] for i in cols], [[r[i] for i in cols] for r in body],
+                     "".join(align[i] for i in cols), pad=True)
+
+
+def _wider(lines: list[str], width: int) -> bool:
+    return any(len(line) > width for line in lines)
 
 
 # -- HTML ---------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ BAR_SYMBOLS = 20
 LISTED_FUNCTIONS = 20
 SIDE_BY_SIDE_LINES = 80
 CONTEXT = 3             # equal lines kept around each change in a side-by-side
+SIDE = 48               # columns of each side of a side-by-side: the pair fits a mail's 100
 
 
 @dataclass
@@ -55,25 +56,28 @@ def size_facts(old: str, new: str, *, types: str | None = None, rules: str = "ne
 
 
 def size_summary(f: SizeFacts) -> str:
-    """The size change in a few words: the code in functions first, as a share of code (never
-    diluted by data or .bss), then data, and padding when it is a good part of the story
-    (-falign-functions=64 is +0 B in symbols).
+    """The size change in a few words: one total, bloat-o-meter's, then its parts, which add up
+    to it (functions: nm t/T/w/W; data: the rest); padding, which that total cannot see, after
+    it and said to be outside it when it is a good part of the story (-falign-functions=64 is
+    +0 B in symbols).
 
     >>> f = SizeFacts([("f", "T", 100, 110, 10), ("buf", "b", 4000, 4008, 8)], (8100, 8118), (1000, 1010),
     ...               [("padding in code", 4, 4)], "", "")
     >>> size_summary(f)
-    'code +10 B (+1.00 %), data +8 B'
+    '+18 B (+0.22 %) = functions +10 + data +8'
     >>> size_summary(SizeFacts([], (100, 100), (200, 200), [("padding in code", 4, 68)], "", ""))
-    'code +0 B, padding +64 B'
+    '+0 B; padding +64 B outside it'
     """
     code = f.code_delta
-    data = f.total[1] - f.total[0] - code
-    text = f"code {code:+d} B" + (f" ({100 * code / f.in_symbols[0]:+.2f} %)" if code and f.in_symbols[0] else "")
-    if data:
-        text += f", data {data:+d} B"
+    total = f.total[1] - f.total[0]
+    data = total - code
+    text = f"{total:+d} B" + (f" ({100 * total / f.total[0]:+.2f} %)" if total and f.total[0] else "")
+    parts = [f"functions {code:+d}"] * bool(code) + [f"data {data:+d}"] * bool(data)
+    if parts:
+        text += " = " + " + ".join(parts)
     pad = next((n - o for name, o, n in f.moved if name == "padding in code"), 0)
     if pad and abs(pad) * 2 >= abs(code):   # padding is (a good part of) the story
-        text += f", padding {pad:+d} B"
+        text += f"; padding {pad:+d} B outside it"
     return text
 
 
@@ -83,12 +87,11 @@ def size_blocks(f: SizeFacts, *, anchor: str, label: str) -> list[Block]:
     down = sum(d for *_, d in changed if d < 0)
     added = sum(1 for _, _, o, _, _ in changed if o is None)
     removed = sum(1 for _, _, _, n, _ in changed if n is None)
-    delta, old_total = f.total[1] - f.total[0], f.total[0]
-    pct = f" ({100 * delta / old_total:+.2f} %)" if old_total else ""
-    out: list[Block] = [Para([f"size of {label}: {size_summary(f)}; bloat-o-meter total {delta:+d} bytes{pct} "
-                              f"({f.rules}); add/remove {added}/{removed}, "
+    out: list[Block] = [Para([f"size of {label}: {size_summary(f)} (bloat-o-meter's total, {f.rules}: "
+                              f"add/remove {added}/{removed}, "
                               f"grow/shrink {sum(1 for *_, d in changed if d > 0) - added}/"
-                              f"{sum(1 for *_, d in changed if d < 0) - removed}, up/down {up}/{down}. {f.line}"],
+                              f"{sum(1 for *_, d in changed if d < 0) - removed}, up/down {up}/{down}). "
+                              f"Code sections, counted apart from that total: {f.line}"],
                              anchor=anchor)]
     if not changed:
         out.append(Para(["no symbol changed size"]))
@@ -151,9 +154,9 @@ def asm_blocks(old_objects, new_objects, *, old_label: str, new_label: str, show
             same.append(name)
             continue
         rows = side_by_side(d)
-        width = max([len(a) for _, a, _ in rows] + [8])
+        width = min(max([len(a) for _, a, _ in rows] + [8]), SIDE)
         shown = with_context(rows)
-        lines = [f"{a:<{width}} {mark} {b}".rstrip() if mark is not None else a for mark, a, b in shown]
+        lines = [f"{_cut(a):<{width}} {mark} {_cut(b)}".rstrip() if mark is not None else a for mark, a, b in shown]
         marks = [mark for mark, _, _ in shown]
         if len(lines) > SIDE_BY_SIDE_LINES:
             lines = lines[:SIDE_BY_SIDE_LINES] + [f"... {len(lines) - SIDE_BY_SIDE_LINES} more lines "
@@ -165,6 +168,11 @@ def asm_blocks(old_objects, new_objects, *, old_label: str, new_label: str, show
     if same:
         out.append(Para([f"the same in both builds (not printed): {', '.join(same)}"]))
     return out
+
+
+def _cut(line: str) -> str:
+    """One side of a side-by-side line, cut to SIDE columns (the whole is in `flagbench asm`)."""
+    return line if len(line) <= SIDE else line[:SIDE - 1] + "…"
 
 
 def with_context(rows: list[tuple[str, str, str]], context: int = CONTEXT) -> list[tuple]:

@@ -97,6 +97,7 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
         groups.setdefault((t.bench, t.target, t.compiler), []).append(t)
     rows: list[list] = []
     covered = set()
+    shown: dict[tuple, str] = {}    # size cell -> the bench that showed it: a build is not per bench
     for (bench, target, compiler), ts in groups.items():
         if all(_is_profile(t) for t in ts):   # per-symbol rows: detail for the tables below
             continue
@@ -121,8 +122,15 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
         if timed and exact and len(timed.variants) == 2 and _disagree(timed, exact):
             work += ["; work and time disagree: the time is the speed"]
         time_cell = _entries(timed, prefix, _timed_entry, up)
+        if timed and timed.direction and time_cell != ["-"]:   # MB/s beside ns: which way is better, in words
+            time_cell += [f" ({timed.unit or timed.metric}, {timed.direction})"]
         if timed is None and exact and any(r.params.get("count") == "kernel_insns_per_iter" for r in exact.rows):
             time_cell = ["no timing verdict: a booted guest's time is emulated"]
+        size_key = _plain(size_cell)
+        if size_cell and size_key in shown:   # the same builds' size: said once, not as this bench's own
+            size_cell = [f"as {shown[size_key]} (same build)"]
+        elif size_cell:
+            shown[size_key] = bench
         rows.append([[bench], [f"{target}/{compiler}"], time_cell, work, size_cell or ["-"]])
     for (v, target, compiler), (text, anchor) in sizes.items():   # cells without a bench: size only
         if (v, target, compiler) not in covered and not any(k[1:] == (target, compiler) for k in covered):
@@ -130,8 +138,14 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
             rows.append([["(size only)"], [f"{target}/{compiler}"], ["-"], ["-"],
                          [Link(text if alone else f"{v} {text}", anchor)]])
     against = f" vs {baseline}" if all(t.variants[0] == baseline for t in tables) else ""   # else each cell says
-    return Grid(["bench", "target", f"time{against}", f"work (exact count){against}", f"size{against}"], rows,
-                align="lllll")
+    return Grid(["bench", "target", f"time{against}", f"work (exact count){against}",
+                 f"size of the build{against}"], rows, align="lllll", keys=2,
+                notes=["size: bloat-o-meter's total over the whole build (all its objects), not the "
+                       "bench's functions alone"] if rows else [])
+
+
+def _plain(cell: list) -> str:
+    return "".join(p if isinstance(p, str) else p.text for p in cell)
 
 
 def _disagree(timed: Table, exact: Table) -> bool:

@@ -9,7 +9,7 @@ the variants' samples, and each variant compared with the first one (the baselin
 ...            for v, base in (("O2", 29.6), ("O0", 59.4)) for x in [base * (1 + i / 1000) for i in range(9)]]
 >>> [t] = build_tables(samples, ["O2", "O0"])
 >>> t.title, t.variants, t.rows[0].changes["O0"].verdict
-('loop · ns_per_iter (ns) · x86_64/gcc', ['O2', 'O0'], 'slower')
+('loop · ns_per_iter (ns) · x86_64/gcc · lower is better', ['O2', 'O0'], 'slower')
 """
 from __future__ import annotations
 
@@ -66,7 +66,15 @@ class Table:
     @property
     def title(self) -> str:
         unit = f" ({self.unit})" if self.unit and self.unit != self.metric else ""
-        return f"{self.bench} · {self.metric}{unit} · {self.target}/{self.compiler}"
+        better = f" · {self.direction}" if self.direction else ""
+        return f"{self.bench} · {self.metric}{unit} · {self.target}/{self.compiler}{better}"
+
+    @property
+    def direction(self) -> str:
+        """Which way is better, in words ("" for exact counts: work, not speed)."""
+        if self.exact or self.measure is None:
+            return ""
+        return "higher is better" if self.measure.higher_is_better else "lower is better"
 
 
 def _natural(value: str):

@@ -174,7 +174,8 @@ def _text_table(c: SizeComparison, top) -> list[str]:
 
 def _text_rest(c: SizeComparison, table: str, totals: tuple[int, int]) -> str:
     """TABLE (the symbols, to the Total line), then sections, the code's parts and the summary."""
-    lines = ["", "%-40s %10s %10s %+10s" % ("Section", "old", "new", "delta")]
+    lines = ["", "The total above is bloat-o-meter's; what follows is counted apart from it (it cannot see "
+             "padding):", "%-40s %10s %10s %+10s" % ("Section", "old", "new", "delta")]
     for r in _section_records(c):
         lines.append("%-40s %10s %10s %+10d" % (term_text(r["name"]), _dash(r["old"]), _dash(r["new"]),
                                                  r["delta"]))
@@ -192,7 +193,9 @@ def _markdown(c: SizeComparison, top) -> str:
              "| symbol | old | new | delta |", "|---|---:|---:|---:|"]
     for r in _sym_records(c, top):
         lines.append(f"| {md_code(r['name'])} | {_dash(r['old'])} | {_dash(r['new'])} | {r['delta']:+d} |")
-    lines += ["", "| | old | new | delta |", "|---|---:|---:|---:|"]
+    lines += ["", f"bloat-o-meter's total {t.total_new - t.total_old:+d} B (Before={t.total_old}, After={t.total_new});",
+              "counted apart from it (it cannot see padding):",
+              "", "| | old | new | delta |", "|---|---:|---:|---:|"]
     for name, o, n in _extras(c):
         lines.append(f"| {md_cell(name.strip())} | {o} | {n} | {n - o:+d} |")
     lines += ["", md_cell(summary(c))]

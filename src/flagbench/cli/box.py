@@ -1,0 +1,72 @@
+"""`flagbench box start|stop|status|ssh-config`: a qemu machine to try the real-machine path
+(`--host`, kexec) without hardware. `start` builds its kernel (cached) and boots it with ssh on
+127.0.0.1 at a free port; it keeps running after `start` returns, until `stop`. `ssh-config`
+prints its OpenSSH config, for FLAGBENCH_SSH="ssh -F FILE" (or ~/.ssh/config)."""
+from __future__ import annotations
+
+import shlex
+
+ACTIONS = ("start", "stop", "status", "ssh-config")
+
+
+def register(sub):
+    p = sub.add_parser("box", help="start, stop or show the qemu kexec box (a host to try --host on)",
+                       description=__doc__.split("\n\n")[0].split(": ", 1)[1].replace("\n", " "))
+    p.add_argument("action", choices=ACTIONS)
+    p.add_argument("--name", default="box", help="the box's name and ssh alias (default box); "
+                   "its state is in <cache>/box/NAME")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    return p
+
+
+def run(args) -> int:
+    import re
+    import sys
+
+    from flagbench.errors import UserError
+    from flagbench.kernel import box
+    from flagbench.textsafe import sayer
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
+        raise UserError(f"box name {args.name!r}: letters, digits, '.', '_' and '-' only")
+    home = box.home(args.name)
+    b = box.load(home)
+    if args.action == "start":
+        if b is not None:
+            print(f"{args.name}: already running (qemu pid {b.pid}, ssh on 127.0.0.1:{b.port})", file=sys.stderr)
+        else:
+            from flagbench import procs
+            procs.install()   # a signal while it builds or boots: make killed, qemu stopped (box.start)
+            say = sayer(f"flagbench box: {args.name}: ", quiet=args.quiet)
+            b = box.start(home, args.name, say, progress=not args.quiet)
+        _usage(b)
+        return 0
+    if args.action == "stop":
+        if box.stop(home):
+            print(f"{args.name}: stopped")
+        else:
+            print(f"{args.name}: not running")
+        return 0
+    if b is None:
+        if args.action == "status":
+            print(f"{args.name}: not running (flagbench box start{_name_flag(args.name)})")
+            return 1
+        raise UserError(f"box {args.name} is not running: flagbench box start{_name_flag(args.name)}")
+    if args.action == "ssh-config":
+        print(f"# the box {args.name}: FLAGBENCH_SSH={shlex.quote(b.ssh_env)} flagbench run EXP --host {args.name}")
+        print(b.config.read_text(), end="")
+        return 0
+    print(f"{args.name}: running (qemu pid {b.pid}), ssh on 127.0.0.1:{b.port}; state in {home}")
+    _usage(b)
+    return 0
+
+
+def _name_flag(name: str) -> str:
+    return "" if name == "box" else f" --name {name}"
+
+
+def _usage(b) -> None:
+    print(f"  export FLAGBENCH_SSH={shlex.quote(b.ssh_env)}\n"
+          f"  flagbench doctor --host {b.alias}         # can it take kexec runs?\n"
+          f"  flagbench run EXP --host {b.alias}        # config = \"host\" builds the box's own config\n"
+          f"  flagbench box stop{_name_flag(b.alias)}")
