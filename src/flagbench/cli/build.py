@@ -62,6 +62,8 @@ def run(args) -> int:
                 print(f"{'':<{width}}  {tool}: {version}")
             if b.ccache:
                 print(f"{'':<{width}}  {b.ccache.line()}")
+            if b.distcc:
+                print(f"{'':<{width}}  {b.distcc.line()}")
         for note in notes if not args.quiet else ():
             print(f"note: {note}")
     return 0 if all(k.ok for k in kernels) else 1
@@ -72,7 +74,7 @@ def _c_cell(b, kind: bool) -> dict:
     return {"cell": b.cell.key, **({"kind": "c"} if kind else {}), "variant": b.cell.variant.name,
             "target": b.cell.target, "compiler": b.cell.compiler, "dir": str(b.dir),
             "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached,
-            "ccache": b.ccache.as_dict() if b.ccache else None}
+            "ccache": b.ccache.as_dict() if b.ccache else None, "distcc": b.distcc.as_dict() if b.distcc else None}
 
 
 def _print_kernels(kernels, quiet: bool = False) -> None:
@@ -93,5 +95,7 @@ def _print_kernels(kernels, quiet: bool = False) -> None:
         print(f"{'':<{width}}  tree {k.tree}")
         if k.ccache:
             print(f"{'':<{width}}  {k.ccache.line()}")
+        if k.distcc:
+            print(f"{'':<{width}}  {k.distcc.line()}")
         for tool, version in k.tools.items():
             print(f"{'':<{width}}  {tool}: {version}")
