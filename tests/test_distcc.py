@@ -1,0 +1,134 @@
+"""Compiles sent through distcc (distcc.py) to real distccd's on 127.0.0.1: two that compile as
+this machine does, one whose gcc is gcc-11 (another version: must be dropped), and a port where
+nothing answers. Objects built through them are the bytes of a local build; the counts printed
+agree with the daemons' own logs."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import flagbench, write_experiment
+from distccd_util import alive_in_group, compiles_done, distccd
+from redis_util import free_port
+
+from flagbench import distcc
+
+PLAIN = '[variants]\ndefault = {}\n'
+SOURCES = {f"f{i}.c": f"static int sq(int x) {{ return x * x; }}\nint f{i}(int x) {{ return sq(x) + {i}; }}\n"
+           for i in range(6)}
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory):
+    if shutil.which("gcc-11") is None:
+        pytest.skip("gcc-11 is not installed (scripts/install-deps: gcc-11-hppa64-linux-gnu brings it)")
+    base = tmp_path_factory.mktemp("distccd")
+    with distccd(base / "a") as a, distccd(base / "b") as b, distccd(base / "old", compiler="gcc-11") as old:
+        yield {"a": a, "b": b, "old": old, "dead": f"127.0.0.1:{free_port()}/2", "dir": base}
+
+
+def _json_build(exp: Path, cache: Path, hosts: str | None, extra_env: dict | None = None):
+    env = {"CCACHE_DIR": str(cache / "ccache"), **(extra_env or {})}
+    if hosts is not None:
+        env[distcc.ENV] = hosts
+    done = flagbench("build", exp, "--format", "json", "--jobs", "4", cache=cache / "flagbench", env=env)
+    assert done.returncode == 0, done.stderr
+    return {c["cell"]: c for c in json.loads(done.stdout)["cells"]}, done.stderr
+
+
+def test_c_cells_compile_on_the_good_hosts_only(farm, tmp_path):
+    exp = write_experiment(tmp_path / "exp", f"""
+        sources = {json.dumps(sorted(SOURCES))}
+        [build]
+        distcc = ["{farm['a']}", "{farm['b']}", "{farm['old']}", "{farm['dead']}"]
+        [variants]
+        default = {{}}
+        o1 = {{ cflags = ["-O1", "-g"] }}
+        native = {{ cflags = ["-march=native"] }}
+        """, SOURCES)
+    before = {k: compiles_done(farm["dir"] / k) for k in ("a", "b", "old")}
+    sent, stderr = _json_build(exp, tmp_path / "one", None)
+    local, _ = _json_build(exp, tmp_path / "two", "")            # FLAGBENCH_DISTCC_HOSTS="": off
+    n = len(SOURCES)
+    for key in ("default/x86_64/gcc", "o1/x86_64/gcc"):
+        counts = sent[key]["distcc"]
+        assert counts["compiles"] == counts["remote"] == n, counts
+        assert set(counts["by_host"]) <= {distcc.shown(farm["a"]), distcc.shown(farm["b"])}, counts
+        assert local[key]["distcc"] is None
+    assert sent["native/x86_64/gcc"]["distcc"] is None              # -march=native: not sent at all
+    assert "variant native: -march=native compiles here only" in stderr
+    assert f"distcc host {distcc.shown(farm['old'])} dropped: its gcc is another version" in stderr
+    assert "12." in stderr and "11." in stderr                      # both versions named
+    assert f"distcc host {distcc.shown(farm['dead'])} dropped: does not answer" in stderr
+    # the daemons' own logs: every remote compile, and none on the old compiler's host but the probe
+    done = {k: compiles_done(farm["dir"] / k) - before[k] for k in ("a", "b", "old")}
+    assert done["a"] + done["b"] == 2 * n + 2                       # + one probe each
+    assert done["old"] == 1
+    for key in sent:
+        for x, y in zip(sent[key]["objects"], local[key]["objects"]):
+            assert Path(x).read_bytes() == Path(y).read_bytes(), (key, x)
+
+
+def test_text_output_says_where_compiles_went(farm, tmp_path):
+    exp = write_experiment(tmp_path / "exp", f'sources = {json.dumps(sorted(SOURCES))}\n' + PLAIN, SOURCES)
+    done = flagbench("build", exp, cache=tmp_path / "cache", env={distcc.ENV: f"{farm['a']} {farm['b']}"})
+    assert done.returncode == 0, done.stderr
+    assert f"distcc: {len(SOURCES)} compiles, {len(SOURCES)} remote (100%" in done.stdout
+    again = flagbench("build", exp, cache=tmp_path / "cache", env={distcc.ENV: f"{farm['a']} {farm['b']}"})
+    assert "cached" in again.stdout and "distcc:" not in again.stdout and "dropped" not in again.stderr
+
+
+def test_behind_ccache_the_misses_go_to_distcc(farm, tmp_path):
+    """With a ccache remote the compile runs through ccache, which hands its misses to distcc
+    (CCACHE_PREFIX): a first machine sends them, a second machine's hits send nothing."""
+    exp = write_experiment(tmp_path / "exp", f'sources = {json.dumps(sorted(SOURCES))}\n' + PLAIN, SOURCES)
+    remote = {"FLAGBENCH_CCACHE_REMOTE": f"file:{tmp_path / 'shared'}"}
+    first, _ = _json_build(exp, tmp_path / "one", f"{farm['a']} {farm['b']}", remote)
+    second, _ = _json_build(exp, tmp_path / "two", f"{farm['a']} {farm['b']}", remote)
+    (one,), (two,) = first.values(), second.values()
+    assert one["ccache"]["misses"] == one["distcc"]["remote"] == len(SOURCES), one
+    assert two["ccache"]["remote_hits"] == len(SOURCES) and two["distcc"]["compiles"] == 0, two
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("host,cpp", "pump mode (,cpp) is not used"),
+    ("host:99999/2", "port out of range"),
+    ("host/2 other", "not HOST, HOST/LIMIT"),
+])
+def test_a_bad_host_is_one_line_and_exit_2(tmp_path, entry, message):
+    exp = write_experiment(tmp_path / "exp", f'sources = ["a.c"]\n\n[build]\ndistcc = ["ok/2", "{entry}"]\n' + PLAIN)
+    done = flagbench("build", exp, cache=tmp_path / "cache")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and message in done.stderr and "experiment.toml:4:" in done.stderr
+
+
+def test_a_bad_environment_host_is_one_line_and_exit_2(tmp_path):
+    exp = write_experiment(tmp_path / "exp", 'sources = ["a.c"]\n' + PLAIN)
+    done = flagbench("build", exp, cache=tmp_path / "cache", env={distcc.ENV: "good/2 bad,cpp"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"flagbench build: {distcc.ENV}: distcc host 'bad,cpp': pump mode"), done.stderr
+
+
+def test_the_daemons_stop_with_their_workers(tmp_path):
+    with distccd(tmp_path / "d") as host:
+        subprocess.run(["distcc", "gcc", "--version"], capture_output=True, env={"DISTCC_HOSTS": host})
+        pgid = _group_of_port(int(distcc.shown(host).rsplit(":", 1)[1]))
+        assert pgid and alive_in_group(pgid)
+    assert not alive_in_group(pgid)
+
+
+def _group_of_port(port: int) -> int | None:
+    """The process group of the distccd listening on PORT (by its command line)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            if cmd[0] == b"distccd" and str(port).encode() in cmd:
+                stat = (entry / "stat").read_text()
+                return int(stat[stat.rindex(")") + 2:].split()[2])
+        except (OSError, IndexError):
+            continue
+    return None
