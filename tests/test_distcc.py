@@ -5,6 +5,7 @@ agree with the daemons' own logs."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -98,6 +99,7 @@ def test_behind_ccache_the_misses_go_to_distcc(farm, tmp_path):
     ("host,cpp", "pump mode (,cpp) is not used"),
     ("host:99999/2", "port out of range"),
     ("host/2 other", "not HOST, HOST/LIMIT"),
+    ("--randomize", "not HOST, HOST/LIMIT"),
 ])
 def test_a_bad_host_is_one_line_and_exit_2(tmp_path, entry, message):
     exp = write_experiment(tmp_path / "exp", f'sources = ["a.c"]\n\n[build]\ndistcc = ["ok/2", "{entry}"]\n' + PLAIN)
@@ -132,3 +134,66 @@ def _group_of_port(port: int) -> int | None:
         except (OSError, IndexError):
             continue
     return None
+
+
+# -- Kbuild ---------------------------------------------------------------------------------------
+_KERNEL_LINE = re.compile(r"^(\S+/x86_64/gcc)\s+built in \d+ s \((\d+) compiled\)\s+(/\S+)$", re.M)
+_SPREAD = re.compile(r"^\s+distcc: (\d+) compiles, (\d+) remote \(\d+%[^)]*\), (\d+) here", re.M)
+# The build identity (KBUILD_BUILD_HOST, one per cell) is compiled into these alone.
+IDENTITY_OBJECTS = {"init/version.o", "init/version-timestamp.o"}
+
+
+@pytest.mark.slow
+def test_kernel_pair_through_distcc_is_the_local_build(farm, tmp_path):
+    """The test kernel pair (tinyconfig, kernel_util) built again through the two good distccd's,
+    with an empty ccache so nothing hides distcc: the remote share is printed, agrees with the
+    daemons' logs, and every object is the local build's bytes."""
+    from kernel_util import BOOT_FRAGMENT, EXPERIMENT, build_test_kernels
+
+    local = build_test_kernels()           # the reference: built here, without distcc (shared cache)
+    exp = write_experiment(tmp_path / "kexp", f"""
+        name = "distcc-kernel"
+        targets = ["x86_64"]
+        [kernel]
+        source = "debian:6.1"
+        config = "tinyconfig"
+        fragments = ["{BOOT_FRAGMENT}"]
+        [variants]
+        default = {{}}
+        patched = {{ patches = ["one-function.patch"] }}
+        """, {})
+    shutil.copy(EXPERIMENT / "one-function.patch", exp / "one-function.patch")
+    before = {k: compiles_done(farm["dir"] / k) for k in ("a", "b")}
+    done = flagbench("build", exp, "--jobs", "4", timeout=3600,
+                     env={"CCACHE_DIR": str(tmp_path / "ccache"), distcc.ENV: f"{farm['a']} {farm['b']}"})
+    built = {m.group(1).split("/")[0]: Path(m.group(3)) for m in _KERNEL_LINE.finditer(done.stdout)}
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        print(done.stdout)
+        assert set(built) == {"default", "patched"}, done.stdout
+        spread = [tuple(map(int, m.groups())) for m in _SPREAD.finditer(done.stdout)]
+        assert len(spread) == 2, done.stdout
+        total, remote, here = spread[0]                      # default: ccache empty, all compiles sent
+        assert remote > 300 and remote + here == total, spread
+        daemons = sum(compiles_done(farm["dir"] / k) - before[k] for k in ("a", "b"))
+        assert daemons == sum(r for _, r, _ in spread) + 2   # + the check's probe on each host
+        for variant, odir in built.items():
+            compared = 0
+            for ref in local[variant].dir.rglob("*.o"):
+                rel = ref.relative_to(local[variant].dir)
+                if str(rel) in IDENTITY_OBJECTS:
+                    continue
+                assert (odir / rel).read_bytes() == ref.read_bytes(), f"{variant}: {rel} differs"
+                compared += 1
+            assert compared > 300, compared
+            assert _text(odir / "vmlinux", tmp_path) == _text(local[variant].vmlinux, tmp_path)
+    finally:
+        for odir in built.values():   # this test's O= directories in the shared cache
+            shutil.rmtree(odir.parent, ignore_errors=True)
+
+
+def _text(vmlinux: Path, tmp: Path) -> bytes:
+    """The bytes of vmlinux's .text."""
+    out = tmp / "text.bin"
+    subprocess.run(["objcopy", "-O", "binary", "--only-section=.text", str(vmlinux), str(out)], check=True)
+    return out.read_bytes()

@@ -44,7 +44,7 @@ CONNECT_TIMEOUT = 3.0
 PROBE_TIMEOUT = 30.0
 LOCAL = "localhost"          # distcc's name for "compile here"
 # [user@]host[:port][/limit][,lzo]; "localhost[/N]" is distcc's own local slots
-_ENTRY = re.compile(r"(?:(?P<user>[A-Za-z0-9_.-]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+)"
+_ENTRY = re.compile(r"(?:(?P<user>[A-Za-z0-9_.-]*)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9_.-]*)"
                     r"(?::(?P<port>\d{1,5}))?(?:/(?P<limit>\d{1,4}))?(?P<opts>(?:,[a-z]+)*)")
 _DONE = re.compile(r"^distcc\[\d+\] compile \S+ on (\S+) completed ok\s*$", re.M)
 _FELL_BACK = re.compile(r"^distcc\[\d+\] Warning: failed to distribute \S+ to (\S+), running locally", re.M)
@@ -62,7 +62,7 @@ def check_host(entry: str) -> str | None:
     """Why ENTRY cannot be a distcc host, or None."""
     m = _ENTRY.fullmatch(entry)
     if not m:
-        return f"distcc host {entry!r}: not HOST, HOST/LIMIT, HOST:PORT/LIMIT or USER@HOST/LIMIT"
+        return f"distcc host {entry!r}: not HOST, HOST/LIMIT, HOST:PORT/LIMIT or [USER]@HOST/LIMIT"
     if "cpp" in m.group("opts").split(","):
         return (f"distcc host {entry!r}: pump mode (,cpp) is not used: it fails on kernel headers "
                 "(distcc#104); drop ,cpp")
@@ -201,8 +201,11 @@ def _decide(hosts: tuple[str, ...], argv: tuple[str, ...], say: Say) -> tuple[st
             verdicts = list(pool.map(lambda i: _check_one(hosts[i], i, argv, work, here), range(len(hosts))))
     for host, why in zip(hosts, verdicts):
         if why:
-            say(f"distcc host {shown(host)} dropped: {why}; its compiles run here")
-    return tuple(h for h, why in zip(hosts, verdicts) if not why)
+            say(f"distcc host {shown(host)} dropped: {why}")
+    kept = tuple(h for h, why in zip(hosts, verdicts) if not why)
+    if not kept:
+        say(f"no distcc host left for {' '.join(argv)}: its compiles run here")
+    return kept
 
 
 def _check_one(host: str, index: int, argv: tuple[str, ...], work: Path, here: bytes) -> str | None:
@@ -210,7 +213,7 @@ def _check_one(host: str, index: int, argv: tuple[str, ...], work: Path, here: b
     if shown(host) == LOCAL:
         return None
     m = _ENTRY.fullmatch(host)
-    if m and not m.group("user"):   # ssh hosts start distccd through ssh: the probe tells
+    if m and m.group("user") is None:   # ssh hosts ([user]@host) start distccd by ssh: the probe tells
         name = m.group("host").strip("[]")
         port = int(m.group("port") or DEFAULT_PORT)
         try:
