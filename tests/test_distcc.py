@@ -136,6 +136,27 @@ def _group_of_port(port: int) -> int | None:
     return None
 
 
+def test_kernel_cells_send_ccache_misses_but_never_native_flags(farm, tmp_path):
+    """The Kbuild hook on two planned cells (only the fields it reads): the one whose KCFLAGS
+    name this CPU stays here, the other gets ccache's prefix and the hosts that passed the probe."""
+    from types import SimpleNamespace
+
+    from flagbench.kernel.kbuild import DISTCC_LOG, _send_to_distcc
+
+    def plan(key, kcflags):
+        return SimpleNamespace(cell=SimpleNamespace(key=key), odir=tmp_path / key, env={},
+                               make=["make", "-C", "src", f"O={tmp_path / key}", "ARCH=x86_64",
+                                     "HOSTCC=ccache gcc", "CC=ccache gcc", f"KCFLAGS={kcflags}"])
+    native, plain = plan("native", "-O2 -march=native"), plan("plain", "-O2")
+    said = []
+    _send_to_distcc([native, plain], (farm["a"], farm["old"]), said.append)
+    assert native.env == {}
+    assert plain.env == {"DISTCC_HOSTS": farm["a"], "DISTCC_LOG": str(tmp_path / "plain" / DISTCC_LOG),
+                         "CCACHE_PREFIX": "distcc"}
+    assert said[0] == "native: -march=native compiles here only, not through distcc (distcc#331)"
+    assert said[1].startswith(f"distcc host {distcc.shown(farm['old'])} dropped: its gcc is another version")
+
+
 # -- Kbuild ---------------------------------------------------------------------------------------
 _KERNEL_LINE = re.compile(r"^(\S+/x86_64/gcc)\s+built in \d+ s \((\d+) compiled\)\s+(/\S+)$", re.M)
 _SPREAD = re.compile(r"^\s+distcc: (\d+) compiles, (\d+) remote \(\d+%[^)]*\), (\d+) here", re.M)

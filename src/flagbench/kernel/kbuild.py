@@ -119,7 +119,8 @@ def build_kernels(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs:
         if not p.cached:
             with _cell_locked(p):
                 _configure(p, exp, say)
-    _send_to_distcc([p for p in plans if not p.cached], distcc.configured(exp.distcc), say)
+    # what distcc would get wrong is said even without progress: it changes where compiles run
+    _send_to_distcc([p for p in plans if not p.cached], distcc.configured(exp.distcc), sayer("flagbench build: "))
     return _compile_all(plans, jobs, progress)
 
 
