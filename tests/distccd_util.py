@@ -3,11 +3,14 @@ their log in a file the test reads, stopped (with every worker they forked) by t
 
     with distccd(tmp_path / "a") as host:               # "127.0.0.1:PORT/2"
         ...
-    with distccd(tmp_path / "old", compiler="gcc-11"):   # its `gcc` is another version
+    with distccd(tmp_path / "old", compiler="gcc-11"):   # its gcc is another version
         ...
     compiles_done(tmp_path / "a")                       # COMPILE_OK jobs in that daemon's own log
 
-Run as root, distccd drops to its own user: a wrapper compiler it must run lives in a
+Another machine's gcc, on this one: the daemon runs in a mount namespace of its own (root and
+util-linux's unshare) where gcc's executable is bind-mounted over by a script running COMPILER,
+so `gcc`, `x86_64-linux-gnu-gcc` and `/usr/bin/gcc` (what ccache sends) all run gcc-11 there,
+and nothing changes outside. As root distccd drops to its own user: the script lives in a
 world-readable directory of its own under /tmp, removed with the daemon.
 """
 from __future__ import annotations
@@ -28,8 +31,6 @@ import pytest
 from redis_util import free_port
 
 LOG = "distccd.log"
-# distcc rewrites `gcc` to its full name before sending it (dcc_gcc_rewrite_fqn): the server runs this
-SERVER_GCC = "x86_64-linux-gnu-gcc"
 
 
 def missing() -> str | None:
@@ -40,27 +41,30 @@ def missing() -> str | None:
 
 @contextlib.contextmanager
 def distccd(workdir: Path, *, compiler: str | None = None, slots: int = 2) -> Iterator[str]:
-    """A distccd on 127.0.0.1; with COMPILER, the `gcc` it runs is that compiler instead
-    (a wrapper script first on its PATH)."""
+    """A distccd on 127.0.0.1; with COMPILER, every gcc it runs is that compiler instead."""
     why = missing()
     if why:
         pytest.skip(why)
     workdir.mkdir(parents=True, exist_ok=True)
-    path = "/usr/bin:/bin"
-    wrapper_dir = None
+    wrapper_dir, prefix = None, []
     if compiler:
+        if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which(compiler) is None:
+            pytest.skip(f"a distccd with another gcc needs root, unshare and {compiler}")
         wrapper_dir = Path(tempfile.mkdtemp(prefix="fb-distccd-"))
         wrapper_dir.chmod(0o755)
-        wrapper = wrapper_dir / SERVER_GCC
-        wrapper.write_text(f"#!/bin/sh\nexec {shutil.which(compiler)} \"$@\"\n")
+        wrapper = wrapper_dir / "gcc"
+        wrapper.write_text(f"#!/bin/sh\nexec {os.path.realpath(shutil.which(compiler))} \"$@\"\n")
         wrapper.chmod(0o755)
-        path = f"{wrapper_dir}:{path}"
+        # unshare execs (no fork): the daemon is still our child, in its own session
+        prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                  'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh",
+                  str(wrapper), os.path.realpath(shutil.which("gcc"))]
     port = free_port()
-    argv = ["distccd", "--daemon", "--no-detach", "--log-stderr", "--log-level", "info",
+    argv = [*prefix, "distccd", "--daemon", "--no-detach", "--log-stderr", "--log-level", "info",
             "--allow", "127.0.0.1", "--listen", "127.0.0.1", "--port", str(port), "--jobs", str(slots)]
     with open(workdir / LOG, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True,
-                                env={"PATH": path, "LC_ALL": "C", "TMPDIR": "/tmp"})
+                                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C", "TMPDIR": "/tmp"})
     try:
         deadline = time.monotonic() + 20
         while True:

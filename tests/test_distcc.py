@@ -149,12 +149,15 @@ def test_kernel_cells_send_ccache_misses_but_never_native_flags(farm, tmp_path):
                                      "HOSTCC=ccache gcc", "CC=ccache gcc", f"KCFLAGS={kcflags}"])
     native, plain = plan("native", "-O2 -march=native"), plan("plain", "-O2")
     said = []
-    _send_to_distcc([native, plain], (farm["a"], farm["old"]), said.append)
+    _send_to_distcc([native, plain], (farm["a"], farm["old"], farm["dead"]), said.append)
     assert native.env == {}
     assert plain.env == {"DISTCC_HOSTS": farm["a"], "DISTCC_LOG": str(tmp_path / "plain" / DISTCC_LOG),
                          "CCACHE_PREFIX": "distcc"}
     assert said[0] == "native: -march=native compiles here only, not through distcc (distcc#331)"
-    assert said[1].startswith(f"distcc host {distcc.shown(farm['old'])} dropped: its gcc is another version")
+    # behind ccache the host is sent /usr/bin/gcc, not `gcc`: the probe sent that too
+    assert said[1].startswith(f"distcc host {distcc.shown(farm['old'])} dropped: its /usr/bin/gcc is another version")
+    assert said[2].startswith(f"distcc host {distcc.shown(farm['dead'])} dropped: does not answer")
+    assert len(said) == 3
 
 
 # -- Kbuild ---------------------------------------------------------------------------------------
@@ -171,7 +174,6 @@ def test_kernel_pair_through_distcc_is_the_local_build(farm, tmp_path):
     daemons' logs, and every object is the local build's bytes."""
     from kernel_util import BOOT_FRAGMENT, EXPERIMENT, build_test_kernels
 
-    local = build_test_kernels()           # the reference: built here, without distcc (shared cache)
     exp = write_experiment(tmp_path / "kexp", f"""
         name = "distcc-kernel"
         targets = ["x86_64"]
@@ -198,6 +200,7 @@ def test_kernel_pair_through_distcc_is_the_local_build(farm, tmp_path):
         assert remote > 300 and remote + here == total, spread
         daemons = sum(compiles_done(farm["dir"] / k) - before[k] for k in ("a", "b"))
         assert daemons == sum(r for _, r, _ in spread) + 2   # + the check's probe on each host
+        local = build_test_kernels()       # the reference: built here without distcc (shared cache)
         for variant, odir in built.items():
             compared = 0
             for ref in local[variant].dir.rglob("*.o"):

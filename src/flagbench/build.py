@@ -329,7 +329,8 @@ def _distcc_envs(exp: Experiment, cells: list[Cell], work: list[_Job], argvs, fl
     hosts = distcc.configured(exp.distcc)
     todo = {j.what for j in work if not j.object_path().is_file()} if hosts else set()
     cells_todo = [(c.key, c.variant.name, flags[c.key], argvs[(c.target, c.compiler)]) for c in cells if c.key in todo]
-    return distcc.cell_envs(hosts, cells_todo, ensure_cache() / "tmp", sayer("flagbench build: ")) if cells_todo else {}
+    return distcc.cell_envs(hosts, cells_todo, ensure_cache() / "tmp", sayer("flagbench build: "),
+                            through_ccache=bool(ccache.remote(exp.cache_remote))) if cells_todo else {}
 
 
 def _stats_logs(cells: list[Cell], root: Path, remote: str) -> dict[str, tuple[tuple[str, str], ...]]:

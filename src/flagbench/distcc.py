@@ -46,7 +46,8 @@ LOCAL = "localhost"          # distcc's name for "compile here"
 # [user@]host[:port][/limit][,lzo]; "localhost[/N]" is distcc's own local slots
 _ENTRY = re.compile(r"(?:(?P<user>[A-Za-z0-9_.-]*)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9_.-]*)"
                     r"(?::(?P<port>\d{1,5}))?(?:/(?P<limit>\d{1,4}))?(?P<opts>(?:,[a-z]+)*)")
-_DONE = re.compile(r"^distcc\[\d+\] compile \S+ on (\S+) completed ok\s*$", re.M)
+# "(null)": no source file, nothing distcc could send (Kbuild's cc-option probes of /dev/null, links)
+_DONE = re.compile(r"^distcc\[\d+\] compile (?!\(null\) )\S+ on (\S+) completed ok\s*$", re.M)
 _FELL_BACK = re.compile(r"^distcc\[\d+\] Warning: failed to distribute \S+ to (\S+), running locally", re.M)
 _NATIVE = re.compile(r"^-m(?:arch|cpu|tune)=native$")
 # Optimised, inlined code and the compiler's .comment: another version or a flag shows in the bytes.
@@ -148,7 +149,7 @@ def wrap(argv: Sequence[str], extra_env: dict[str, str]) -> tuple[list[str], dic
 
 
 def cell_envs(hosts: Sequence[str], cells: Sequence[tuple[str, str, Sequence[str], Sequence[str]]],
-              log_dir: Path, say: Say) -> dict[str, tuple[tuple[str, str], ...]]:
+              log_dir: Path, say: Say, *, through_ccache: bool = False) -> dict[str, tuple[tuple[str, str], ...]]:
     """Per cell (key, variant, flags, compiler argv), distcc's environment with a log of its own
     (named o-PID-* in LOG_DIR) for the hosts that make this machine's bytes with its compiler.
     A cell whose flags name this machine's CPU stays here (see native_flag)."""
@@ -160,7 +161,7 @@ def cell_envs(hosts: Sequence[str], cells: Sequence[tuple[str, str, Sequence[str
                 say(f"variant {variant}: {native} compiles here only, not through distcc (distcc#331)")
                 warned.add((variant, native))
             continue
-        kept = hosts_for(hosts, [argv], say)
+        kept = hosts_for(hosts, [argv], say, through_ccache=through_ccache)
         if kept:
             fd, log = tempfile.mkstemp(prefix=f"o-{os.getpid()}-", suffix=".distcc-log", dir=log_dir)
             os.close(fd)
@@ -173,15 +174,19 @@ _DECIDED: dict[tuple, tuple[str, ...]] = {}
 _LOCK = threading.Lock()
 
 
-def hosts_for(hosts: Sequence[str], compilers: Sequence[Sequence[str]], say: Say) -> tuple[str, ...]:
+def hosts_for(hosts: Sequence[str], compilers: Sequence[Sequence[str]], say: Say, *,
+              through_ccache: bool = False) -> tuple[str, ...]:
     """The HOSTS whose compiles of every one of COMPILERS (argv prefixes) are the bytes this
-    machine makes; each host dropped is said once, with why. Decided once per process."""
+    machine makes; each host dropped is said once, with why. Decided once per process.
+    THROUGH_CCACHE: ccache hands distcc the compiler's path (/usr/bin/gcc), which the host runs
+    as named, where a bare `gcc` is looked up in the host's PATH: the probe sends what the build will."""
     if not hosts:
         return ()
     if shutil.which("distcc") is None:
         raise UserError("distcc hosts are configured but distcc is not installed: apt-get install distcc")
     kept = tuple(hosts)
-    for argv in dict.fromkeys(tuple(a) for a in compilers):
+    sent = [(shutil.which(a[0]) or a[0], *a[1:]) if through_ccache else a for a in compilers]
+    for argv in dict.fromkeys(tuple(a) for a in sent):
         with _LOCK:
             key = (tuple(hosts), argv)
             if key not in _DECIDED:

@@ -134,7 +134,7 @@ def _send_to_distcc(plans: list[_Plan], hosts: tuple[str, ...], say) -> None:
             say(f"{p.cell.key}: {native} compiles here only, not through distcc (distcc#331)")
             continue
         compilers = [[w for w in values.get(var, ()) if w != "ccache"] for var in ("CC", "HOSTCC")]
-        kept = distcc.hosts_for(hosts, [c for c in compilers if c], say)
+        kept = distcc.hosts_for(hosts, [c for c in compilers if c], say, through_ccache=True)
         if kept:
             p.env.update(distcc.env(kept, p.odir / DISTCC_LOG), CCACHE_PREFIX="distcc")
 
