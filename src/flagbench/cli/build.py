@@ -2,7 +2,9 @@
 
 Each cell gets its own directory; objects are cached by the content of sources,
 flags and tool versions, so building an unchanged experiment again runs no
-compiler. Progress goes to stderr, the list of cells to stdout.
+compiler. Progress goes to stderr, the list of cells to stdout. With distcc hosts ([build]
+distcc, or FLAGBENCH_DISTCC_HOSTS) compiles are sent to those that compile as this machine
+does, and each cell says how many went where.
 """
 from __future__ import annotations
 
