@@ -19,15 +19,16 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from flagbench import ccache, procs
+from flagbench import ccache, distcc, procs
 from flagbench.cache import CACHE_ENV, cache_dir  # noqa: F401 - re-exported: build.cache_dir is the common import
 from flagbench.elf.constants import ELF_MAGIC
 from flagbench.errors import DiskFull, UserError, disk_full
 from flagbench.spec import Cell, Experiment, files_digest
+from flagbench.textsafe import sayer
 from flagbench.toolchains import Target, get_target, install_hint, is_clang, tool_version
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
@@ -49,6 +50,7 @@ class Build:
     tools: dict[str, str]             # tool -> its version line
     cached: bool                      # True: no compiler ran for this cell
     ccache: "ccache.Stats | None" = None   # with a ccache remote: what ccache did for its compiles
+    distcc: "distcc.Counts | None" = None  # with distcc hosts: where its compiles ran
 
 
 def archive(b: Build) -> Path:
@@ -189,6 +191,7 @@ class _Job:
     cwd: Path
     what: str                          # for messages: "variant/target/compiler"
     via: tuple[tuple[str, str], ...] = ()   # with a ccache remote: ccache's environment (not in the key)
+    distcc: tuple[tuple[str, str], ...] = ()  # with distcc hosts: distcc's environment (not in the key)
 
     @property
     def shown(self) -> str:
@@ -222,8 +225,11 @@ def _compile(job: _Job, progress: Progress) -> tuple[Path, bool]:
         progress(f"cc {job.what} {src}")
     # through ccache only with a remote: flagbench's own cache already keys objects by content
     argv = ["ccache", *job.argv] if job.via else list(job.argv)
+    extra = dict(job.via)
+    if job.distcc:   # the same objects, compiled elsewhere (distcc.py checked the hosts)
+        argv, extra = distcc.wrap(argv, {**extra, **dict(job.distcc)})
     try:
-        out = _run([*argv, *job.flags, "-c", src, "-o", tmp], job.cwd, dict(job.via))
+        out = _run([*argv, *job.flags, "-c", src, "-o", tmp], job.cwd, extra)
         if out.returncode != 0:
             check_disk(out.stderr, Path(tmp).parent)
             raise UserError(f"{src} does not compile for {job.what}: "
@@ -288,14 +294,20 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
         for src in c.variant.sources or exp.sources:
             work.append(_Job(src, tuple(argvs[pair]), tuple(flags[c.key]), tuple(sorted(tools[pair].items())),
                              exp.root, c.key, logs.get(c.key, ())))
+    sent = _distcc_envs(exp, cells, work, argvs, flags)
+    work = [replace(j, distcc=sent.get(j.what, ())) for j in work]
     if progress:
         progress(f"{len(cells)} cells, {len(work)} objects, {max(1, jobs)} workers")
     try:
         results = iter(_compile_all(work, jobs, progress))
         stats = {key: ccache.read_stats(Path(dict(via)["CCACHE_STATSLOG"]), remote) for key, via in logs.items()}
+        spread = {key: distcc.read_counts(Path(dict(e)["DISTCC_LOG"]), dict(e)["DISTCC_HOSTS"].split())
+                  for key, e in sent.items()}
     finally:
         for via in logs.values():
             Path(dict(via)["CCACHE_STATSLOG"]).unlink(missing_ok=True)
+        for e in sent.values():
+            Path(dict(e)["DISTCC_LOG"]).unlink(missing_ok=True)
 
     builds = []
     for c in cells:
@@ -307,8 +319,19 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
         cell_dir = _cell_dir(exp.name, c, [(s.stem + ".o", obj) for s, (obj, _) in zip(sources, done)], meta)
         builds.append(Build(cell=c, dir=cell_dir, objects=tuple(cell_dir / (s.stem + ".o") for s in sources),
                             cflags=tuple(flags[c.key]), tools=dict(tools[pair]),
-                            cached=all(hit for _, hit in done), ccache=stats.get(c.key)))
+                            cached=all(hit for _, hit in done), ccache=stats.get(c.key),
+                            distcc=spread.get(c.key)))
     return builds
+
+
+def _distcc_envs(exp: Experiment, cells: list[Cell], work: list[_Job], argvs, flags) -> dict[str, tuple]:
+    """Per cell with something to compile, distcc's environment (distcc.cell_envs), its log
+    under the cache's tmp/ (swept if a kill leaves it)."""
+    hosts = distcc.configured(exp.distcc)
+    todo = {j.what for j in work if not j.object_path().is_file()} if hosts else set()
+    cells_todo = [(c.key, c.variant.name, flags[c.key], argvs[(c.target, c.compiler)]) for c in cells if c.key in todo]
+    return distcc.cell_envs(hosts, cells_todo, ensure_cache() / "tmp", sayer("flagbench build: "),
+                            through_ccache=bool(ccache.remote(exp.cache_remote))) if cells_todo else {}
 
 
 def _stats_logs(cells: list[Cell], root: Path, remote: str) -> dict[str, tuple[tuple[str, str], ...]]:

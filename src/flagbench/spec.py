@@ -23,7 +23,7 @@ SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show", "kernel", "cache", "hosts"}
+            "variants", "target", "bench", "show", "kernel", "cache", "hosts", "build"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
@@ -91,6 +91,7 @@ class Experiment:
     kernel: "kernelspec.Kernel | None" = None   # the [kernel] table; None for C-only experiments
     cache_remote: str | None = None              # [cache] remote: ccache remote storage (ccache.py)
     hosts: tuple[str, ...] = ()                  # ssh destinations that time the benches (run --host)
+    distcc: tuple[str, ...] = ()                 # [build] distcc: hosts compiles are sent to (distcc.py)
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -263,7 +264,7 @@ class _Checker:
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()),
             cache_remote=self.cache_remote(data.get("cache", {})),
-            hosts=self.hosts(data))
+            hosts=self.hosts(data), distcc=self.build_table(data.get("build", {})))
         if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
             kernel = kernelspec.parse(self, data)
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
@@ -362,6 +363,20 @@ class _Checker:
             self.fail(("cache", "remote"), problem)
         return url
 
+    def build_table(self, table) -> tuple[str, ...]:
+        """[build] distcc = ["host/4", ...]: where compiles are sent (distcc.py)."""
+        from flagbench.distcc import check_host
+
+        table = self.table(table, ("build",), "[build]")
+        self.known_keys(table, {"distcc"}, ("build",), "[build]")
+        hosts = self.strings(table, "distcc", ("build",), ())
+        for h in hosts:
+            problem = check_host(h)
+            if problem:
+                self.fail(("build", "distcc"), problem)
+        self.no_repeats(hosts, ("build", "distcc"), "[build] distcc")
+        return hosts
+
     def target_tables(self, table) -> tuple[dict, dict]:
         table = self.table(table, ("target",), "[target]")
         flags, optional = {}, {}
@@ -377,7 +392,7 @@ class _Checker:
 
 
 def _example(key: str) -> str:
-    return {"sources": "file.c", "targets": "x86_64", "compilers": "gcc"}.get(key, "-O2")
+    return {"sources": "file.c", "targets": "x86_64", "compilers": "gcc", "distcc": "host/4"}.get(key, "-O2")
 
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")

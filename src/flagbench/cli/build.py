@@ -2,7 +2,9 @@
 
 Each cell gets its own directory; objects are cached by the content of sources,
 flags and tool versions, so building an unchanged experiment again runs no
-compiler. Progress goes to stderr, the list of cells to stdout.
+compiler. Progress goes to stderr, the list of cells to stdout. With distcc hosts ([build]
+distcc, or FLAGBENCH_DISTCC_HOSTS) compiles are sent to those that compile as this machine
+does, and each cell says how many went where.
 """
 from __future__ import annotations
 
@@ -62,6 +64,8 @@ def run(args) -> int:
                 print(f"{'':<{width}}  {tool}: {version}")
             if b.ccache:
                 print(f"{'':<{width}}  {b.ccache.line()}")
+            if b.distcc:
+                print(f"{'':<{width}}  {b.distcc.line()}")
         for note in notes if not args.quiet else ():
             print(f"note: {note}")
     return 0 if all(k.ok for k in kernels) else 1
@@ -72,7 +76,7 @@ def _c_cell(b, kind: bool) -> dict:
     return {"cell": b.cell.key, **({"kind": "c"} if kind else {}), "variant": b.cell.variant.name,
             "target": b.cell.target, "compiler": b.cell.compiler, "dir": str(b.dir),
             "objects": [str(o) for o in b.objects], "cflags": list(b.cflags), "tools": b.tools, "cached": b.cached,
-            "ccache": b.ccache.as_dict() if b.ccache else None}
+            "ccache": b.ccache.as_dict() if b.ccache else None, "distcc": b.distcc.as_dict() if b.distcc else None}
 
 
 def _print_kernels(kernels, quiet: bool = False) -> None:
@@ -93,5 +97,7 @@ def _print_kernels(kernels, quiet: bool = False) -> None:
         print(f"{'':<{width}}  tree {k.tree}")
         if k.ccache:
             print(f"{'':<{width}}  {k.ccache.line()}")
+        if k.distcc:
+            print(f"{'':<{width}}  {k.distcc.line()}")
         for tool, version in k.tools.items():
             print(f"{'':<{width}}  {tool}: {version}")

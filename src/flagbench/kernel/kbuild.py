@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from flagbench import ccache, procs
+from flagbench import ccache, distcc, procs
 from flagbench.build import cached_version, probe
 from flagbench.errors import UserError
 from flagbench.kernel import config as kconfig_file
@@ -42,6 +42,7 @@ from flagbench.targets import CLANG, is_clang
 STAMP_VERSION = 1
 CELL_FILE = "flagbench-cell.json"
 CCACHE_LOG = "flagbench-ccache.log"    # ccache's stats log of the cell's last make
+DISTCC_LOG = "flagbench-distcc.log"    # distcc's log of the cell's last make: where compiles ran
 BUILD_TIMEOUT = 3 * 3600
 PINNED_ENV = {"KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970", "KBUILD_BUILD_USER": "flagbench",
               "KBUILD_BUILD_HOST": "flagbench", "KBUILD_BUILD_VERSION": "1", "LC_ALL": "C"}
@@ -73,6 +74,7 @@ class KernelBuild:
     src: Path | None = None            # the source tree make ran in (a patched copy for patches)
     identity: str = ""                 # KBUILD_BUILD_HOST: /proc/version says "(flagbench@IDENTITY)"
     ccache: ccache.Stats | None = None  # what ccache did for this run's make (None: no make ran)
+    distcc: distcc.Counts | None = None  # with distcc hosts: where this run's make compiled
 
 
 @dataclass
@@ -110,7 +112,24 @@ def build_kernels(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs:
         if not p.cached:
             with _cell_locked(p):
                 _configure(p, exp, say)
+    # what distcc would get wrong is said even without progress: it changes where compiles run
+    _send_to_distcc([p for p in plans if not p.cached], distcc.configured(exp.distcc), sayer("flagbench build: "))
     return _compile_all(plans, jobs, progress)
+
+
+def _send_to_distcc(plans: list[_Plan], hosts: tuple[str, ...], say) -> None:
+    """ccache's misses compiled by `distcc CC` on the hosts that make this machine's bytes with
+    the cell's CC and HOSTCC (CC stays on make's command line, where Kbuild needs it)."""
+    for p in plans if hosts else ():
+        values = {a.split("=", 1)[0]: a.split("=", 1)[1].split() for a in p.make[3:] if "=" in a}
+        native = distcc.native_flag([f for v in values.values() for f in v])
+        if native:
+            say(f"{p.cell.key}: {native} compiles here only, not through distcc (distcc#331)")
+            continue
+        compilers = [[w for w in values.get(var, ()) if w != "ccache"] for var in ("CC", "HOSTCC")]
+        kept = distcc.hosts_for(hosts, [c for c in compilers if c], say, through_ccache=True)
+        if kept:
+            p.env.update(distcc.env(kept, p.odir / DISTCC_LOG), CCACHE_PREFIX="distcc")
 
 
 def extra_options(fragments: Sequence[str | Path]) -> list[Option]:
@@ -313,6 +332,7 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         bars.update(task, total=expected, completed=0, now="make")
         start = time.monotonic()
         (p.odir / CCACHE_LOG).unlink(missing_ok=True)
+        (p.odir / DISTCC_LOG).unlink(missing_ok=True)
         rc, compiled, errors = _run_make(p, jobs, bars, task, escape)
         seconds = time.monotonic() - start
         stats = ccache.read_stats(p.odir / CCACHE_LOG, p.env.get("CCACHE_REMOTE_STORAGE"))
@@ -331,7 +351,9 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         if ok:
             _remember_estimate(p, data["objects"])
         p.last = data
-        return replace(_result(p, cached=False), ccache=stats)
+        sent = p.env.get("DISTCC_LOG") == str(p.odir / DISTCC_LOG)   # not a DISTCC_HOSTS of the user's shell
+        spread = distcc.read_counts(p.odir / DISTCC_LOG, p.env["DISTCC_HOSTS"].split()) if sent else None
+        return replace(_result(p, cached=False), ccache=stats, distcc=spread)
 
 
 def _run_make(p: _Plan, jobs: int, bars, task, escape) -> tuple[int, int, list[str]]:
@@ -416,4 +438,5 @@ def as_json(b: KernelBuild) -> dict:
             "image": str(b.image) if b.image else None, "system_map": str(b.system_map) if b.ok else None,
             "config": str(b.config), "modules": [str(m) for m in b.modules], "seconds": round(b.seconds, 1),
             "compiled": b.compiled, "tools": b.tools, "tree": b.tree, "make": list(b.make),
-            "options": [o.line for o in b.options], "identity": b.identity, "ccache": b.ccache.as_dict() if b.ccache else None}
+            "options": [o.line for o in b.options], "identity": b.identity, "ccache": b.ccache.as_dict() if b.ccache else None,
+            "distcc": b.distcc.as_dict() if b.distcc else None}
