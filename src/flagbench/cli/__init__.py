@@ -24,6 +24,7 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "report": "print the tables of a stored run (default: the latest)",
     "profile": "per-symbol profiles (exact counts, perf time) of an experiment's micro benches, A vs B",
     "demo": "run the bundled case studies end to end and write their report",
+    "series": "each commit of a git series built and compared: size, asm, exact counts",
 }
 
 

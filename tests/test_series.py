@@ -1,0 +1,188 @@
+"""Commits as variants and `flagbench series`, on git repositories the tests make: a small C
+one (fast), and Debian's 6.1 kernel tree with the commits of cases/series/make-repo (slow).
+
+The oracle for sizes is the kernel's scripts/bloat-o-meter (test_size.oracle) run on the very
+files each row was built into; counts are checked by their sign and by which commit moves them.
+The user's repository must come out as it went in: status, index bytes, stash, branches, HEAD.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import flagbench, write_experiment
+from test_size import oracle
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+LOOP_C = """\
+#include <stdint.h>
+/* sum: a loop */
+uint64_t sum_loop(uint64_t n)
+{
+\tvolatile uint64_t acc = 0;
+\tfor (uint64_t i = 0; i < n; i++) {
+\t\tacc += i;
+\t}
+\treturn acc;
+}
+
+int helper(int x)
+{
+\treturn x * 3 + 1;
+}
+"""
+EXPERIMENT = """\
+sources = ["loop.c"]
+[variants]
+default = {}
+[[bench]]
+name = "sum"
+kind = "micro"
+function = "sum_loop"
+metrics = ["insns"]
+"""
+# (subject, old text, new text) on loop.c; None: an empty commit (the same tree as its parent)
+C_COMMITS = [
+    ("loop: reword a comment", "/* sum: a loop */", "/* sum_loop: adds 0..n-1 */"),
+    ("empty: the same tree", None, None),
+    ("helper: a second case", "\treturn x * 3 + 1;", "\tif (x > 100)\n\t\treturn x / 7 + x % 5;\n\treturn x * 3 + 1;"),
+    ("loop: broken", "\t\tacc += i;\n", "\t\tacc += i\n"),
+    ("loop: xor each step", "\t\tacc += i\n", "\t\tacc += i;\n\t\tacc ^= i;\n"),
+]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+def repo_state(repo: Path) -> tuple:
+    """Everything flagbench must leave alone in the user's repository."""
+    return (git(repo, "status", "--porcelain", "--untracked-files=all"), (repo / ".git" / "index").read_bytes(),
+            git(repo, "stash", "list"), git(repo, "for-each-ref"), git(repo, "rev-parse", "HEAD"),
+            git(repo, "worktree", "list", "--porcelain"), sorted(os.listdir(repo / ".git")))
+
+
+@pytest.fixture(scope="module")
+def c_repo(tmp_path_factory) -> Path:
+    """A C repository: base (tag), then C_COMMITS on branch main; the experiment in exp/, with an
+    uncommitted change in the work tree and a stash, which must survive."""
+    repo = tmp_path_factory.mktemp("c-series") / "repo"
+    write_experiment(repo / "exp", EXPERIMENT, {"loop.c": LOOP_C})
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "tag", "base")
+    source = repo / "exp" / "loop.c"
+    for subject, old, new in C_COMMITS:
+        if old is None:
+            git(repo, "commit", "-q", "--allow-empty", "-m", subject)
+            continue
+        text = source.read_text()
+        assert old in text, subject
+        source.write_text(text.replace(old, new, 1))
+        git(repo, "commit", "-q", "-a", "-m", subject)
+    (repo / "exp" / "notes.txt").write_text("untracked\n")
+    source.write_text(source.read_text() + "/* stashed */\n")
+    git(repo, "stash", "-q")
+    source.write_text(source.read_text() + "/* uncommitted */\n")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def c_series(c_repo, tmp_path_factory):
+    cache = tmp_path_factory.getbasetemp() / "series-cache"
+    before = repo_state(c_repo)
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "json", cache=cache, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert repo_state(c_repo) == before
+    again = flagbench("series", c_repo / "exp", "base..main", cache=cache, timeout=600)
+    assert again.returncode == 0, again.stderr
+    return json.loads(done.stdout), again.stdout, cache
+
+
+def test_c_series_rows_name_the_commits_and_match_bloat_o_meter(c_series, c_repo, tmp_path):
+    data, text, _ = c_series
+    rows = data["rows"]
+    subjects = ["base", *(s for s, _, _ in C_COMMITS)]
+    assert [r["subject"] for r in rows] == subjects
+    assert [r["sha"] for r in rows] == [git(c_repo, "rev-parse", "base").strip(),
+                                       *git(c_repo, "rev-list", "--reverse", "base..main").split()]
+    by = {r["subject"]: r for r in rows}
+    for r in rows:
+        if r["built"] and r["vs_parent"]:
+            older = next(o for o in rows if o["short"] == r["compared_with"])
+            bom = oracle(tmp_path, older["size_file"], r["size_file"], current=True)
+            total = int(re.search(r"up/down: \S+ \(([-+]?\d+)\)", bom).group(1))
+            assert r["vs_parent"]["total"] == total, (r["subject"], bom)
+    comment, empty, grown = by["loop: reword a comment"], by["empty: the same tree"], by["helper: a second case"]
+    assert comment["vs_parent"]["total"] == 0 and comment["vs_parent"]["changed"] == 0
+    assert empty["tree"] == comment["tree"]                          # one tree: one object, compiled once
+    assert os.stat(empty["files"][0]).st_ino == os.stat(comment["files"][0]).st_ino
+    assert grown["vs_parent"]["total"] > 0 and grown["vs_parent"]["grow"] == 1
+    assert grown["vs_parent"]["functions"] == ["helper"]
+    assert grown["vs_parent"]["counts"] == {"sum insns_per_iter": 0.0}
+    broken, loop = by["loop: broken"], by["loop: xor each step"]
+    assert not broken["built"] and "expected ';'" in broken["error"] and "exp/loop.c:" in broken["error"]
+    assert loop["compared_with"] == grown["short"]                  # the last commit that built
+    assert loop["vs_parent"]["functions"] == ["sum_loop"] and loop["vs_parent"]["total"] > 0
+    assert loop["vs_parent"]["counts"]["sum insns_per_iter"] > 0    # the loop runs more instructions
+    assert loop["vs_base"]["total"] == grown["vs_parent"]["total"] + loop["vs_parent"]["total"]
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), text
+    assert any(line.startswith(broken["short"]) and "does not build" in line for line in lines)
+    assert f"{len(rows) - 1} from the cache" in text                 # the second run built nothing
+
+
+def test_c_series_markdown_has_a_row_per_commit(c_series, c_repo):
+    _, _, cache = c_series
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "md", "--no-counts", cache=cache)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
+    assert len(rows) == 1 + len(C_COMMITS)
+    assert "| helper: a second case |" in done.stdout
+
+
+def test_ref_variants_read_the_sources_at_their_commit(c_repo, c_series, tmp_path):
+    """Variants naming commits: `size` compares those commits' objects, refs with one tree share
+    their objects, and the user's checkout is not touched."""
+    _, _, cache = c_series
+    exp = c_repo / "exp" / "refs.toml"
+    exp.write_text('sources = ["loop.c"]\n[variants]\nold = { ref = "base" }\nnew = { ref = "main~2" }\n'
+                   'empty = { ref = "main~3" }\ncomment = { ref = "main~4" }\n')
+    try:
+        before = repo_state(c_repo)
+        done = flagbench("size", exp, "--variants", "old,new", "--format", "json", cache=cache)
+        assert done.returncode == 0, done.stderr
+        grown = {s["name"]: s["delta"] for s in json.loads(done.stdout)["symbols"]}
+        assert set(grown) == {"helper"} and grown["helper"] > 0
+        done = flagbench("build", exp, "--format", "json", cache=cache)
+        assert done.returncode == 0, done.stderr
+        objects = {c["variant"]: c["objects"][0] for c in json.loads(done.stdout)["cells"]}
+        assert os.stat(objects["old"]).st_ino != os.stat(objects["new"]).st_ino
+        assert os.stat(objects["empty"]).st_ino == os.stat(objects["comment"]).st_ino   # one tree
+        assert repo_state(c_repo)[1:] == before[1:]
+    finally:
+        exp.unlink()
+
+
+def test_an_unknown_ref_is_its_line_and_exit_2(c_repo, tmp_path):
+    exp = c_repo / "exp" / "bad.toml"
+    exp.write_text('sources = ["loop.c"]\n[variants]\nold = {}\n\nnew = { ref = "no-such-branch" }\n')
+    try:
+        done = flagbench("size", exp, cache=tmp_path / "cache")
+    finally:
+        exp.unlink()
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"flagbench size: {exp}:5: variant 'new': ref 'no-such-branch' names no commit in {c_repo}"]
+    done = flagbench("series", c_repo / "exp", "base..no-such", cache=tmp_path / "cache")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "no-such" in done.stderr and "Traceback" not in done.stderr
