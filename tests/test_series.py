@@ -186,3 +186,69 @@ def test_an_unknown_ref_is_its_line_and_exit_2(c_repo, tmp_path):
     done = flagbench("series", c_repo / "exp", "base..no-such", cache=tmp_path / "cache")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "no-such" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- a kernel series: Debian's 6.1 tree as a git repository ---------------------------------------
+CASE = Path(__file__).resolve().parent.parent / "cases" / "series"
+
+
+@pytest.fixture(scope="session")
+def kernel_repo() -> Path:
+    """cases/series/make-repo's repository, made once in the cache (hard-linked from the
+    unpacked Debian tree; a minute or two) and shared by every session after."""
+    import sys
+
+    from kernel_util import missing_tools
+
+    from flagbench.build import cache_dir
+    from flagbench.kernel import source
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"kernel build needs {', '.join(missing)} (scripts/install-deps)")
+    repo = cache_dir() / "test-repos" / "linux-6.1-series"
+    with source.locked(repo.with_name(repo.name + ".lock")):
+        if not (repo / ".git").is_dir():
+            tree = source.base_tree("debian:6.1")
+            done = subprocess.run([sys.executable, str(CASE / "make-repo"), str(repo), "--tree", str(tree.src)],
+                                  capture_output=True, text=True, timeout=1800)
+            assert done.returncode == 0, done.stderr
+    return repo
+
+
+@pytest.mark.slow
+def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(kernel_repo, tmp_path):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "getppid.c").write_bytes((CASE / "getppid.c").read_bytes())
+    fragment = Path(__file__).resolve().parent.parent / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
+    text = (CASE / "experiment.toml").read_text()
+    text = text.replace('source = "linux"', f'source = "{kernel_repo}"')
+    (exp / "experiment.toml").write_text(text.replace('"../../src/flagbench/kernel/boot-x86_64.config"',
+                                                      f'"{fragment}"'))
+    before = repo_state(kernel_repo)
+    done = flagbench("series", exp, "base..series", "--format", "json", "-j2", timeout=3600)
+    assert done.returncode == 0, done.stderr
+    assert repo_state(kernel_repo) == before
+    rows = json.loads(done.stdout)["rows"]
+    assert [r["subject"] for r in rows] == [
+        "Linux 6.1.192 (Debian linux-source-6.1)", "lib/string: reword the comment above strncpy",
+        "lib/string: unroll strncpy's copy loop", "sys: count getppid callers",
+        "sys: getppid asks for the parent's pid twice"]
+    base, comment, grown, broken, getppid = rows
+    for r in (comment, grown, getppid):
+        older = next(o for o in rows if o["short"] == r["compared_with"])
+        bom = oracle(tmp_path, older["size_file"], r["size_file"], current=True)
+        assert r["vs_parent"]["total"] == int(re.search(r"up/down: \S+ \(([-+]?\d+)\)", bom).group(1)), bom
+        bom = oracle(tmp_path, base["size_file"], r["size_file"], current=True)
+        assert r["vs_base"]["total"] == int(re.search(r"up/down: \S+ \(([-+]?\d+)\)", bom).group(1)), bom
+    assert comment["vs_parent"]["total"] == 0 and comment["vs_parent"]["changed"] == 0
+    assert grown["vs_parent"]["total"] > 0 and "strncpy" in grown["vs_parent"]["functions"]
+    assert not broken["built"] and "kernel/sys.c" in broken["error"]
+    assert getppid["compared_with"] == grown["short"]
+    assert any("getppid" in f for f in getppid["vs_parent"]["functions"])
+    metric = "getppid kernel_insns_per_iter"
+    moved = getppid["vs_parent"]["counts"][metric]
+    assert moved > 10_000                        # 10,000 calls, each asking twice now
+    for r in (comment, grown):                   # the others move the count by noise at most
+        assert abs(r["vs_parent"]["counts"][metric]) < moved / 20, r

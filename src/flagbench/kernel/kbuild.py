@@ -186,19 +186,14 @@ def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str
     return variables, probe_argv, cc.split()[-1]
 
 
-def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option], label: str | None = None) -> Path:
+def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]) -> Path:
     """<tree home>/out/<experiment>/<cell>: two levels below out for every tree (see source.py).
-    LABEL replaces the variant's name (ref variants share one directory per kind: ref_label)."""
-    return tree.home / "out" / cell_name(exp, cell, extra, label)
-
-
-def cell_name(exp: Experiment, cell: Cell, extra: list[Option], label: str | None = None) -> str:
-    """"<experiment>-<hash>/<variant or label>--<target>--<compiler>[+<extra options hash>]"."""
+    (A ref variant's is <checkout home>/out/git/<ref_slot>.)"""
     exp_part = f"{exp.name}-{_sha(str(exp.path.resolve()))[:8]}"
-    name = f"{label or cell.variant.name}--{cell.target}--{compiler_label(cell.compiler)}"
+    name = f"{cell.variant.name}--{cell.target}--{compiler_label(cell.compiler)}"
     if extra:
         name += "+" + _sha("\n".join(o.line for o in extra))[:8]
-    return re.sub(r"[^A-Za-z0-9._+=-]", "_", exp_part) + "/" + re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
+    return tree.home / "out" / re.sub(r"[^A-Za-z0-9._+=-]", "_", exp_part) / re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
 
 
 def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
@@ -207,12 +202,20 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
         raise UserError(f"{exp.path}: config = {kernel.config!r}: the config comes from a machine "
                         "(flagbench run --host DEST, or config = \"host:DEST\")")
     changes = kernel.changes(cell.variant.name)
+    asked = {o.name: o for o in changes.options}
+    implied = [Option(name, value, f"target {cell.target}") for name, value in IMPLIED.get(cell.target, ())
+               if name not in asked]
+    asked.update({o.name: o for o in implied})
+    added = [o for o in extra if asked.get(o.name, Option("", "", "")).value != o.value]
+    options = implied + list(changes.options) + added
     commit = cell.variant.commit
-    label = ref_label(kernel, cell) if commit is not None else None
-    if commit is not None:   # one walked checkout per O= directory (source.git_tree)
-        tree = source.git_tree(commit, cell_name(exp, cell, extra, label))
+    if commit is not None:   # one walked checkout per O= directory, shared by experiments asking alike
+        slot = ref_slot(kernel, cell, options)
+        tree = source.git_tree(commit, slot)
+        odir = tree.home / "out" / "git" / slot
     else:
         tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
+        odir = cell_dir(exp, cell, tree, added)
     variables, probe_argv, cc = toolchain(cell, changes, tree)
     tools = {cc: cached_version(cc), "ccache": cached_version("ccache")}
     ld = _linker(variables)
@@ -223,13 +226,6 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
         if message:
             raise UserError(f"variant {cell.variant.name}: {' '.join(probe_argv)} for {cell.target} rejects "
                             f"its kcflags {' '.join(changes.kcflags)}: {message}")
-    asked = {o.name: o for o in changes.options}
-    implied = [Option(name, value, f"target {cell.target}") for name, value in IMPLIED.get(cell.target, ())
-               if name not in asked]
-    asked.update({o.name: o for o in implied})
-    added = [o for o in extra if asked.get(o.name, Option("", "", "")).value != o.value]
-    options = implied + list(changes.options) + added
-    odir = cell_dir(exp, cell, tree, added, label)
     make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
     env = {**os.environ, **PINNED_ENV, **ccache_env(tree),
            **ccache.env(ccache.remote(exp.cache_remote), odir / CCACHE_LOG)}
@@ -250,13 +246,13 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
                  tree.home / "builds" / stamp[:16] if commit is not None else None)
 
 
-def ref_label(kernel, cell: Cell) -> str:
-    """The O= directory name part of a ref variant: "git", plus a hash of what else the variant
-    asks (kcflags, options, make variables), so refs that differ only in the commit share it."""
-    own = dict(kernel.variants).get(cell.variant.name)
-    if own is None or own == Changes():
-        return "git"
-    return "git+" + _sha(repr((own.kcflags, [o.line for o in own.options], own.make)))[:8]
+def ref_slot(kernel, cell: Cell, options: list[Option]) -> str:
+    """A ref variant's checkout and O= directory: one per target, compiler and config asked for
+    (base and options, any experiment's), so every commit and every experiment that asks the
+    same walks one tree and rebuilds only what a commit changed."""
+    config = [kernel.config, kernel.hash if kernel.config_is_file else "", *(o.line for o in options)]
+    name = f"{cell.target}--{compiler_label(cell.compiler)}+{_sha(chr(10).join(config))[:8]}"
+    return re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
 
 
 def identity(variant: str, cell_hash: str) -> str:
