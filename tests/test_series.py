@@ -148,6 +148,9 @@ def test_c_series_markdown_has_a_row_per_commit(c_series, c_repo):
     rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
     assert len(rows) == 1 + len(C_COMMITS)
     assert "| helper: a second case |" in done.stdout
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "html", cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("<svg") == 2 and "helper: a second case" in done.stdout   # size and sum counts
 
 
 def test_ref_variants_read_the_sources_at_their_commit(c_repo, c_series, tmp_path):
@@ -252,3 +255,27 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
     assert moved > 10_000                        # 10,000 calls, each asking twice now
     for r in (comment, grown):                   # the others move the count by noise at most
         assert abs(r["vs_parent"]["counts"][metric]) < moved / 20, r
+
+
+def test_walk_rewrites_only_what_a_commit_changed(c_repo, tmp_path):
+    """vcs.walk moves a checkout flagbench owns from commit to commit: an unchanged file keeps
+    its inode and mtime (make rebuilds nothing for it), a changed one is rewritten, a deleted one
+    goes; the user's repository is not written."""
+    from flagbench import vcs
+
+    before = repo_state(c_repo)
+    base, grown = vcs.resolve(c_repo, "base"), vcs.resolve(c_repo, "main~2")
+    dest = tmp_path / "walk" / "src"
+    assert vcs.walk(base, dest) == [] and vcs.holds(dest) == base.tree
+    toml, loop = dest / "exp" / "experiment.toml", dest / "exp" / "loop.c"
+    kept, changed = os.stat(toml), os.stat(loop)
+    os.utime(loop, ns=(changed.st_atime_ns, changed.st_mtime_ns - 10**9))   # older: a rewrite shows
+    assert vcs.walk(grown, dest) == ["exp/loop.c"]
+    assert os.stat(toml).st_ino == kept.st_ino and os.stat(toml).st_mtime_ns == kept.st_mtime_ns
+    assert os.stat(loop).st_mtime_ns > changed.st_mtime_ns - 10**9 and "x / 7" in loop.read_text()
+    assert vcs.walk(grown, dest) == []
+    exported = vcs.export(grown, tmp_path / "export")
+    assert (exported / "exp" / "loop.c").read_bytes() == loop.read_bytes()
+    assert repo_state(c_repo) == before
+    with pytest.raises(vcs.UnknownRef):
+        vcs.resolve(c_repo, "--upload-pack=x")

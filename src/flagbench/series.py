@@ -410,7 +410,39 @@ def as_json(series: Series) -> dict:
                      for r in series.rows]}
 
 
+def html(series: Series) -> str:
+    """A page: the table, and per-commit bars (size, then each count) against the row before."""
+    from html import escape
+
+    from flagbench.report.plots import bars
+
+    labels = count_labels(series)
+    head = ["commit", "subject", *HEAD, *labels]
+    body = []
+    for i, r in enumerate(series.rows):
+        cells = ([f"does not build: {r.error}"] if not r.built
+                 else _cells(r, labels, i == 0))
+        span = f' colspan="{len(head) - 2}"' if not r.built else ""
+        body.append(f"<tr><td><code>{escape(r.commit.short)}</code></td><td>{escape(r.commit.subject)}</td>"
+                    + "".join(f"<td{span}>{escape(c)}</td>" for c in cells) + "</tr>")
+    name = {r.commit.short: f"{r.commit.short[:7]} {r.commit.subject[:40]}" for r in series.rows}
+    plots = [bars([(name[r.commit.short], r.vs_parent.total) for r in series.rows if r.vs_parent],
+                  title="bloat-o-meter total, each commit against the one before", unit="bytes")]
+    for k in labels:
+        plots.append(bars([(name[r.commit.short], r.vs_parent.counts.get(k, 0)) for r in series.rows if r.vs_parent],
+                          title=f"{k}, each commit against the one before", unit="instructions"))
+    legend = "".join(f"<p>{escape(line)}</p>" for line in _legend(series, []))
+    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>flagbench series</title>"
+            "<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px}td{text-align:right}td:nth-child(2){text-align:left}"
+            "</style></head><body>"
+            f"<h1>{escape(_title(series))}</h1><table><tr>{''.join(f'<th>{escape(h)}</th>' for h in head)}</tr>"
+            + "".join(body) + "</table>" + "".join(p for p in plots if p) + legend + "</body></html>\n")
+
+
 def render(series: Series, fmt: str) -> str:
+    if fmt == "html":
+        return html(series)
     if fmt == "json":
         import json
         return json.dumps(as_json(series), indent=1) + "\n"

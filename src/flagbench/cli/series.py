@@ -1,7 +1,7 @@
 """`flagbench series EXP BASE..HEAD`: a row per commit of a series (size, asm, exact counts)."""
 from __future__ import annotations
 
-FORMATS = ("text", "md", "json")
+FORMATS = ("text", "md", "json", "html")
 
 
 def register(sub):
