@@ -225,7 +225,7 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
     exp.mkdir()
     (exp / "getppid.c").write_bytes((CASE / "getppid.c").read_bytes())
     fragment = Path(__file__).resolve().parent.parent / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
-    text = (CASE / "experiment.toml").read_text()
+    text = (CASE / "series.toml").read_text()
     text = text.replace('source = "linux"', f'source = "{kernel_repo}"')
     (exp / "experiment.toml").write_text(text.replace('"../../src/flagbench/kernel/boot-x86_64.config"',
                                                       f'"{fragment}"'))
