@@ -365,12 +365,25 @@ def _legend(series: Series, left_out: list[str]) -> list[str]:
                    "(k/it: kernel instructions per iteration).")
     if left_out:
         out.append(f"not shown here (see --format md or json): {', '.join(left_out)}")
-    built = [r for r in series.rows if r.built]
-    fresh = [r for r in built if not r.cached]
-    took = [f"{len(fresh)} built now ({sum(r.seconds for r in fresh) / len(fresh):.0f} s each on average)"
-            if fresh else "", f"{len(built) - len(fresh)} from the cache" if len(built) > len(fresh) else ""]
-    out.append(f"took {series.seconds:.0f} s: " + ", ".join(t for t in took if t))
+    out.append(f"took {series.seconds:.0f} s: " + _took(series.rows))
     return [*out, *series.notes]
+
+
+def _took(rows: list[Row]) -> str:
+    """Where the time went: the base (a first checkout and a whole build, when cold), then each
+    commit after it (a walk and an incremental build), and what came from the cache."""
+    fresh = [r for r in rows if r.built and not r.cached]
+    after = [r.seconds for r in rows[1:] if not r.cached and (r.built or r.error)]
+    parts = []
+    if fresh and fresh[0] is rows[0]:
+        parts.append(f"the base {rows[0].seconds:.0f} s")
+    if after:
+        parts.append(f"{len(after)} commit{'s' if len(after) > 1 else ''} after it "
+                     f"{min(after):.0f}-{max(after):.0f} s each (mean {sum(after) / len(after):.0f})")
+    cached = sum(r.cached for r in rows)
+    if cached:
+        parts.append(f"{cached} from the cache")
+    return "; ".join(parts) + " (builds and counted runs; then the comparisons)"
 
 
 def markdown(series: Series) -> str:
