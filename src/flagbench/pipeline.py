@@ -104,6 +104,7 @@ def run(path: Path, opts: Options):
             until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
+                                            **_commits(exp),
                                             **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet, until=until)
             if until is not None:
@@ -124,6 +125,12 @@ def run(path: Path, opts: Options):
         from dataclasses import replace
         outcome = replace(outcome, status=max(outcome.status, 1))
     return outcome, report
+
+
+def _commits(exp) -> dict:
+    """Variants that name a git commit (`ref`): each one's sha, tree and subject, as resolved."""
+    commits = {v.name: v.commit.as_dict() for v in exp.variants if getattr(v, "commit", None) is not None}
+    return {"commits": commits} if commits else {}
 
 
 def choose(exp, names: Sequence[str] | None) -> list:
