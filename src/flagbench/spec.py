@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from flagbench import benchspec, kernelspec
+from flagbench import benchspec, kernelspec, refspec, vcs
 from flagbench.benchspec import Bench
 from flagbench.errors import UserError, not_a_file
 from flagbench.toolchains import TARGETS
@@ -24,7 +24,7 @@ DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
             "variants", "target", "bench", "show", "kernel", "cache", "hosts"}
-VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources"}
+VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources", "ref"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
 _BAD_NAME = re.compile(r"[/:\s]|^\.")
@@ -41,6 +41,8 @@ class Variant:
     optional_cflags: tuple[str, ...] = ()        # dropped, with a note, where rejected
     defines: tuple[tuple[str, str], ...] = ()    # ("NAME", "1") -> -DNAME=1
     sources: tuple[Path, ...] | None = None     # None: the experiment's sources
+    ref: str | None = None                       # a git revision: the sources (or kernel tree) at it
+    commit: "vcs.Commit | None" = None           # ... resolved once, at load (sha, tree, subject)
 
     def define_flags(self) -> list[str]:
         return [f"-D{k}={v}" for k, v in self.defines]
@@ -262,6 +264,8 @@ class _Checker:
         if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
             kernel = kernelspec.parse(self, data)
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
+        if any(v.ref is not None for v in exp.variants):   # refspec.py resolves them, once
+            exp = refspec.resolve(self, exp)
         pairs, notes = exp.pairs()
         if not pairs:
             self.fail(("compilers",), "no compiler here can build any target: " + "; ".join(notes))
@@ -312,8 +316,17 @@ class _Checker:
                 cflags=self.strings(body, "cflags", where, ()),
                 optional_cflags=self.strings(body, "optional_cflags", where, ()),
                 defines=self.defines(body.get("defines", {}), where + ("defines",)),
-                sources=None if sources is None else self.source_paths(sources, where + ("sources",))))
+                sources=None if sources is None else self.source_paths(sources, where + ("sources",)),
+                ref=self.ref(body, where)))
         return tuple(out)
+
+    def ref(self, body: dict, where: tuple) -> str | None:
+        if "ref" not in body:
+            return None
+        ref = body["ref"]
+        if not isinstance(ref, str) or not ref.strip():
+            self.fail(where + ("ref",), "ref must be a git revision, like ref = \"v6.1\" or \"HEAD~2\"")
+        return ref.strip()
 
     def no_c_keys(self, body: dict, name: str, where: tuple) -> None:
         """A kernel experiment's variant that builds no C sources: their keys would change nothing."""
