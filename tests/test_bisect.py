@@ -157,3 +157,121 @@ def test_object_bisection_cli_and_bad_input(tmp_path, module_cache):
     assert done.returncode == 2 and "no variant 'nope'" in done.stderr and "Traceback" not in done.stderr
     done = flagbench("bisect", str(exp), "--objects", "--metric", "time", cache=module_cache)
     assert done.returncode == 2 and "time is not bisected" in done.stderr
+
+
+# -- commit bisection, C repository ----------------------------------------------------------------
+LOOP_C = """#include <stdint.h>
+/* {note} */
+uint64_t loop(uint64_t n);
+uint64_t loop(uint64_t n) {{
+    uint64_t acc = n;
+    for (uint64_t i = 0; i < n; i++)
+        for (int j = 0; j < {turns}; j++) {{   /* a dependent chain: time follows the turns */
+            acc = acc * 31 + (uint64_t)j;
+            __asm__ volatile("" : "+r"(acc));
+        }}
+    return acc;
+}}
+"""
+LOOP_EXPERIMENT = """name = "loop"
+sources = ["loop.c"]
+targets = ["x86_64"]
+compilers = ["gcc"]
+cflags = ["-O2"]
+[variants]
+default = {}
+[[bench]]
+name = "loop"
+kind = "micro"
+function = "loop"
+metrics = ["time", "insns"]
+"""
+SLOW_AT = 3          # the 4th commit of the range makes the loop 10 % longer (10 -> 11 turns)
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin", "HOME": str(repo),
+           "GIT_CONFIG_NOSYSTEM": "1", "LC_ALL": "C"}
+    done = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def _loop_repo(root: Path, broken: int | None = None) -> tuple[Path, list[str]]:
+    """A repository: a good commit, then 8 commits; SLOW_AT makes the loop slower, `broken`
+    (an index) does not compile. Returns (experiment path, the 8 commits' shas)."""
+    root.mkdir(parents=True)
+    _git(root, "init", "-q", "-b", "main")
+    (root / "experiment.toml").write_text(LOOP_EXPERIMENT)
+    (root / "loop.c").write_text(LOOP_C.format(note="good", turns=10))
+    _git(root, "add", ".")
+    _git(root, "commit", "-qm", "good: a loop of 10 turns")
+    _git(root, "tag", "good")
+    shas, turns = [], 10
+    for i in range(8):
+        turns = 11 if i >= SLOW_AT else 10
+        note = f"commit {i}" + (" (broken" if i == broken else "")
+        text = LOOP_C.format(note=note, turns=turns)
+        (root / "loop.c").write_text(text + ("#error broken on purpose\n" if i == broken else ""))
+        _git(root, "commit", "-qam", f"step {i}" + (": 11 turns" if i == SLOW_AT else ""))
+        shas.append(_git(root, "rev-parse", "HEAD"))
+    return root / "experiment.toml", shas
+
+
+@callgrind
+def test_bisect_on_exact_counts_in_log2_n_plus_one_builds(tmp_path, module_cache):
+    from flagbench.bisect import commits
+    from flagbench.bisect.csubject import CSubject
+    exp_path, shas = _loop_repo(tmp_path / "repo")
+    exp = spec.load(exp_path)
+    subject = CSubject(exp, exp.benches[0], variant=None, target=None, compiler=None, workdir=tmp_path / "w")
+    lines: list[str] = []
+    opts = commits.Options(metric="insns", threshold=timed.parse_threshold("+5%"))
+    out = commits.bisect(subject, "good", "main", opts, lines.append)
+    assert out.found.first == SLOW_AT and out.commits[SLOW_AT].sha == shas[SLOW_AT]
+    assert out.builds == math.ceil(math.log2(8)) + 1
+    assert "first bad commit: " + shas[SLOW_AT] in "\n".join(commits.summary(out, opts))
+    # the user's checkout was not touched: still at main, nothing modified
+    assert _git(exp_path.parent, "status", "--porcelain") == "" and _git(exp_path.parent, "rev-parse", "HEAD") == shas[-1]
+
+
+@callgrind
+def test_bisect_on_time_finds_the_slower_commit_and_skips_a_broken_one(tmp_path, module_cache):
+    """The commit that makes the loop ~10 % slower, found by paired rounds (threshold +5 %);
+    the commit before it does not compile and is skipped; exact counts name the same commit."""
+    exp_path, shas = _loop_repo(tmp_path / "repo", broken=1)
+    done = flagbench("bisect", str(exp_path), "--good", "good", "--bad", "main", "--metric", "time",
+                     "--threshold", "+5%", "--seed", "1", cache=module_cache)
+    assert done.returncode == 0, done.stderr
+    assert f"first bad commit: {shas[SLOW_AT]}" in done.stdout, done.stdout + done.stderr
+    assert "does not build" in done.stderr and ": skip" in done.stderr
+    assert "union bound" in done.stdout
+    steps = [ln for ln in done.stderr.splitlines() if " step " in ln or ln.startswith("flagbench bisect: step")]
+    assert all("% [" in ln for ln in steps if not ln.endswith("skip"))   # each timed step shows its interval
+    counts = flagbench("bisect", str(exp_path), "--good", "good", "--bad", "main", "--metric", "insns",
+                       "--threshold", "+5%", cache=module_cache)
+    assert counts.returncode == 0 and f"first bad commit: {shas[SLOW_AT]}" in counts.stdout, counts.stderr
+
+
+@callgrind
+def test_run_step_drives_git_bisect_run(tmp_path, module_cache):
+    from flagbench.bisect.csubject import CSubject
+    exp_path, shas = _loop_repo(tmp_path / "repo", broken=5)
+    repo = exp_path.parent
+    _git(repo, "checkout", "-q", "good")      # the test's own repository: it may check out
+    exp = spec.load(exp_path)
+    at_good = CSubject(exp, exp.benches[0], variant=None, target=None, compiler=None, workdir=tmp_path / "w")
+    good_value = at_good.count(at_good.build(), "insns")
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "bisect", "start", "main", "good")
+    import os
+    import sys
+    step = [sys.executable, "-m", "flagbench", "bisect", str(exp_path), "--run-step", "--metric", "insns",
+            "--good-value", repr(good_value), "--threshold", "+5%", "--quiet"]
+    env = {**os.environ, "FLAGBENCH_CACHE": str(module_cache)}
+    done = subprocess.run(["git", "-C", str(repo), "bisect", "run", *step], env=env, capture_output=True, text=True)
+    assert f"{shas[SLOW_AT]} is the first bad commit" in done.stdout, done.stdout + done.stderr
+    _git(repo, "bisect", "reset")
+    # bad input aborts git bisect run (exit 255), it does not call the commit bad
+    bad = flagbench("bisect", str(exp_path), "--run-step", "--metric", "insns", cache=module_cache)
+    assert bad.returncode == 255 and "--threshold" in bad.stderr

@@ -29,35 +29,26 @@ class CSubject:
     # -- sources at a commit --------------------------------------------------------------
     def repository(self) -> Path:
         """The git work tree holding the experiment's sources."""
-        from flagbench import vcs
+        from flagbench import refspec
         if self.repo is None:
-            first = (self.cell.variant.sources or self.exp.sources)[0]
-            root = vcs.repo_root(first)
-            if root is None:
-                raise UserError(f"{self.exp.path}: its sources ({first}) are not in a git repository: "
-                                "nothing to bisect")
-            self.repo = root
+            self.repo = refspec.repository(self.exp)
+            if self.repo is None:
+                raise UserError(f"{self.exp.path}: its sources are not in a git repository: nothing to bisect")
         return self.repo
 
     def at(self, commit) -> tuple:
-        """(experiment, cell) with every source path moved into the commit's export."""
-        from flagbench import vcs
-        from flagbench.build import cache_dir
-        repo = self.repository()
-        tree = vcs.export(commit, cache_dir() / "git-trees" / commit.tree)
+        """(experiment, cell) with the sources as the commit has them (refspec: an export in the
+        cache); a variant's own `ref` is replaced by the step's commit."""
+        from flagbench import refspec
 
-        def moved(paths):
-            if paths is None:
-                return None
-            out = []
-            for p in paths:
-                try:
-                    out.append(tree / Path(p).resolve().relative_to(repo))
-                except ValueError:
-                    raise UserError(f"{self.exp.path}: source {p} is outside {repo}: it has no commit") from None
-            return tuple(out)
-        variants = tuple(replace(v, sources=moved(v.sources)) for v in self.exp.variants)
-        exp = replace(self.exp, sources=moved(self.exp.sources), variants=variants)
+        def fail(what: str):
+            raise UserError(f"{self.exp.path}: {what}")
+
+        def moved(v):
+            own = v.sources if v.commit is None else None   # a ref'd variant's sources are already an export
+            return refspec.sources_at(commit, own or self.exp.sources, fail)
+        variants = tuple(replace(v, sources=moved(v), commit=commit) for v in self.exp.variants)
+        exp = replace(self.exp, variants=variants)
         cell = replace(self.cell, variant=exp.variant(self.cell.variant.name))
         return exp, cell
 

@@ -61,10 +61,13 @@ def run(args) -> int:
     except UserError as e:    # exit 2 would read as "bad" to git bisect run
         print(f"flagbench bisect: {e}", file=sys.stderr)
         return EXIT_ABORT
+    except Exception as e:    # a crash (exit 1) too: stop the bisection rather than call the commit bad
+        print(f"flagbench bisect: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_ABORT
 
 
 def _run(args) -> int:
-    from flagbench import spec
+    from flagbench import procs, spec
     from flagbench.bisect import commits, timed
     from flagbench.errors import UserError
     from flagbench.run.until import parse_budget
