@@ -26,7 +26,7 @@ class Options:
     metric: str = "insns"
     threshold: timed.Threshold | None = None    # None: half the bad end's change
     alpha: float = 0.05                          # per timed step
-    max_pairs: int = 48
+    max_pairs: int = 64
     step_budget_s: float = 300.0
     seed: int | None = None
 

@@ -1,13 +1,16 @@
 """One bisection step on time: paired rounds of the good end and the commit, the signed-rank
 test on their log-ratios (stats.change(paired=True)), sampled until the interval decides.
 
-A round runs both programs back to back in a random order, so a burst of load or a drift of
-the machine's speed hits both members of a pair. The interval of the ratio commit/good is
+A round runs both programs back to back in a random order (`repeats` times, pairing the
+fastest run of each), so a burst of load or a drift of the machine's speed hits both
+members of a pair. The interval of the ratio commit/good is
 looked at after 8, 12, 16, 24, 32, 48, ... pairs up to the step's budget; a look decides when
 the interval lies wholly past the threshold (bad) or wholly short of it (good). Looking
-several times spends the step's alpha: each look uses alpha / (number of looks), so the
-chance that a step decided by its interval was called wrongly is at most alpha (Bonferroni),
-and over k decided steps at most k x alpha. A step still undecided when its budget is spent
+several times spends the step's alpha: each look's two-sided interval has level
+1 - 2 alpha / (number of looks), and a wrong call needs the truth beyond one chosen end of it
+(each call is a one-sided test: bad = lower end past the threshold, good = upper end short
+of it), so the chance that a step decided by its interval was called wrongly is at most
+alpha (Bonferroni over the looks), and over k decided steps at most k x alpha. A step still undecided when its budget is spent
 is called by its estimate, and says so: its error is not bounded by alpha.
 """
 from __future__ import annotations
@@ -81,24 +84,28 @@ class TimedStep:
 
 
 def decide(good: Callable[[], float], commit: Callable[[], float], threshold: Threshold, *,
-           alpha: float = 0.05, max_pairs: int = 48, budget_s: float = 300.0, seed: int | None = None,
-           progress: Callable[[str], None] | None = None) -> TimedStep:
+           alpha: float = 0.05, max_pairs: int = 64, budget_s: float = 300.0, seed: int | None = None,
+           repeats: int = 1, progress: Callable[[str], None] | None = None) -> TimedStep:
     """Rounds of (good, commit) in a random order until a look decides or the budget is spent."""
     from flagbench.stats import change
 
     rng = random.Random(seed)
     schedule = looks(max_pairs)
-    per_look = alpha / len(schedule)
+    per_look = min(0.5, 2 * alpha / len(schedule))   # two-sided level; each call is one-sided
     old: list[float] = []
     new: list[float] = []
     start = time.monotonic()
     result = None
     for n in schedule:
         while len(old) < n:
-            order = [(good, old), (commit, new)]
-            rng.shuffle(order)
-            for run, into in order:
-                into.append(run())
+            runs: dict[int, list[float]] = {0: [], 1: []}
+            for _ in range(max(1, repeats)):
+                order = [(good, 0), (commit, 1)]
+                rng.shuffle(order)
+                for run, side in order:
+                    runs[side].append(run())
+            old.append(min(runs[0]))
+            new.append(min(runs[1]))
             if progress:
                 progress(f"{len(old)} pairs")
         c = change(old, new, paired=True, alpha=per_look)

@@ -33,7 +33,7 @@ def register(sub):
     p.add_argument("--target", help="the target (default: the first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
     p.add_argument("--alpha", type=float, default=0.05, help="time: chance per step of a wrong call (default 0.05)")
-    p.add_argument("--pairs", type=int, default=48, metavar="N", help="time: at most N paired rounds a step (default 48)")
+    p.add_argument("--pairs", type=int, default=64, metavar="N", help="time: at most N paired rounds a step (default 64)")
     p.add_argument("--step-budget", default="5m", metavar="TIME", help="time: measuring time per step (default 5m)")
     p.add_argument("--seed", type=int, help="time: seed of the rounds' random order")
     p.add_argument("--objects", nargs="*", metavar="VARIANT",
