@@ -275,3 +275,32 @@ def test_run_step_drives_git_bisect_run(tmp_path, module_cache):
     # bad input aborts git bisect run (exit 255), it does not call the commit bad
     bad = flagbench("bisect", str(exp_path), "--run-step", "--metric", "insns", cache=module_cache)
     assert bad.returncode == 255 and "--threshold" in bad.stderr
+
+
+# -- object bisection, kernel ----------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86")
+def test_kernel_object_bisection_names_the_object_whose_functions_moved(tmp_path):
+    """default vs counted (tests/data/kernel: 8 nops in __get_task_comm, fs/exec.c): A's O=
+    relinked with B's objects, booted, prctl_name's kernel instructions counted. The object
+    named must be the one that defines the functions whose counts moved (nm says which)."""
+    from kernel_util import build_test_kernels, test_experiment
+    from flagbench.bisect.objects import bisect_objects, summary
+    kernels = build_test_kernels(("default", "counted"))
+    assert kernels["default"].ok and kernels["counted"].ok
+    lines: list[str] = []
+    out = bisect_objects(test_experiment(), ["default", "counted"], metric="insns", bench=None, share=0.8,
+                         workdir=tmp_path, say=lines.append)
+    # the patch touches fs/exec.c; init/version.o differs too (the build identity), carrying nothing
+    assert "fs/exec.o" in out.candidates
+    assert out.narrowed.objects == ["fs/exec.o"], "\n".join(lines + summary(out))
+    # 8 nops x 20,000 calls, within the A/A floor (timer interrupts land elsewhere in another kernel)
+    assert out.value_b - out.value_a == pytest.approx(160_000, rel=0.02)
+    assert out.narrowed.share == pytest.approx(1.0, abs=0.02)
+    top, a_count, b_count, where = out.moved[0]
+    assert top == "__get_task_comm" and b_count - a_count == pytest.approx(160_000, rel=0.001)
+    nm = subprocess.run(["nm", str(kernels["default"].dir / "fs/exec.o")], capture_output=True, text=True,
+                        check=True).stdout
+    assert " T __get_task_comm" in nm
+    # the mixes were relinked by Kbuild in copies: A's own directory kept its vmlinux
+    assert kernels["default"].vmlinux.is_file() and not any(tmp_path.rglob("*.o.cmd.tmp"))
