@@ -93,6 +93,7 @@ def run(path: Path, opts: Options):
             until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
+                                            **_commits(exp),
                                             **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet, until=until)
             if until is not None:
@@ -111,6 +112,12 @@ def run(path: Path, opts: Options):
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
         return outcome, report_run(store, outcome.run_id, opts.fmt)
+
+
+def _commits(exp) -> dict:
+    """Variants that name a git commit (`ref`): each one's sha, tree and subject, as resolved."""
+    commits = {v.name: v.commit.as_dict() for v in exp.variants if getattr(v, "commit", None) is not None}
+    return {"commits": commits} if commits else {}
 
 
 def choose(exp, names: Sequence[str] | None) -> list:

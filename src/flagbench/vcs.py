@@ -12,6 +12,7 @@ API (for spec, kernel/source, series, bisect):
     resolve(repo, ref) -> Commit            `git rev-parse --verify REF^{commit}`, its tree and subject;
                                             UnknownRef (a UserError) when it names no commit
     commits(repo, base, head) -> [Commit]   `git rev-list --reverse BASE..HEAD`: oldest first
+    show(commit, path) -> bytes | None      a file of the commit's tree, None when it has none
     parse_range("A..B") -> ("A", "B")       a range as `series` and `bisect` take it
     export(commit, dest) -> Path            DEST holds the commit's tree (made once, atomically;
                                             a DEST that holds it already is left as it is)
@@ -29,6 +30,7 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,6 +115,16 @@ def resolve(repo: str | Path, ref: str) -> Commit:
     if done.failure or not done.stdout.strip():
         raise UnknownRef(f"ref {ref!r} names no commit in {repo}")
     return _describe(repo, ref, done.stdout.strip())
+
+
+def show(commit: Commit, path: str) -> bytes | None:
+    """The bytes of PATH in the commit's tree (no checkout), None when the tree has no such file."""
+    try:
+        done = subprocess.run(["git", "-C", str(commit.repo), "cat-file", "blob", f"{commit.tree}:{path}"],
+                              env=_env(), capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
 
 
 def parse_range(text: str) -> tuple[str, str]:

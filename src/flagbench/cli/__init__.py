@@ -25,6 +25,7 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "profile": "per-symbol profiles (exact counts, perf time) of an experiment's micro benches, A vs B",
     "bisect": "the first commit where a metric moves, or the objects that carry a change",
     "demo": "run the bundled case studies end to end and write their report",
+    "series": "each commit of a git series built and compared: size, asm, exact counts",
 }
 
 

@@ -10,6 +10,12 @@ compiler's error lines and the others go on. Per-cell file locks: two processes 
 same cell build it once; make's whole tree dies with flagbench, even by kill -9 (procs), and
 a build a killed flagbench left in a cell is ended before the cell is used again.
 
+A variant with a git ref builds in a checkout flagbench owns (source.git_tree), walked
+commit by commit in one O= directory shared by every ref variant of its kind (make rebuilds
+what the walk changed, ccache serves the rest). Each good build's artifacts are kept in
+`<tree home>/builds/<stamp>` (the stamp names the commit's tree, not the variant): that is the
+build's `dir`, and a later run, or another ref with the same tree, finds it there without make.
+
 Reproducible: KBUILD_BUILD_TIMESTAMP/USER/VERSION are pinned, so A and B differ only where
 the variant does and in the build identity, KBUILD_BUILD_HOST = fb-VARIANT-CELLHASH (only
 init/version.o sees it): a kernel booted on a real machine is checked against it.
@@ -95,9 +101,13 @@ class _Plan:
     stamp: str                         # every input of the build
     config_stamp: str                  # the inputs Kconfig sees (not KCFLAGS or per-file flags)
     last: dict = field(default_factory=dict)
+    snapshot: Path | None = None       # a git ref's build: where its artifacts are kept (see module doc)
 
     @property
     def cached(self) -> bool:
+        if self.snapshot is not None:
+            kept = _read_json(self.snapshot / CELL_FILE)
+            return kept.get("stamp") == self.stamp and bool(kept.get("ok")) and (self.snapshot / "vmlinux").is_file()
         return (self.tree.identity is not None and self.last.get("stamp") == self.stamp
                 and self.last.get("ok") and (self.odir / "vmlinux").is_file())
 
@@ -177,7 +187,8 @@ def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str
 
 
 def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]) -> Path:
-    """<tree home>/out/<experiment>/<cell>: two levels below out for every tree (see source.py)."""
+    """<tree home>/out/<experiment>/<cell>: two levels below out for every tree (see source.py).
+    (A ref variant's is <checkout home>/out/git/<ref_slot>.)"""
     exp_part = f"{exp.name}-{_sha(str(exp.path.resolve()))[:8]}"
     name = f"{cell.variant.name}--{cell.target}--{compiler_label(cell.compiler)}"
     if extra:
@@ -191,7 +202,20 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
         raise UserError(f"{exp.path}: config = {kernel.config!r}: the config comes from a machine "
                         "(flagbench run --host DEST, or config = \"host:DEST\")")
     changes = kernel.changes(cell.variant.name)
-    tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
+    asked = {o.name: o for o in changes.options}
+    implied = [Option(name, value, f"target {cell.target}") for name, value in IMPLIED.get(cell.target, ())
+               if name not in asked]
+    asked.update({o.name: o for o in implied})
+    added = [o for o in extra if asked.get(o.name, Option("", "", "")).value != o.value]
+    options = implied + list(changes.options) + added
+    commit = cell.variant.commit
+    if commit is not None:   # one walked checkout per O= directory, shared by experiments asking alike
+        slot = ref_slot(kernel, cell, options)
+        tree = source.git_tree(commit, slot)
+        odir = tree.home / "out" / "git" / slot
+    else:
+        tree = source.patched_tree(source.base_tree(kernel.source, say), changes.patches, say)
+        odir = cell_dir(exp, cell, tree, added)
     variables, probe_argv, cc = toolchain(cell, changes, tree)
     tools = {cc: cached_version(cc), "ccache": cached_version("ccache")}
     ld = _linker(variables)
@@ -202,13 +226,6 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
         if message:
             raise UserError(f"variant {cell.variant.name}: {' '.join(probe_argv)} for {cell.target} rejects "
                             f"its kcflags {' '.join(changes.kcflags)}: {message}")
-    asked = {o.name: o for o in changes.options}
-    implied = [Option(name, value, f"target {cell.target}") for name, value in IMPLIED.get(cell.target, ())
-               if name not in asked]
-    asked.update({o.name: o for o in implied})
-    added = [o for o in extra if asked.get(o.name, Option("", "", "")).value != o.value]
-    options = implied + list(changes.options) + added
-    odir = cell_dir(exp, cell, tree, added)
     make = ["make", "-C", str(tree.src), f"O={odir}", *(f"{k}={v}" for k, v in variables.items())]
     env = {**os.environ, **PINNED_ENV, **ccache_env(tree),
            **ccache.env(ccache.remote(exp.cache_remote), odir / CCACHE_LOG)}
@@ -219,9 +236,23 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
               "pinned": PINNED_ENV}
     last = _read_json(odir / CELL_FILE)
     config_inputs = {**inputs, "make": [a for a in make if "FLAGS" not in a.split("=", 1)[0]]}
-    env["KBUILD_BUILD_HOST"] = inputs["identity"] = identity(cell.variant.name, _sha(json.dumps(inputs, sort_keys=True)))
-    return _Plan(cell, tree, odir, make, env, options, kernel.config, tools,
-                 _sha(json.dumps(inputs, sort_keys=True)), _sha(json.dumps(config_inputs, sort_keys=True)), last)
+    if commit is not None:   # a walk reconfigures only when the config asked for changes: Kconfig
+        config_inputs["tree"] = None   # changes between commits are make's own syncconfig's to follow
+    env["KBUILD_BUILD_HOST"] = inputs["identity"] = identity(
+        f"git-{commit.tree[:8]}" if commit is not None else cell.variant.name, _sha(json.dumps(inputs, sort_keys=True)))
+    stamp = _sha(json.dumps(inputs, sort_keys=True))
+    return _Plan(cell, tree, odir, make, env, options, kernel.config, tools, stamp,
+                 _sha(json.dumps(config_inputs, sort_keys=True)), last,
+                 tree.home / "builds" / stamp[:16] if commit is not None else None)
+
+
+def ref_slot(kernel, cell: Cell, options: list[Option]) -> str:
+    """A ref variant's checkout and O= directory: one per target, compiler and config asked for
+    (base and options, any experiment's), so every commit and every experiment that asks the
+    same walks one tree and rebuilds only what a commit changed."""
+    config = [kernel.config, kernel.hash if kernel.config_is_file else "", *(o.line for o in options)]
+    name = f"{cell.target}--{compiler_label(cell.compiler)}+{_sha(chr(10).join(config))[:8]}"
+    return re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
 
 
 def identity(variant: str, cell_hash: str) -> str:
@@ -277,6 +308,7 @@ def _configure(p: _Plan, exp: Experiment, say) -> None:
     p.last = _read_json(p.odir / CELL_FILE)
     if p.cached:
         return
+    source.checkout(p.tree, say)
     if p.last.get("config_stamp") != p.config_stamp or not (p.odir / ".config").is_file():
         say(f"{p.cell.key}: configuring ({p.base} + {len(p.options)} options) in {p.odir}")
         kconfig_file.configure(p.make, p.odir, p.base, p.options, p.env)
@@ -312,7 +344,9 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
             bars.update(task, total=1, completed=1, now="cached: no make ran")
             return _result(p, cached=True)
         expected = p.last.get("objects") or _estimate(p)
-        bars.update(task, total=expected, completed=0, now="make")
+        bars.update(task, total=expected, completed=0, now="checkout" if p.snapshot else "make")
+        source.checkout(p.tree)
+        bars.update(task, now="make")
         start = time.monotonic()
         (p.odir / CCACHE_LOG).unlink(missing_ok=True)
         rc, compiled, errors = _run_make(p, jobs, bars, task, escape)
@@ -332,6 +366,8 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         _write_json(p.odir / CELL_FILE, data)
         if ok:
             _remember_estimate(p, data["objects"])
+            if p.snapshot is not None:
+                _keep(p, data)
         p.last = data
         return replace(_result(p, cached=False), ccache=stats)
 
@@ -395,8 +431,28 @@ def _remember_estimate(p: _Plan, objects: int) -> None:
         _write_json(_estimate_file(p), data)
 
 
+def _keep(p: _Plan, data: dict) -> None:
+    """A ref build's artifacts copied out of the walked O= directory (the next commit's make
+    overwrites them there) into p.snapshot, written under another name and renamed into place."""
+    files = ["vmlinux", "System.map", ".config", "flagbench-make.log", *IMAGES.get(p.cell.target, ())]
+    if kconfig_file.read_config(p.odir / ".config").get("CONFIG_MODULES") == "y":
+        files += [str(m.relative_to(p.odir)) for m in p.odir.rglob("*.ko")]
+    tmp = p.snapshot.with_name(f"{p.snapshot.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel in files:
+        if (p.odir / rel).is_file():
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p.odir / rel, tmp / rel)
+    _write_json(tmp / CELL_FILE, {**data, "commit": p.tree.commit.as_dict() if p.tree.commit else None})
+    shutil.rmtree(p.snapshot, ignore_errors=True)
+    os.replace(tmp, p.snapshot)
+
+
 def _result(p: _Plan, cached: bool) -> KernelBuild:
     d = p.odir
+    if p.snapshot is not None and (cached or p.last.get("ok")):
+        d = p.snapshot
+        p.last = _read_json(d / CELL_FILE)
     image = next((d / i for i in IMAGES.get(p.cell.target, ()) if (d / i).is_file()), None)
     modules: tuple[Path, ...] = ()
     if p.last.get("ok") and kconfig_file.read_config(d / ".config").get("CONFIG_MODULES") == "y":

@@ -7,6 +7,12 @@ holds lives at `<cache>/kernel/trees/<key>/src` with its build directories under
 same for every tree (`../../../src`); with CCACHE_BASEDIR above both, ccache sees the same
 relative paths and a patched copy hits on every file the patch did not touch.
 
+A ref variant (a commit of a `source = PATH` git repository) builds from a checkout flagbench
+owns, `<cache>/kernel/trees/git-<slot>/src`, one per O= directory: `checkout` walks it to the
+cell's commit with a private index (vcs.walk), rewriting only the files that differ, so one
+`O=` directory is built incrementally commit by commit, as ktest.pl walks a series. Its
+identity is the commit's tree sha: two refs with one tree are one build.
+
 A patched copy is a hard-link farm (`cp -al`) of the tree: before a patch is applied, each
 file it names is replaced in the copy by a private copy of its own, so `patch` can never
 write through a shared inode into the original; `apply_patches` checks that afterwards.
@@ -23,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench import procs
+from flagbench import procs, vcs
 from flagbench.errors import UserError
 from flagbench.kernelspec import DEBIAN_SOURCES
 
@@ -39,6 +45,7 @@ class Tree:
     version: str              # "6.1.192" from the top Makefile
     label: str                # "debian:6.1 (linux-source-6.1 6.1.192-2)" or the path
     identity: str | None      # changes whenever the content may have; None: unknown (plain user tree)
+    commit: vcs.Commit | None = None   # a git tree: src is walked to this commit by checkout()
 
     @property
     def version_tuple(self) -> tuple[int, int]:
@@ -144,14 +151,36 @@ def _unpack(tarball: Path, package: str, home: Path, identity: str, say) -> dict
     return marker
 
 
+def git_tree(commit: vcs.Commit, slot: str) -> Tree:
+    """The tree of a commit as a checkout flagbench owns, one per SLOT (an O= directory's name):
+    not written until checkout(tree) walks it there."""
+    home = trees_dir() / f"git-{_sha(str(commit.repo) + chr(0) + slot)[:12]}"
+    makefile = vcs.show(commit, "Makefile") or b""
+    v = dict(_MAKEFILE_VERSION.findall(makefile[:2000].decode(errors="replace")))
+    version = ".".join(x for x in (v.get("VERSION"), v.get("PATCHLEVEL"), v.get("SUBLEVEL")) if x) + v.get("EXTRAVERSION", "")
+    return Tree(home / "src", home, version or "?", f"{commit.repo} @ {commit.short} {commit.subject}",
+                commit.tree, commit)
+
+
+def checkout(tree: Tree, say=None) -> None:
+    """A git tree's checkout moved to its commit (only changed files rewritten); nothing for
+    other trees. The caller holds the lock of the O= directory the checkout belongs to."""
+    if tree.commit is None or vcs.holds(tree.src) == tree.commit.tree:
+        return
+    if say:
+        say(f"checking out {tree.commit.short} ({tree.commit.subject[:50]}) into {tree.src}")
+    vcs.walk(tree.commit, tree.src)
+
+
 def _git_identity(src: Path) -> str | None:
     """HEAD plus the uncommitted changes of a git tree; None for a plain tree (then make itself
     decides what is out of date)."""
     if not (src / ".git").exists():
         return None
-    head = procs.run(["git", "-C", str(src), "rev-parse", "HEAD"], timeout=120)
-    diff = procs.run(["git", "-C", str(src), "diff", "HEAD", "--binary"], timeout=600)
-    status = procs.run(["git", "-C", str(src), "status", "--porcelain", "-z"], timeout=600)
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}   # status must not refresh (rewrite) the user's index
+    head = procs.run(["git", "-C", str(src), "rev-parse", "HEAD"], timeout=120, env=env)
+    diff = procs.run(["git", "-C", str(src), "diff", "HEAD", "--binary"], timeout=600, env=env)
+    status = procs.run(["git", "-C", str(src), "status", "--porcelain", "-z"], timeout=600, env=env)
     if head.failure or diff.failure or status.failure:
         return None
     return _sha("\0".join((head.stdout, diff.stdout, status.stdout)))

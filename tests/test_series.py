@@ -1,0 +1,281 @@
+"""Commits as variants and `flagbench series`, on git repositories the tests make: a small C
+one (fast), and Debian's 6.1 kernel tree with the commits of cases/series/make-repo (slow).
+
+The oracle for sizes is the kernel's scripts/bloat-o-meter (test_size.oracle) run on the very
+files each row was built into; counts are checked by their sign and by which commit moves them.
+The user's repository must come out as it went in: status, index bytes, stash, branches, HEAD.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import flagbench, write_experiment
+from test_size import oracle
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+
+LOOP_C = """\
+#include <stdint.h>
+/* sum: a loop */
+uint64_t sum_loop(uint64_t n)
+{
+\tvolatile uint64_t acc = 0;
+\tfor (uint64_t i = 0; i < n; i++) {
+\t\tacc += i;
+\t}
+\treturn acc;
+}
+
+int helper(int x)
+{
+\treturn x * 3 + 1;
+}
+"""
+EXPERIMENT = """\
+sources = ["loop.c"]
+[variants]
+default = {}
+[[bench]]
+name = "sum"
+kind = "micro"
+function = "sum_loop"
+metrics = ["insns"]
+"""
+# (subject, old text, new text) on loop.c; None: an empty commit (the same tree as its parent)
+C_COMMITS = [
+    ("loop: reword a comment", "/* sum: a loop */", "/* sum_loop: adds 0..n-1 */"),
+    ("empty: the same tree", None, None),
+    ("helper: a second case", "\treturn x * 3 + 1;", "\tif (x > 100)\n\t\treturn x / 7 + x % 5;\n\treturn x * 3 + 1;"),
+    ("loop: broken", "\t\tacc += i;\n", "\t\tacc += i\n"),
+    ("loop: xor each step", "\t\tacc += i\n", "\t\tacc += i;\n\t\tacc ^= i;\n"),
+]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout
+
+
+def repo_state(repo: Path) -> tuple:
+    """Everything flagbench must leave alone in the user's repository."""
+    return (git(repo, "status", "--porcelain", "--untracked-files=all"), (repo / ".git" / "index").read_bytes(),
+            git(repo, "stash", "list"), git(repo, "for-each-ref"), git(repo, "rev-parse", "HEAD"),
+            git(repo, "worktree", "list", "--porcelain"), sorted(os.listdir(repo / ".git")))
+
+
+@pytest.fixture(scope="module")
+def c_repo(tmp_path_factory) -> Path:
+    """A C repository: base (tag), then C_COMMITS on branch main; the experiment in exp/, with an
+    uncommitted change in the work tree and a stash, which must survive."""
+    repo = tmp_path_factory.mktemp("c-series") / "repo"
+    write_experiment(repo / "exp", EXPERIMENT, {"loop.c": LOOP_C})
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "tag", "base")
+    source = repo / "exp" / "loop.c"
+    for subject, old, new in C_COMMITS:
+        if old is None:
+            git(repo, "commit", "-q", "--allow-empty", "-m", subject)
+            continue
+        text = source.read_text()
+        assert old in text, subject
+        source.write_text(text.replace(old, new, 1))
+        git(repo, "commit", "-q", "-a", "-m", subject)
+    (repo / "exp" / "notes.txt").write_text("untracked\n")
+    source.write_text(source.read_text() + "/* stashed */\n")
+    git(repo, "stash", "-q")
+    source.write_text(source.read_text() + "/* uncommitted */\n")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def c_series(c_repo, tmp_path_factory):
+    cache = tmp_path_factory.getbasetemp() / "series-cache"
+    before = repo_state(c_repo)
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "json", cache=cache, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert repo_state(c_repo) == before
+    again = flagbench("series", c_repo / "exp", "base..main", cache=cache, timeout=600)
+    assert again.returncode == 0, again.stderr
+    return json.loads(done.stdout), again.stdout, cache
+
+
+def test_c_series_rows_name_the_commits_and_match_bloat_o_meter(c_series, c_repo, tmp_path):
+    data, text, _ = c_series
+    rows = data["rows"]
+    subjects = ["base", *(s for s, _, _ in C_COMMITS)]
+    assert [r["subject"] for r in rows] == subjects
+    assert [r["sha"] for r in rows] == [git(c_repo, "rev-parse", "base").strip(),
+                                       *git(c_repo, "rev-list", "--reverse", "base..main").split()]
+    by = {r["subject"]: r for r in rows}
+    for r in rows:
+        if r["built"] and r["vs_parent"]:
+            older = next(o for o in rows if o["short"] == r["compared_with"])
+            bom = oracle(tmp_path, older["size_file"], r["size_file"], current=True)
+            total = int(re.search(r"up/down: \S+ \(([-+]?\d+)\)", bom).group(1))
+            assert r["vs_parent"]["total"] == total, (r["subject"], bom)
+    comment, empty, grown = by["loop: reword a comment"], by["empty: the same tree"], by["helper: a second case"]
+    assert comment["vs_parent"]["total"] == 0 and comment["vs_parent"]["changed"] == 0
+    assert empty["tree"] == comment["tree"]                          # one tree: one object, compiled once
+    assert os.stat(empty["files"][0]).st_ino == os.stat(comment["files"][0]).st_ino
+    assert grown["vs_parent"]["total"] > 0 and grown["vs_parent"]["grow"] == 1
+    assert grown["vs_parent"]["functions"] == ["helper"]
+    assert grown["vs_parent"]["counts"] == {"sum insns_per_iter": 0.0}
+    broken, loop = by["loop: broken"], by["loop: xor each step"]
+    assert not broken["built"] and "expected ';'" in broken["error"] and "exp/loop.c:" in broken["error"]
+    assert loop["compared_with"] == grown["short"]                  # the last commit that built
+    assert loop["vs_parent"]["functions"] == ["sum_loop"] and loop["vs_parent"]["total"] > 0
+    assert loop["vs_parent"]["counts"]["sum insns_per_iter"] > 0    # the loop runs more instructions
+    assert loop["vs_base"]["total"] == grown["vs_parent"]["total"] + loop["vs_parent"]["total"]
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), text
+    assert any(line.startswith(broken["short"]) and "does not build" in line for line in lines)
+    assert f"{len(rows) - 1} from the cache" in text                 # the second run built nothing
+
+
+def test_c_series_markdown_has_a_row_per_commit(c_series, c_repo):
+    _, _, cache = c_series
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "md", "--no-counts", cache=cache)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
+    assert len(rows) == 1 + len(C_COMMITS)
+    assert "| helper: a second case |" in done.stdout
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "html", cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("<svg") == 2 and "helper: a second case" in done.stdout   # size and sum counts
+
+
+def test_ref_variants_read_the_sources_at_their_commit(c_repo, c_series, tmp_path):
+    """Variants naming commits: `size` compares those commits' objects, refs with one tree share
+    their objects, and the user's checkout is not touched."""
+    _, _, cache = c_series
+    exp = c_repo / "exp" / "refs.toml"
+    exp.write_text('sources = ["loop.c"]\n[variants]\nold = { ref = "base" }\nnew = { ref = "main~2" }\n'
+                   'empty = { ref = "main~3" }\ncomment = { ref = "main~4" }\n')
+    try:
+        before = repo_state(c_repo)
+        done = flagbench("size", exp, "--variants", "old,new", "--format", "json", cache=cache)
+        assert done.returncode == 0, done.stderr
+        grown = {s["name"]: s["delta"] for s in json.loads(done.stdout)["symbols"]}
+        assert set(grown) == {"helper"} and grown["helper"] > 0
+        done = flagbench("build", exp, "--format", "json", cache=cache)
+        assert done.returncode == 0, done.stderr
+        objects = {c["variant"]: c["objects"][0] for c in json.loads(done.stdout)["cells"]}
+        assert os.stat(objects["old"]).st_ino != os.stat(objects["new"]).st_ino
+        assert os.stat(objects["empty"]).st_ino == os.stat(objects["comment"]).st_ino   # one tree
+        assert repo_state(c_repo)[1:] == before[1:]
+    finally:
+        exp.unlink()
+
+
+def test_an_unknown_ref_is_its_line_and_exit_2(c_repo, tmp_path):
+    exp = c_repo / "exp" / "bad.toml"
+    exp.write_text('sources = ["loop.c"]\n[variants]\nold = {}\n\nnew = { ref = "no-such-branch" }\n')
+    try:
+        done = flagbench("size", exp, cache=tmp_path / "cache")
+    finally:
+        exp.unlink()
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"flagbench size: {exp}:5: variant 'new': ref 'no-such-branch' names no commit in {c_repo}"]
+    done = flagbench("series", c_repo / "exp", "base..no-such", cache=tmp_path / "cache")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "no-such" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- a kernel series: Debian's 6.1 tree as a git repository ---------------------------------------
+CASE = Path(__file__).resolve().parent.parent / "cases" / "series"
+
+
+@pytest.fixture(scope="session")
+def kernel_repo() -> Path:
+    """cases/series/make-repo's repository, made once in the cache (hard-linked from the
+    unpacked Debian tree; a minute or two) and shared by every session after."""
+    import sys
+
+    from kernel_util import missing_tools
+
+    from flagbench.build import cache_dir
+    from flagbench.kernel import source
+
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"kernel build needs {', '.join(missing)} (scripts/install-deps)")
+    repo = cache_dir() / "test-repos" / "linux-6.1-series"
+    with source.locked(repo.with_name(repo.name + ".lock")):
+        if not (repo / ".git").is_dir():
+            tree = source.base_tree("debian:6.1")
+            done = subprocess.run([sys.executable, str(CASE / "make-repo"), str(repo), "--tree", str(tree.src)],
+                                  capture_output=True, text=True, timeout=1800)
+            assert done.returncode == 0, done.stderr
+    return repo
+
+
+@pytest.mark.slow
+def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(kernel_repo, tmp_path):
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (exp / "getppid.c").write_bytes((CASE / "getppid.c").read_bytes())
+    fragment = Path(__file__).resolve().parent.parent / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
+    text = (CASE / "experiment.toml").read_text()
+    text = text.replace('source = "linux"', f'source = "{kernel_repo}"')
+    (exp / "experiment.toml").write_text(text.replace('"../../src/flagbench/kernel/boot-x86_64.config"',
+                                                      f'"{fragment}"'))
+    before = repo_state(kernel_repo)
+    done = flagbench("series", exp, "base..series", "--format", "json", "-j2", timeout=3600)
+    assert done.returncode == 0, done.stderr
+    assert repo_state(kernel_repo) == before
+    rows = json.loads(done.stdout)["rows"]
+    assert [r["subject"] for r in rows] == [
+        "Linux 6.1.192 (Debian linux-source-6.1)", "lib/string: reword the comment above strncpy",
+        "lib/string: unroll strncpy's copy loop", "sys: count getppid callers",
+        "sys: getppid asks for the parent's pid twice"]
+    base, comment, grown, broken, getppid = rows
+    for r in (comment, grown, getppid):
+        older = next(o for o in rows if o["short"] == r["compared_with"])
+        bom = oracle(tmp_path, older["size_file"], r["size_file"], current=True)
+        assert r["vs_parent"]["total"] == int(re.search(r"up/down: \S+ \(([-+]?\d+)\)", bom).group(1)), bom
+        bom = oracle(tmp_path, base["size_file"], r["size_file"], current=True)
+        assert r["vs_base"]["total"] == int(re.search(r"up/down: \S+ \(([-+]?\d+)\)", bom).group(1)), bom
+    assert comment["vs_parent"]["total"] == 0 and comment["vs_parent"]["changed"] == 0
+    assert grown["vs_parent"]["total"] > 0 and "strncpy" in grown["vs_parent"]["functions"]
+    assert not broken["built"] and "kernel/sys.c" in broken["error"]
+    assert getppid["compared_with"] == grown["short"]
+    assert any("getppid" in f for f in getppid["vs_parent"]["functions"])
+    metric = "getppid kernel_insns_per_iter"
+    moved = getppid["vs_parent"]["counts"][metric]
+    assert moved > 10_000                        # 10,000 calls, each asking twice now
+    for r in (comment, grown):                   # the others move the count by noise at most
+        assert abs(r["vs_parent"]["counts"][metric]) < moved / 20, r
+
+
+def test_walk_rewrites_only_what_a_commit_changed(c_repo, tmp_path):
+    """vcs.walk moves a checkout flagbench owns from commit to commit: an unchanged file keeps
+    its inode and mtime (make rebuilds nothing for it), a changed one is rewritten, a deleted one
+    goes; the user's repository is not written."""
+    from flagbench import vcs
+
+    before = repo_state(c_repo)
+    base, grown = vcs.resolve(c_repo, "base"), vcs.resolve(c_repo, "main~2")
+    dest = tmp_path / "walk" / "src"
+    assert vcs.walk(base, dest) == [] and vcs.holds(dest) == base.tree
+    toml, loop = dest / "exp" / "experiment.toml", dest / "exp" / "loop.c"
+    kept, changed = os.stat(toml), os.stat(loop)
+    os.utime(loop, ns=(changed.st_atime_ns, changed.st_mtime_ns - 10**9))   # older: a rewrite shows
+    assert vcs.walk(grown, dest) == ["exp/loop.c"]
+    assert os.stat(toml).st_ino == kept.st_ino and os.stat(toml).st_mtime_ns == kept.st_mtime_ns
+    assert os.stat(loop).st_mtime_ns > changed.st_mtime_ns - 10**9 and "x / 7" in loop.read_text()
+    assert vcs.walk(grown, dest) == []
+    exported = vcs.export(grown, tmp_path / "export")
+    assert (exported / "exp" / "loop.c").read_bytes() == loop.read_bytes()
+    assert repo_state(c_repo) == before
+    with pytest.raises(vcs.UnknownRef):
+        vcs.resolve(c_repo, "--upload-pack=x")
