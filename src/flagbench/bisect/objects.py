@@ -45,10 +45,14 @@ def two_variants(exp, names) -> tuple[str, str]:
     return names[0], names[1]
 
 
-def choose_bench(exp, name: str | None, guest: bool):
+def choose_bench(exp, name: str | None, guest: bool, required: bool = True):
+    """The bench that measures (by name, else the first of its kind); None when not required
+    and there is none (size needs no bench)."""
     benches = [b for b in exp.benches if b.guest == guest]
     if name is not None:
         benches = [b for b in benches if b.name == name]
+    if not benches and not required and name is None:
+        return None
     if not benches:
         raise UserError(f"{exp.path}: no {'guest ' if guest else ''}bench{' named ' + name if name else ''} "
                         "to measure the mixes with")
@@ -81,10 +85,11 @@ def _c(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcom
             and c.variant.name in (a, b)]
     builds = {x.cell.variant.name: x for x in build.build(exp, pair, jobs=jobs)}
     candidates, same = differing(builds[a], builds[b])
-    bench = choose_bench(exp, bench_name, guest=False)
+    bench = choose_bench(exp, bench_name, guest=False, required=metric != "size")
     mixer = CMixer(exp, bench, builds[a], builds[b], metric, workdir)
     say(f"{a} vs {b} ({first.target}/{first.compiler}): {len(candidates)} of "
-        f"{len(candidates) + len(same)} objects differ; measuring {mixer.what} of bench {bench.name}")
+        f"{len(candidates) + len(same)} objects differ; measuring {mixer.what}"
+        + (f" of bench {bench.name}" if metric != "size" else ""))
     if not candidates:
         raise UserError(f"{a} and {b} build byte-identical objects: no object carries a change")
     value_a = mixer.value(frozenset())

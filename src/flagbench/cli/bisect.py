@@ -106,11 +106,14 @@ def _run(args) -> int:
 def _subject(args, exp, workdir):
     from flagbench.bisect.csubject import CSubject
     from flagbench.bisect.objects import choose_bench
-    from flagbench.errors import UserError
 
+    needed = args.metric != "size"
     if exp.kernel is not None:
-        raise UserError(f"{exp.path}: bisecting a kernel to a commit is not built yet; --objects works on kernels")
-    return CSubject(exp, choose_bench(exp, args.bench, guest=False), variant=args.variant, target=args.target,
+        from flagbench.bisect.ksubject import KernelSubject
+        return KernelSubject(exp, choose_bench(exp, args.bench, guest=True, required=needed), variant=args.variant,
+                             target=args.target, compiler=args.compiler, workdir=workdir, jobs=args.jobs)
+    return CSubject(exp, choose_bench(exp, args.bench, guest=False, required=needed), variant=args.variant,
+                    target=args.target,
                     compiler=args.compiler, workdir=workdir, jobs=args.jobs)
 
 
