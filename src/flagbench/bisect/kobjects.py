@@ -45,9 +45,10 @@ def linked_objects(odir: Path) -> list[str]:
         done = procs.run(["ar", "t", str(archive)], timeout=60)
         if done.returncode:
             raise UserError(f"ar t {archive}: {done.stderr.strip()[:200]}")
-        for line in done.stdout.splitlines():
-            rel = os.path.relpath(odir / line.strip(), odir) if not os.path.isabs(line.strip()) \
-                else os.path.relpath(line.strip(), odir)
+        for line in filter(None, map(str.strip, done.stdout.splitlines())):
+            # a thin archive names its members relative to itself (or from the top, with P)
+            path = next((p for p in (archive.parent / line, odir / line) if p.is_file()), archive.parent / line)
+            rel = os.path.relpath(path, odir)
             if rel.endswith(".o") and not _LINK_TIME.search(rel) and rel not in out:
                 out.append(rel)
     if not out:
@@ -72,11 +73,13 @@ def differing(a: KernelBuild, b: KernelBuild) -> tuple[list[str], int]:
 class KernelMixer:
     """Relinks mixes of A and B in copies of A's O= directory under `workdir`."""
 
-    def __init__(self, a: KernelBuild, b: KernelBuild, candidates: Sequence[str], workdir: Path, jobs: int = 2):
+    def __init__(self, a: KernelBuild, b: KernelBuild, candidates: Sequence[str], workdir: Path, jobs: int = 2,
+                 say=None):
         if not (a.ok and b.ok):
             raise UserError("object bisection needs both kernels built: " + (a.error or b.error or "a build failed"))
         self.a, self.b, self.candidates, self.workdir, self.jobs = a, b, list(candidates), workdir, jobs
         self.relinks, self.seconds = 0, 0.0
+        self.say = say or (lambda text: None)
 
     def vmlinux(self, chosen: frozenset[str]) -> Path:
         """A's vmlinux with B's copies of the chosen objects (A's own for none)."""
@@ -87,6 +90,7 @@ class KernelMixer:
         if (mix / "vmlinux").is_file():
             return mix / "vmlinux"
         start = time.monotonic()
+        self.say(f"relinking A with {len(chosen)} of B's objects in {mix.name}")
         if mix.exists():
             shutil.rmtree(mix)
         linked = copy_build_dir(self.a.dir, mix)

@@ -114,7 +114,7 @@ def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectO
     say(f"{a} vs {b}: {len(candidates)} of the {total} objects vmlinux is linked from differ")
     if not candidates:
         raise UserError(f"{a} and {b} link byte-identical objects: no object carries a change")
-    mixer = KernelMixer(ka, kb, candidates, workdir / "mixes", jobs=jobs)
+    mixer = KernelMixer(ka, kb, candidates, workdir / "mixes", jobs=jobs, say=say)
     if metric == "size":
         what, unit = "code bytes of vmlinux", "bytes"
 
