@@ -81,7 +81,8 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
             return (BAD if threshold.past(ratio) else GOOD), f"{v:,.2f} {UNITS[opts.metric]} ({(ratio - 1) * 100:+.2f} %)"
         good_job, job = subject.timed_jobs(good_build, b)
         step = timed.decide(good_job, job, threshold, alpha=opts.alpha, max_pairs=opts.max_pairs,
-                            budget_s=opts.step_budget_s, seed=opts.seed)
+                            budget_s=opts.step_budget_s, seed=opts.seed,
+                            progress=lambda text: say(f"  {c.short}: {text}"))
         if step.decided:
             out.decided_by_interval += 1
         else:

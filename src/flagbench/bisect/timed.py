@@ -106,8 +106,6 @@ def decide(good: Callable[[], float], commit: Callable[[], float], threshold: Th
                     runs[side].append(run())
             old.append(min(runs[0]))
             new.append(min(runs[1]))
-            if progress:
-                progress(f"{len(old)} pairs")
         c = change(old, new, paired=True, alpha=per_look)
         lo, hi = c.ci_low, c.ci_high
         result = TimedStep(BAD if threshold.past(c.estimate) else GOOD, False, len(old), c.estimate, lo, hi,
@@ -119,6 +117,8 @@ def decide(good: Callable[[], float], commit: Callable[[], float], threshold: Th
                 result.verdict, result.decided = GOOD, True
         if result.decided or time.monotonic() - start > budget_s:
             break
+        if progress and n != schedule[-1]:   # one line a look: a step can take minutes on a busy machine
+            progress(result.describe().replace("; budget spent, called by its estimate", ": undecided"))
     assert result is not None
     return result
 
