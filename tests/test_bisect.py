@@ -288,19 +288,22 @@ def test_kernel_object_bisection_names_the_object_whose_functions_moved(tmp_path
     from flagbench.bisect.objects import bisect_objects, summary
     kernels = build_test_kernels(("default", "counted"))
     assert kernels["default"].ok and kernels["counted"].ok
+    a_dir = kernels["default"].dir
+    before = {rel: (a_dir / rel).stat().st_mtime_ns for rel in ("vmlinux", "fs/exec.o", "fs/built-in.a")}
     lines: list[str] = []
     out = bisect_objects(test_experiment(), ["default", "counted"], metric="insns", bench=None, share=0.8,
                          workdir=tmp_path, say=lines.append)
     # the patch touches fs/exec.c; init/version.o differs too (the build identity), carrying nothing
     assert "fs/exec.o" in out.candidates
     assert out.narrowed.objects == ["fs/exec.o"], "\n".join(lines + summary(out))
-    # 8 nops x 20,000 calls, within the A/A floor (timer interrupts land elsewhere in another kernel)
-    assert out.value_b - out.value_a == pytest.approx(160_000, rel=0.02)
-    assert out.narrowed.share == pytest.approx(1.0, abs=0.02)
+    # 8 nops x 20,000 calls, give or take a timer interrupt (they land elsewhere in another kernel)
+    assert out.value_b - out.value_a == pytest.approx(160_000, rel=0.05)
+    assert out.narrowed.share == pytest.approx(1.0, abs=0.05)
     top, a_count, b_count, where = out.moved[0]
     assert top == "__get_task_comm" and b_count - a_count == pytest.approx(160_000, rel=0.001)
     nm = subprocess.run(["nm", str(kernels["default"].dir / "fs/exec.o")], capture_output=True, text=True,
                         check=True).stdout
     assert " T __get_task_comm" in nm
-    # the mixes were relinked by Kbuild in copies: A's own directory kept its vmlinux
-    assert kernels["default"].vmlinux.is_file() and not any(tmp_path.rglob("*.o.cmd.tmp"))
+    # the mixes were relinked by Kbuild in copies: A's own O= directory is as it was
+    assert {rel: (a_dir / rel).stat().st_mtime_ns for rel in before} == before
+    assert any("relinking" in ln for ln in lines)
