@@ -235,6 +235,7 @@ def test_bisect_on_exact_counts_in_log2_n_plus_one_builds(tmp_path, module_cache
     assert _git(exp_path.parent, "status", "--porcelain") == "" and _git(exp_path.parent, "rev-parse", "HEAD") == shas[-1]
 
 
+@pytest.mark.slow    # ~70 s here under load: paired rounds
 @callgrind
 def test_bisect_on_time_finds_the_slower_commit_and_skips_a_broken_one(tmp_path, module_cache):
     """The commit that makes the loop ~10 % slower, found by paired rounds (threshold +5 %);
@@ -253,6 +254,7 @@ def test_bisect_on_time_finds_the_slower_commit_and_skips_a_broken_one(tmp_path,
     assert counts.returncode == 0 and f"first bad commit: {shas[SLOW_AT]}" in counts.stdout, counts.stderr
 
 
+@pytest.mark.slow    # ~40 s here under load: git bisect runs flagbench once a step
 @callgrind
 def test_run_step_drives_git_bisect_run(tmp_path, module_cache):
     from flagbench.bisect.csubject import CSubject
