@@ -156,6 +156,21 @@ def copy_build_dir(src: Path, dest: Path) -> list[str]:
             elif name.endswith(".o"):
                 os.link(path, out_root / name)
                 linked.append(rel)
+            elif name.endswith((".cmd", ".d")):
+                _copy_moved(Path(path), out_root / name, str(src), str(dest))
             else:
                 shutil.copy2(path, out_root / name)
     return linked
+
+
+def _copy_moved(path: Path, dest: Path, old: str, new: str) -> None:
+    """A recorded command or dependency list, the O= directory's absolute path in it moved to
+    the copy's (tools/objtool records absolute paths: left as A's, make rebuilt objtool, and
+    every object, whose prerequisite objtool is), its mtime kept."""
+    data = path.read_bytes()
+    if old.encode() in data:
+        dest.write_bytes(data.replace(old.encode(), new.encode()))
+        st = path.stat()
+        os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
+    else:
+        shutil.copy2(path, dest)
