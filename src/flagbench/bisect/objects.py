@@ -140,7 +140,7 @@ def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectO
     out = ObjectOutcome(a, b, what, value_a, value_b, candidates, total, narrowed, 0.0)
     out.lines.append(f"relinks: {mixer.relinks}, {mixer.seconds:.0f} s of copying and linking")
     if meter is not None:
-        out.moved = moved_symbols(results[frozenset()], rb, [ka.dir / o for o in narrowed.objects])
+        out.moved = moved_symbols(results[frozenset()], rb, ka.dir, narrowed.objects)
     return out
 
 
@@ -171,22 +171,22 @@ class GuestMeter:
         return row
 
 
-def moved_symbols(ra, rb, objects: list[Path], top: int = 8) -> list[tuple[str, float, float, str]]:
+def moved_symbols(ra, rb, odir: Path, objects: list[str], top: int = 8) -> list[tuple[str, float, float, str]]:
     """The kernel symbols whose instructions per iteration moved most from A to B, with the
-    found object that defines each ("" when none of them does)."""
+    found object (a path in ODIR) that defines each ("" when none of them does)."""
     from flagbench import elf
     defined = {}
     for o in objects:
-        for name, letter, _ in elf.sized_symbols(o):
+        for name, letter, _ in elf.sized_symbols(odir / o):
             if letter in "tTwW":
-                defined.setdefault(name, str(o))
+                defined.setdefault(name, o)
     names = set(ra.profile) | set(rb.profile)
     rows = [(s, ra.per_iter(ra.profile.get(s, 0)), rb.per_iter(rb.profile.get(s, 0))) for s in names]
     rows.sort(key=lambda r: -abs(r[2] - r[1]))
     return [(s, x, y, defined.get(s, "")) for s, x, y in rows[:top] if y != x]
 
 
-def summary(out: ObjectOutcome, root: Path | None = None) -> list[str]:
+def summary(out: ObjectOutcome) -> list[str]:
     n = out.narrowed
     full = out.value_b - out.value_a
     lines = [f"{out.what}: {out.a} {out.value_a:,.2f}, {out.b} {out.value_b:,.2f} ({full:+,.2f}); "
@@ -194,7 +194,8 @@ def summary(out: ObjectOutcome, root: Path | None = None) -> list[str]:
     shown = ", ".join(n.objects)
     lines.append(f"{shown} carr{'ies' if len(n.objects) == 1 else 'y'} {n.share * 100:.0f} % of the "
                  f"{n.full:+,.2f} ({n.effect:+,.2f}); {n.mixes} mixes measured, {out.seconds:.0f} s")
+    if out.moved:
+        lines.append(f"symbols whose {out.what} moved most, A -> B, and the found object defining each:")
     for s, x, y, where in out.moved:
-        rel = str(Path(where).relative_to(root)) if (root and where) else where
-        lines.append(f"  {s:32} {x:10.1f} -> {y:10.1f} ({y - x:+.1f})  {rel or '(not in the found objects)'}")
+        lines.append(f"  {s:32} {x:12,.1f} -> {y:12,.1f} ({y - x:+,.1f})  {where or '-'}")
     return lines + out.lines

@@ -15,6 +15,7 @@ Smallest set (`narrow`): the candidates are objects that differ between A and B;
 is how far the mix "A with B's objects S" moved from A, in the metric's units. A set is halved
 while one half carries at least `share` of the set's effect; when neither half does, the
 effect is spread and each half carrying at least `keep` of the whole is narrowed on its own.
+The second half is measured only when the first does not carry the set's effect.
 The result's own effect is measured once more, so the share it carries is a measured number.
 """
 from __future__ import annotations
@@ -148,10 +149,12 @@ def narrow(candidates: Sequence[str], effect: Callable[[frozenset[str]], float],
         if len(s) == 1 or not whole:
             return s
         half = len(s) // 2
-        parts = [(s[:half], carried(measured(s[:half]))), (s[half:], carried(measured(s[half:])))]
-        for part, pc in parts:
+        parts = []
+        for part in (s[:half], s[half:]):   # the second half only when the first does not carry it
+            pc = carried(measured(part))
             if pc >= share * c:
                 return go(part, pc)
+            parts.append((part, pc))
         kept = [go(part, pc) for part, pc in parts if pc >= keep]
         return [o for k in kept for o in k] or s
 
