@@ -375,6 +375,21 @@ def test_until_sharpens_a_finished_run_when_resumed(tmp_path):
         assert numbers == list(range(1, len(numbers) + 1))   # numbered on, no run counted twice
 
 
+class _Named:
+    """A remote place of that name whose jobs run nothing there: a lane of its own."""
+    remote, boots = True, False
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def sample_facts(self) -> dict:
+        return {}
+
+
+def _at(lane: str):
+    return _Named(lane) if lane else None
+
+
 @pytest.mark.parametrize("lanes", [("",), ("box1", "box2")])
 def test_an_exception_in_a_job_fails_its_cell_and_says_why(tmp_path, lanes):
     """A bug in a job (a division by a host's `iters 0`) fails that cell with its reason; the
@@ -385,7 +400,7 @@ def test_an_exception_in_a_job_fails_its_cell_and_says_why(tmp_path, lanes):
     def broken(emit):
         emit("t", 1.0 / 0, "ns")
     cells = [BenchCell(bench="b", variant=v, target="x86_64", compiler="gcc", params={"host": lane} if lane else {},
-                       timed=broken if (v, lane) == ("B", lanes[0]) else good, samples=2, warmup=0, lane=lane,
+                       timed=broken if (v, lane) == ("B", lanes[0]) else good, samples=2, warmup=0, place=_at(lane),
                        timed_metric="t")
              for lane in lanes for v in ("A", "B")]
     console = quiet()
@@ -412,7 +427,7 @@ def test_a_lane_that_dies_fails_its_cells_and_says_why(tmp_path, monkeypatch):
         return real(states, row, rng)
     monkeypatch.setattr(noise, "paired_round", paired_round)
     cells = [BenchCell(bench="b", variant=v, target="x86_64", compiler="gcc", params={"host": lane},
-                       timed=lambda emit: emit("t", 1.0, "ns"), samples=2, warmup=0, lane=lane, timed_metric="t")
+                       timed=lambda emit: emit("t", 1.0, "ns"), samples=2, warmup=0, place=_at(lane), timed_metric="t")
              for lane in ("box1", "box2") for v in ("A", "B")]
     with Store(tmp_path / "fb.db") as store:
         out = run_cells(store, cells, experiment="e", experiment_hash="h", seed=3, console=quiet())

@@ -58,6 +58,7 @@ for f in /boot/vmlinuz-$(uname -r) /boot/initrd.img-$(uname -r) /boot/config-$(u
   [ -r "$f" ] && echo "file=$f"
 done
 [ -d /run/systemd/system ] && echo "systemd=1"
+true   # no systemd is an answer, not a failure of the check
 """
 # kexec -e from a shell that outlives the ssh session (setsid); systemd shuts down cleanly first
 EXEC = SBIN + ("if [ -d /run/systemd/system ]; then setsid systemctl kexec </dev/null >/dev/null 2>&1 & "
@@ -241,6 +242,10 @@ class Kexec:
         if o is None or not self.moved:
             return ""
         initrd = self.dir / "initrd.img"
+        if not (self.dir / "vmlinuz").is_file():   # the cache was cleaned while the host was away
+            raise HostError(f"host {self.conn.dest} may still run a kernel flagbench booted, and flagbench's copy of "
+                            f"its own kernel {o.release} ({self.dir / 'vmlinuz'}) is gone: boot it into {o.release} "
+                            f"by hand (reboot, or kexec its /boot/vmlinuz-{o.release}), then remove {self.state_file}")
         self.say(f"restoring {self.conn.dest} to its own kernel {o.release}")
         try:
             # a fresh connection and run directory: a signal may have come while the host was
