@@ -378,8 +378,8 @@ def _took(rows: list[Row]) -> str:
     if fresh and fresh[0] is rows[0]:
         parts.append(f"the base {rows[0].seconds:.0f} s")
     if after:
-        parts.append(f"{len(after)} commit{'s' if len(after) > 1 else ''} after it "
-                     f"{min(after):.0f}-{max(after):.0f} s each (mean {sum(after) / len(after):.0f})")
+        parts.append(f"{len(after)} commits after it {min(after):.0f}-{max(after):.0f} s each "
+                     f"(mean {sum(after) / len(after):.0f})" if len(after) > 1 else f"1 commit after it {after[0]:.0f} s")
     cached = sum(r.cached for r in rows)
     if cached:
         parts.append(f"{cached} from the cache")
