@@ -29,7 +29,8 @@ def run(args) -> int:
     import sys
 
     from flagbench.errors import UserError
-    from flagbench.series import render, run_series
+    from flagbench.series import run_series
+    from flagbench.series_table import render
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")

@@ -1,0 +1,196 @@
+"""`flagbench series`'s table: text within 100 columns, markdown, json, and an HTML page with a
+bar per commit (size, and each count). Reads series.Series; nothing here builds or measures."""
+from __future__ import annotations
+
+from flagbench.series import Delta, Row, Series
+
+WIDTH = 100
+_SHORT_METRICS = {"kernel_insns_per_iter": "k/it", "user_insns_per_iter": "u/it", "insns_per_iter": "i/it",
+                  "insns_per_call": "i/call", "insns_per_byte": "i/B"}
+
+
+def count_labels(series: Series) -> list[str]:
+    """Every counted metric any row has, in first-seen order."""
+    out: dict[str, None] = {}
+    for r in series.rows:
+        out.update(dict.fromkeys(r.counts))
+    return list(out)
+
+
+def _short_label(label: str) -> str:
+    bench, _, metric = label.rpartition(" ")
+    return f"{bench} {_SHORT_METRICS.get(metric, metric)}"
+
+
+def _num(v: float | None, signed: bool = True) -> str:
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    if abs(v) >= 100 or float(v).is_integer():
+        return f"{v:+,.0f}" if signed else f"{v:,.0f}"
+    return f"{v:+.2f}" if signed else f"{v:.2f}"
+
+
+def _cells(r: Row, labels: list[str], base: bool) -> list[str]:
+    """The row's columns after commit and subject."""
+    if base:
+        return ["base", "", "", "", "", "", *(_num(r.counts.get(k), signed=False) for k in labels)]
+    d, b = r.vs_parent, r.vs_base
+    if d is None:
+        return ["?", _num(b.total) if b else "?", "", "", "", "", *("" for _ in labels)]
+    return [_num(d.total), _num(b.total) if b else "-", f"{d.add}/{d.remove}", f"{d.grow}/{d.shrink}",
+            _num(d.padding), "-" if d.changed is None else str(d.changed),
+            *(_num(d.counts.get(k)) for k in labels)]
+
+
+HEAD = ["size", "vs base", "add/rm", "gr/sh", "pad", "asm"]
+
+
+def text(series: Series) -> str:
+    labels = count_labels(series)
+    moving = [k for k in labels if any(r.vs_parent and r.vs_parent.counts.get(k) for r in series.rows)]
+    shown = [k for k in labels if k in moving] + [k for k in labels if k not in moving]
+    widths = [7, 7, 6, 5, 6, 4]
+    fixed = 12 + sum(2 + w for w in widths)
+    count_w = 13
+    room = max(0, (WIDTH - fixed - 2 - 18) // (count_w + 2))   # a subject keeps 18 columns at least
+    left_out, shown = shown[room:], shown[:room]
+    subject_w = WIDTH - fixed - 2 - len(shown) * (count_w + 2)
+    widths += [count_w] * len(shown)
+    head = [*HEAD, *(_short_label(k)[:count_w] for k in shown)]
+    lines = [*_wrap(_title(series)), "",
+             f"{'commit':12}  {'subject':{subject_w}}" + "".join(f"  {h:>{w}}" for h, w in zip(head, widths))]
+    previous = None
+    for i, r in enumerate(series.rows):
+        subject = r.commit.subject if len(r.commit.subject) <= subject_w else r.commit.subject[:subject_w - 1] + "~"
+        start = f"{r.commit.short:12}  {subject:{subject_w}}"
+        if r.built:
+            cells = _cells(r, shown, i == 0)
+            lines.append(start + "".join(f"  {c:>{w}}" for c, w in zip(cells, widths)))
+        else:
+            why = f"does not build: {r.error}" if r.error else "not built"
+            lines.append(f"{start}  {why}"[:WIDTH])
+        if previous is not None and r.compared_with and r.compared_with != previous:
+            lines.append(f"{'':12}  (compared with {r.compared_with}, the last commit before it that built)")
+        previous = r.commit.short
+    lines += [""] + [part for line in _legend(series, left_out) for part in _wrap(line)]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _wrap(line: str) -> list[str]:
+    import textwrap
+    return textwrap.wrap(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False) or [""]
+
+
+def _title(series: Series) -> str:
+    n = len(series.rows) - 1
+    built = sum(r.built for r in series.rows[1:])
+    return (f"flagbench series: {series.experiment.name} {series.cell}, {series.range} "
+            f"({n} commits, {built} built) in {series.repo}")
+
+
+def _legend(series: Series, left_out: list[str]) -> list[str]:
+    out = ["size: bloat-o-meter's total delta against the row before (vs base: against the base); "
+           "add/rm, gr/sh: functions added/removed, grown/shrunk; pad: padding between functions; "
+           "asm: functions whose code changed."]
+    if count_labels(series):
+        out.append("counts: exact, the base's value, then each commit's change against the row before "
+                   "(k/it: kernel instructions per iteration).")
+    if left_out:
+        out.append(f"not shown here (see --format md or json): {', '.join(left_out)}")
+    out.append(f"took {series.seconds:.0f} s: " + _took(series.rows))
+    return [*out, *series.notes]
+
+
+def _took(rows: list[Row]) -> str:
+    """Where the time went: the base (a first checkout and a whole build, when cold), then each
+    commit after it (a walk and an incremental build), and what came from the cache."""
+    fresh = [r for r in rows if r.built and not r.cached]
+    after = [r.seconds for r in rows[1:] if not r.cached and (r.built or r.error)]
+    parts = []
+    if fresh and fresh[0] is rows[0]:
+        parts.append(f"the base {rows[0].seconds:.0f} s")
+    if after:
+        parts.append(f"{len(after)} commits after it {min(after):.0f}-{max(after):.0f} s each "
+                     f"(mean {sum(after) / len(after):.0f})" if len(after) > 1 else f"1 commit after it {after[0]:.0f} s")
+    cached = sum(r.cached for r in rows)
+    if cached:
+        parts.append(f"{cached} from the cache")
+    return "; ".join(parts) + " (builds and counted runs; then the comparisons)"
+
+
+def markdown(series: Series) -> str:
+    labels = count_labels(series)
+    head = ["commit", "subject", *HEAD, *(h for k in labels for h in (f"{k}", "vs base"))]
+    lines = [f"**{_title(series)}**", "", "| " + " | ".join(head) + " |",
+             "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
+    for i, r in enumerate(series.rows):
+        subject = r.commit.subject.replace("|", "\\|")
+        if not r.built:
+            lines.append(f"| `{r.commit.short}` | {subject} | does not build: "
+                         f"{r.error.replace('|', chr(92) + '|')[:200]} |" + " |" * (len(head) - 3))
+            continue
+        cells = _cells(r, [], i == 0)
+        for k in labels:
+            if i == 0:
+                cells += [_num(r.counts.get(k), signed=False), ""]
+            else:
+                cells += [_num(r.vs_parent.counts.get(k)) if r.vs_parent else "?",
+                          _num(r.vs_base.counts.get(k)) if r.vs_base else "?"]
+        lines.append(f"| `{r.commit.short}` | {subject} | " + " | ".join(cells) + " |")
+    lines += ["", *(f"- {line}" for line in _legend(series, []))]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(series: Series) -> dict:
+    def delta(d: Delta | None):
+        return None if d is None else {"total": d.total, "grow": d.grow, "shrink": d.shrink, "add": d.add,
+                                       "remove": d.remove, "padding": d.padding, "changed": d.changed,
+                                       "functions": d.functions[:50], "counts": d.counts}
+    return {"experiment": str(series.experiment.path), "cell": series.cell, "repo": str(series.repo),
+            "range": series.range, "seconds": round(series.seconds, 1), "notes": series.notes,
+            "rows": [{**r.commit.as_dict(), "short": r.commit.short, "built": r.built, "error": r.error or None,
+                      "cached": r.cached, "seconds": round(r.seconds, 1), "compared_with": r.compared_with or None,
+                      "files": [str(f) for f in r.files], "size_file": str(r.size_file) if r.size_file else None,
+                      "counts": r.counts, "vs_parent": delta(r.vs_parent), "vs_base": delta(r.vs_base)}
+                     for r in series.rows]}
+
+
+def html(series: Series) -> str:
+    """A page: the table, and per-commit bars (size, then each count) against the row before."""
+    from html import escape
+
+    from flagbench.report.plots import bars
+
+    labels = count_labels(series)
+    head = ["commit", "subject", *HEAD, *labels]
+    body = []
+    for i, r in enumerate(series.rows):
+        cells = ([f"does not build: {r.error}"] if not r.built
+                 else _cells(r, labels, i == 0))
+        span = f' colspan="{len(head) - 2}"' if not r.built else ""
+        body.append(f"<tr><td><code>{escape(r.commit.short)}</code></td><td>{escape(r.commit.subject)}</td>"
+                    + "".join(f"<td{span}>{escape(c)}</td>" for c in cells) + "</tr>")
+    name = {r.commit.short: f"{r.commit.short[:7]} {r.commit.subject[:40]}" for r in series.rows}
+    plots = [bars([(name[r.commit.short], r.vs_parent.total) for r in series.rows if r.vs_parent],
+                  title="bloat-o-meter total, each commit against the one before", unit="bytes")]
+    for k in labels:
+        plots.append(bars([(name[r.commit.short], r.vs_parent.counts.get(k, 0)) for r in series.rows if r.vs_parent],
+                          title=f"{k}, each commit against the one before", unit="instructions"))
+    legend = "".join(f"<p>{escape(line)}</p>" for line in _legend(series, []))
+    return ("<!doctype html><html><head><meta charset=\"utf-8\"><title>flagbench series</title>"
+            "<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px}td{text-align:right}td:nth-child(2){text-align:left}"
+            "</style></head><body>"
+            f"<h1>{escape(_title(series))}</h1><table><tr>{''.join(f'<th>{escape(h)}</th>' for h in head)}</tr>"
+            + "".join(body) + "</table>" + "".join(p for p in plots if p) + legend + "</body></html>\n")
+
+
+def render(series: Series, fmt: str) -> str:
+    if fmt == "html":
+        return html(series)
+    if fmt == "json":
+        import json
+        return json.dumps(as_json(series), indent=1) + "\n"
+    return markdown(series) if fmt == "md" else text(series)
