@@ -215,7 +215,8 @@ def _count(exp, rows: list[Row], cell: spec.Cell, notes: list[str], progress: bo
             except (OSError, ValueError):
                 t0 = time.monotonic()
                 emitted = []
-                reason = c.counted(lambda metric, value, unit="": emitted.append((metric, value)))
+                reason = c.counted(lambda metric, value, unit="", facts=None:   # a declared Metric or its name
+                                   emitted.append((getattr(metric, "name", metric), value)))
                 row.seconds += time.monotonic() - t0
                 if reason:
                     notes.append(f"{row.commit.short} {label}: not counted: {reason.splitlines()[0]}")
