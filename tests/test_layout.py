@@ -238,11 +238,15 @@ def test_band_in_every_format(banded_store):
     assert "-2.0 % .. +3.0 % (3 layouts, p=0.000)" in words and BEYOND in text and WITHIN in text
     assert "A@L1" not in text                                   # relinks are the band, not columns
     md = report_run(s, run, "md")
-    header = next(line for line in md.splitlines() if line.startswith("| variant"))
-    assert [c.strip() for c in header.split("|")[1:-1]] == [
-        "variant", "median", "vs A", "layout band", "vs A's band"]
-    cells = [[c.strip() for c in line.split("|")[1:-1]] for line in md.splitlines() if line.startswith("|")]
-    by_variant = {c[0]: c for c in cells if len(c) == 5}
+    timed = md.split("exact counts")[0]    # its table may come in column groups, to fit 100 columns
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in timed.splitlines() if line.startswith("|")]
+    rows = [r for r in rows if not set("".join(r)) <= set("-:")]
+    header = [c for r in rows if r[0] == "variant" for c in r[1:]]
+    assert header == ["median", "vs A", "layout band", "vs A's band"]
+    by_variant: dict = {}
+    for r in rows:
+        if r[0] != "variant":
+            by_variant.setdefault(r[0], [r[0]]).extend(r[1:])
     assert by_variant["A"][3:] == ["-2.0 % .. +3.0 % (3 layouts, p=0.000)", ""]
     assert by_variant["B"][4] == BEYOND and by_variant["E"][4] == WITHIN and by_variant["B"][3] == ""
     doc = json.loads(report_run(s, run, "json"))
