@@ -29,6 +29,7 @@ from pathlib import Path
 from flagbench import refspec, spec, vcs
 from flagbench.errors import DiskFull, UserError
 from flagbench.textsafe import sayer
+from flagbench.run.engine import collect
 
 
 @dataclass
@@ -214,9 +215,9 @@ def _count(exp, rows: list[Row], cell: spec.Cell, notes: list[str], progress: bo
                 emitted = json.loads(kept.read_text())
             except (OSError, ValueError):
                 t0 = time.monotonic()
-                emitted = []
-                reason = c.counted(lambda metric, value, unit="", facts=None:   # a declared Metric or its name
-                                   emitted.append((getattr(metric, "name", metric), value)))
+                got: dict[str, float] = {}
+                reason = c.counted(collect(got))
+                emitted = list(got.items())
                 row.seconds += time.monotonic() - t0
                 if reason:
                     notes.append(f"{row.commit.short} {label}: not counted: {reason.splitlines()[0]}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 from flagbench.errors import UserError
+from flagbench.run.engine import collect
 
 COUNTED_METRICS = {"micro": "insns_per_iter", "memcpy": "insns_per_call", "memset": "insns_per_call",
                    "memmove": "insns_per_call"}
@@ -73,7 +74,7 @@ class CMixer:
             if cell.counted is None:
                 continue
             got: dict[str, float] = {}
-            reason = cell.counted(lambda m, v, u: got.__setitem__(m, v))
+            reason = cell.counted(collect(got))
             self.links += 1
             if reason:
                 raise UserError(f"bench {self.bench.name}, {build.cell.variant.name}: {reason}")

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from flagbench.errors import UserError
+from flagbench.run.engine import collect
 
 
 class CSubject:
@@ -87,7 +88,7 @@ class CSubject:
         total = 0.0
         for cell in cells_for_bench(bench, [build], root=self.exp.root, workdir=self.workdir, notes=[]):
             got: dict[str, float] = {}
-            reason = cell.counted(lambda m, v, u: got.__setitem__(m, v)) if cell.counted else "no counted job"
+            reason = cell.counted(collect(got)) if cell.counted else "no counted job"
             if reason:
                 raise UserError(f"bench {self.bench.name} at {build.cell.variant.name}: {reason}")
             total += got[COUNTED_METRICS[self.bench.kind]]
