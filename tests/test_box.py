@@ -27,7 +27,7 @@ def test_box_start_ssh_config_doctor_stop(tmp_path):
     try:
         done = flagbench("box", "status", "--name", name)
         assert done.returncode == 1 and "not running" in done.stdout, done
-        done = flagbench("box", "start", "--name", name, "-q", timeout=3600)
+        done = flagbench("box", "start", "--name", name, "-q", timeout=7200)   # a cold box kernel: an hour under load
         assert done.returncode == 0, done.stderr[-2000:]
         assert "export FLAGBENCH_SSH=" in done.stdout
         b = kbox.load(home)

@@ -22,6 +22,7 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "wis": "run a will-it-scale testcase (processes and threads, 1..N tasks)",
     "report": "print the tables of a stored run (default: the latest)",
     "profile": "per-symbol profiles (exact counts, perf time) of an experiment's micro benches, A vs B",
+    "bisect": "the first commit where a metric moves, or the objects that carry a change",
     "demo": "run the bundled case studies end to end and write their report",
     "box": "start, stop or show the qemu kexec box (a host to try --host on)",
     "series": "each commit of a git series built and compared: size, asm, exact counts",

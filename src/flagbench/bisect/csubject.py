@@ -1,0 +1,150 @@
+"""A C experiment as the subject of a bisection: its sources read at a commit (an export in
+the cache, never the user's checkout), built for one cell, measured by one bench.
+
+The experiment file is the one on disk; only its sources come from the commit, so the
+benches and variants stay what the user wrote while the code moves under them. Two commits
+with one tree share an export and every object (build.py keys objects by content).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from flagbench.errors import UserError
+
+
+class CSubject:
+    def __init__(self, exp, bench, *, variant: str | None, target: str | None, compiler: str | None,
+                 workdir: Path, jobs: int = 2):
+        cells = [c for c in exp.cells() if (variant is None or c.variant.name == variant)
+                 and (target is None or c.target == target) and (compiler is None or c.compiler == compiler)]
+        if not cells:
+            raise UserError(f"{exp.path}: no cell of variant {variant or '*'}, target {target or '*'}, "
+                            f"compiler {compiler or '*'}")
+        self.exp, self.bench, self.cell, self.workdir, self.jobs = exp, bench, cells[0], workdir, jobs
+        self.repo: Path | None = None
+        self.builds = 0                # builds attempted (each commit once)
+        self._built: dict[str, object] = {}
+        self.iterations: int | None = None   # of a timed sample
+
+    # -- sources at a commit --------------------------------------------------------------
+    def repository(self) -> Path:
+        """The git work tree holding the experiment's sources."""
+        from flagbench import refspec
+        if self.repo is None:
+            self.repo = refspec.repository(self.exp)
+            if self.repo is None:
+                raise UserError(f"{self.exp.path}: its sources are not in a git repository: nothing to bisect")
+        return self.repo
+
+    def at(self, commit) -> tuple:
+        """(experiment, cell) with the sources as the commit has them (refspec: an export in the
+        cache); a variant's own `ref` is replaced by the step's commit."""
+        from flagbench import refspec
+
+        def fail(what: str):
+            raise UserError(f"{self.exp.path}: {what}")
+
+        def moved(v):
+            own = v.sources if v.commit is None else None   # a ref'd variant's sources are already an export
+            return refspec.sources_at(commit, own or self.exp.sources, fail)
+        variants = tuple(replace(v, sources=moved(v), commit=commit) for v in self.exp.variants)
+        exp = replace(self.exp, variants=variants)
+        cell = replace(self.cell, variant=exp.variant(self.cell.variant.name))
+        return exp, cell
+
+    # -- building and measuring -------------------------------------------------------------
+    def build(self, commit=None, column: str | None = None):
+        """The cell built at the commit (None: the sources as they are on disk), under its own
+        column name; None when it does not compile (a skipped step), with the reason in .why."""
+        from flagbench import build as builds
+        key = commit.tree if commit is not None else ""
+        if key in self._built:
+            return self._built[key]
+        exp, cell = self.at(commit) if commit is not None else (self.exp, self.cell)
+        self.builds += 1
+        try:
+            b = builds.build(exp, [cell], jobs=self.jobs)[0]
+        except UserError as e:   # the export's path says nothing: the file as the repository names it
+            from flagbench.refspec import export_dir
+            self.why = str(e).replace(f"{export_dir(commit)}/", "") if commit is not None else str(e)
+            self._built[key] = None
+            return None
+        name = column or (commit.short if commit is not None else "worktree")
+        b = replace(b, cell=replace(b.cell, variant=replace(b.cell.variant, name=name)))
+        self._built[key] = b
+        return b
+
+    def count(self, build, metric: str) -> float:
+        """Exact counts or code bytes of a build (deterministic: measured once)."""
+        from flagbench.bisect.cobjects import COUNTED_METRICS, code_bytes
+        if metric == "size":
+            return float(code_bytes(build.objects))
+        from flagbench.run.kinds import cells_for_bench
+        if self.bench.kind not in COUNTED_METRICS:
+            raise UserError(f"bench {self.bench.name}: exact counts of {self.bench.kind} benches cannot be bisected")
+        bench = replace(self.bench, metrics=("insns",))
+        total = 0.0
+        for cell in cells_for_bench(bench, [build], root=self.exp.root, workdir=self.workdir, notes=[]):
+            got: dict[str, float] = {}
+            reason = cell.counted(lambda m, v, u: got.__setitem__(m, v)) if cell.counted else "no counted job"
+            if reason:
+                raise UserError(f"bench {self.bench.name} at {build.cell.variant.name}: {reason}")
+            total += got[COUNTED_METRICS[self.bench.kind]]
+        return total
+
+    def timed_jobs(self, *builds) -> list:
+        """One callable per build returning a timed sample: CPU ns per iteration of the micro
+        bench's loop (see _sample). One iteration count, calibrated once on the first build to
+        ~CPU_TARGET_S of CPU time, serves all of them, so their samples compare."""
+        from flagbench.run.harness import MICRO_C, Program, link_with_build, program_dir
+        if self.bench.kind != "micro":
+            raise UserError(f"bench {self.bench.name}: bisection on time takes micro benches, not {self.bench.kind}")
+        if builds[0].cell.target != HOST_TARGET:
+            raise UserError(f"{builds[0].cell.target}: time is measured natively on {HOST_TARGET} only")
+        fn = self.bench.function
+        program = Program(MICRO_C, (f"-DFB_FN={fn}",), f"micro-{fn}")
+        exes = [link_with_build(b, program, program_dir(self.workdir, "timed", b.cell.variant.name,
+                                                           b.cell.target, b.cell.compiler)) for b in builds]
+        if self.iterations is None:   # one start-up for all: a per-program one would be a bias of its own
+            self.iterations = _calibrate(exes[0], self.bench.timeout)
+            self.start_up = _start_up(exes[0], self.bench.timeout)
+        return [_sample(exe, self.iterations, self.bench.timeout, self.start_up) for exe in exes]
+
+
+CPU_TARGET_S = 0.02
+HOST_TARGET = "x86_64"
+
+
+def _cpu_seconds(exe: Path, n: int, timeout: float) -> float:
+    """CPU time (user + system, from wait4's rusage) of one timed run of the loop with n iterations."""
+    from flagbench import procs
+    from flagbench.run import noise
+    start = noise.mark()
+    done = procs.run([str(exe), "t", str(n)], timeout=timeout, env={"PATH": "/usr/bin:/bin"})
+    used = noise.since(start)
+    if done.failure or done.returncode:
+        raise UserError(f"{exe.name} t {n}: {done.failure or f'exit status {done.returncode}'}")
+    return used.cpu_s
+
+
+def _calibrate(exe: Path, timeout: float) -> int:
+    n = 1024
+    while _cpu_seconds(exe, n, timeout) < CPU_TARGET_S and n < 1 << 40:
+        n *= 2
+    return n
+
+
+def _start_up(exe: Path, timeout: float) -> float:
+    """CPU seconds of a run with one iteration (exec, the harness's start, exit): the median of 9."""
+    runs = sorted(_cpu_seconds(exe, 1, timeout) for _ in range(9))
+    return runs[4]
+
+
+def _sample(exe: Path, n: int, timeout: float, start_up: float):
+    """A timed sample: CPU ns per iteration, the run's CPU time less its start-up, over n. On a
+    busy machine the wall time is mostly waiting for a CPU, which no commit changes: at load 14
+    on 2 cores a run got 10-20 % of a CPU and wall-time steps came out +-15 % wide after 48 pairs."""
+    def run() -> float:
+        return max(_cpu_seconds(exe, n, timeout) - start_up, 1e-9) * 1e9 / n
+    return run

@@ -1,0 +1,137 @@
+"""`flagbench bisect EXPERIMENT`: the first commit where a metric moves, or the objects that carry a change.
+
+To a commit: --good REF --bad REF (the experiment's sources are in a git repository; each
+commit is read from an export in the cache, the checkout is never touched). --metric insns
+(exact counts: one build and one counted run a step) or size (code bytes), or time (paired
+rounds against the good end, each step with its interval). To an object: --objects [A B],
+which objects of variant B carry its change against A (C: the harness linked from mixes;
+kernel: A's O= relinked with B's objects and booted). As a `git bisect run` script:
+--run-step measures the sources as checked out and exits 0 good, 1 bad, 125 does not build,
+255 on bad input (so git bisect stops instead of calling the commit bad).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+EXIT_ABORT = 255     # git bisect run: anything above 127 stops the bisection
+
+
+def register(sub):
+    p = sub.add_parser("bisect", help="the first commit where a metric moves, or the objects that carry a change",
+                       description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("experiment", help="experiment directory (with experiment.toml) or .toml file")
+    p.add_argument("--good", metavar="REF", help="a commit where the metric has its old value")
+    p.add_argument("--bad", metavar="REF", help="a later commit where it has moved")
+    p.add_argument("--metric", choices=("insns", "size", "time"), default="insns",
+                   help="insns: exact counts of the bench (default); size: code bytes; time: paired rounds")
+    p.add_argument("--bench", metavar="NAME", help="the bench that measures (default: the first)")
+    p.add_argument("--threshold", metavar="PCT",
+                   help="a step is bad when the metric moved past this against the good end: 5%%, +5%% (up "
+                        "only), -5%% (down only); default half of what the bad end moved")
+    p.add_argument("--variant", help="commits: the variant built (default: the first)")
+    p.add_argument("--target", help="the target (default: the first)")
+    p.add_argument("--compiler", help="the compiler (default: the target's first)")
+    p.add_argument("--alpha", type=float, default=0.05, help="time: chance per step of a wrong call (default 0.05)")
+    p.add_argument("--pairs", type=int, default=64, metavar="N", help="time: at most N paired rounds a step (default 64)")
+    p.add_argument("--step-budget", default="5m", metavar="TIME", help="time: measuring time per step (default 5m)")
+    p.add_argument("--seed", type=int, help="time: seed of the rounds' random order")
+    p.add_argument("--objects", nargs="*", metavar="VARIANT",
+                   help="bisect to objects: which of B's objects carry its change against A (default the first two "
+                        "variants); --metric insns or size")
+    p.add_argument("--share", default="80%", metavar="PCT",
+                   help="objects: halve while one half carries this much of the effect (default 80%%)")
+    p.add_argument("--run-step", action="store_true",
+                   help="one `git bisect run` step on the sources as checked out: exit 0 good, 1 bad, 125 skip")
+    p.add_argument("--good-value", type=float, metavar="V", help="--run-step on insns/size: the good end's value")
+    p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    return p
+
+
+def run(args) -> int:
+    from flagbench import procs
+    from flagbench.errors import UserError
+
+    procs.install()
+    if not args.run_step:
+        return _run(args)
+    try:
+        return _run(args)
+    except UserError as e:    # exit 2 would read as "bad" to git bisect run
+        print(f"flagbench bisect: {e}", file=sys.stderr)
+        return EXIT_ABORT
+    except Exception as e:    # a crash (exit 1) too: stop the bisection rather than call the commit bad
+        print(f"flagbench bisect: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_ABORT
+
+
+def _run(args) -> int:
+    from flagbench import procs, spec
+    from flagbench.bisect import commits, timed
+    from flagbench.errors import UserError
+    from flagbench.run.until import parse_budget
+    from flagbench.textsafe import sayer
+
+    say = sayer("flagbench bisect: ", quiet=args.quiet)
+    exp = spec.load(Path(args.experiment))
+    try:
+        threshold = timed.parse_threshold(args.threshold) if args.threshold else None
+        share = timed.parse_threshold(args.share).size
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    if args.objects is not None:
+        return _objects(args, exp, share, say)
+    if not 0 < args.alpha < 1:
+        raise UserError("--alpha must lie between 0 and 1")
+    if args.pairs < 8:
+        raise UserError("--pairs must be at least 8 (the first look at the interval)")
+    opts = commits.Options(metric=args.metric, threshold=threshold, alpha=args.alpha, max_pairs=args.pairs,
+                           step_budget_s=parse_budget(args.step_budget), seed=args.seed)
+    with procs.owned_dir("flagbench-bisect") as workdir:
+        subject = _subject(args, exp, workdir)
+        if args.run_step:
+            if threshold is None:
+                raise UserError("--run-step needs --threshold (a step alone cannot see the bad end)")
+            return commits.run_step(subject, args.metric, threshold, good_value=args.good_value,
+                                    good_ref=args.good, opts=opts, say=say)
+        if not (args.good and args.bad):
+            raise UserError("bisect to a commit needs --good REF and --bad REF (or --objects, or --run-step)")
+        out = commits.bisect(subject, args.good, args.bad, opts, say)
+    for line in commits.summary(out, opts):
+        print(line)
+    return 0 if out.found.first is not None else 1
+
+
+def _subject(args, exp, workdir):
+    from flagbench.bisect.csubject import CSubject
+    from flagbench.bisect.objects import choose_bench
+
+    needed = args.metric != "size"
+    if exp.kernel is not None:
+        from flagbench.bisect.ksubject import KernelSubject
+        return KernelSubject(exp, choose_bench(exp, args.bench, guest=True, required=needed), variant=args.variant,
+                             target=args.target, compiler=args.compiler, workdir=workdir, jobs=args.jobs)
+    return CSubject(exp, choose_bench(exp, args.bench, guest=False, required=needed), variant=args.variant,
+                    target=args.target,
+                    compiler=args.compiler, workdir=workdir, jobs=args.jobs)
+
+
+def _objects(args, exp, share: float, say) -> int:
+    from flagbench import procs
+    from flagbench.bisect.objects import bisect_objects, summary
+    from flagbench.errors import UserError
+
+    if args.metric == "time":
+        raise UserError("--objects measures exact counts (insns) or size; time is not bisected to objects yet")
+    parent = None
+    if exp.kernel is not None:   # mix directories beside the build directories: one file system, links work
+        from flagbench.build import cache_dir
+        parent = cache_dir() / "kernel" / "mixes"
+        parent.mkdir(parents=True, exist_ok=True)
+    with procs.owned_dir("flagbench-bisect", parent) as workdir:
+        out = bisect_objects(exp, args.objects, metric=args.metric, bench=args.bench, share=share,
+                             workdir=workdir, say=say, jobs=args.jobs)
+        for line in summary(out):
+            print(line)
+    return 0
