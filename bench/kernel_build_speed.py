@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from flagbench import procs, spec  # noqa: E402
-from flagbench.kernel import source  # noqa: E402
-from flagbench.kernel.kbuild import PINNED_ENV, build_kernels, ccache_env  # noqa: E402
+from flagbench.kbuild import source  # noqa: E402
+from flagbench.kbuild.build import PINNED_ENV, build_kernels, ccache_env  # noqa: E402
 
 TEST_KERNEL = ROOT / "tests" / "data" / "kernel"
 
@@ -42,8 +42,8 @@ def experiment_copy(where: Path, extra_make: str = "") -> spec.Experiment:
         if f.suffix == ".patch":
             shutil.copy(f, where / f.name)
     text = (TEST_KERNEL / "experiment.toml").read_text()
-    text = text.replace("../../../src/flagbench/kernel/boot-x86_64.config",
-                        str(ROOT / "src/flagbench/kernel/boot-x86_64.config"))
+    text = text.replace("../../../src/flagbench/run/guest/boot-x86_64.config",
+                        str(ROOT / "src/flagbench/run/guest/boot-x86_64.config"))
     text = text.replace('name = "test-kernel"', f'name = "bench-{where.name}"')
     if extra_make:
         text = text.replace("default = {}", f"default = {{ make = {{ {extra_make} }} }}")
@@ -72,7 +72,7 @@ def by_hand(exp, jobs: int, odir: Path) -> float:
     tree = source.base_tree(exp.kernel.source)
     env = {**os.environ, **PINNED_ENV, **ccache_env(tree)}
     make = ["make", "-C", str(tree.src), f"O={odir}", "ARCH=x86_64", "HOSTCC=ccache gcc", "CC=ccache gcc"]
-    fragment = ROOT / "src/flagbench/kernel/boot-x86_64.config"
+    fragment = ROOT / "src/flagbench/run/guest/boot-x86_64.config"
     start = time.monotonic()
     for argv in (make + ["tinyconfig"],
                  [str(tree.src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(odir),

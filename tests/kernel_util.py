@@ -1,5 +1,5 @@
 """The test kernel, shared by the kernel build tests and the boot tests: tinyconfig x86_64 on
-Debian's 6.1 tree plus src/flagbench/kernel/boot-x86_64.config (tests/data/kernel).
+Debian's 6.1 tree plus src/flagbench/run/guest/boot-x86_64.config (tests/data/kernel).
 
 Built through the content cache, so a second test session (or the second xdist worker) runs
 no make; a file lock makes two workers build once. `patched` changes one function, so after
@@ -18,11 +18,11 @@ import pytest
 
 from flagbench import spec
 from flagbench.build import cache_dir
-from flagbench.kernel import source
-from flagbench.kernel.kbuild import KernelBuild, build_kernels
+from flagbench.kbuild import source
+from flagbench.kbuild.build import KernelBuild, build_kernels
 
 EXPERIMENT = Path(__file__).resolve().parent / "data" / "kernel"
-BOOT_FRAGMENT = Path(spec.__file__).resolve().parent / "kernel" / "boot-x86_64.config"
+BOOT_FRAGMENT = Path(spec.__file__).resolve().parent / "run" / "guest" / "boot-x86_64.config"
 
 
 def missing_tools() -> list[str]:

@@ -1,5 +1,5 @@
 """`flagbench box start|stop|status|ssh-config` and `flagbench doctor --host` on it: the qemu
-kexec box a user tries the real-machine path on (flagbench.kernel.box, the one the kexec tests
+kexec box a user tries the real-machine path on (flagbench.run.guest.box, the one the kexec tests
 boot). Oracles: /proc (qemu's process there while the box runs, gone after stop), plain OpenSSH
 with the printed config, and the box's own /proc/sys/kernel/kexec_load_disabled."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from conftest import flagbench
 
-from flagbench.kernel import box as kbox
+from flagbench.run.guest import box as kbox
 
 pytestmark = pytest.mark.slow   # a kernel build (cached after the first), a qemu boot
 

@@ -141,7 +141,7 @@ def test_kernel_cells_send_ccache_misses_but_never_native_flags(farm, tmp_path):
     name this CPU stays here, the other gets ccache's prefix and the hosts that passed the probe."""
     from types import SimpleNamespace
 
-    from flagbench.kernel.kbuild import DISTCC_LOG, _send_to_distcc
+    from flagbench.kbuild.build import DISTCC_LOG, _send_to_distcc
 
     def plan(key, kcflags):
         return SimpleNamespace(cell=SimpleNamespace(key=key), odir=tmp_path / key, env={},

@@ -1,6 +1,6 @@
 """The one ELF reader's C loops (`flagbench.elf._symtab`) on bad arguments and on files with more
 sections than a section header index holds (SHN_XINDEX), and the readers outside `flagbench.elf`
-that go through it (kernel/objects.py)."""
+that go through it (size/objects.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -14,7 +14,7 @@ from flagbench import elf
 from flagbench.elf import _symtab, sections, tables
 from flagbench.elf.constants import SHT_SYMTAB
 from flagbench.errors import UserError
-from flagbench.kernel.objects import code_of
+from flagbench.size.objects import code_of
 
 # More sections than 0xff00 (SHN_LORESERVE): indices from there on live in SHT_SYMTAB_SHNDX.
 MANY = 65400
@@ -151,7 +151,7 @@ def test_image_resolves_extended_section_indices(many_sections):
 
 
 def test_code_of_reads_through_the_elf_reader(tmp_path, obj):
-    """kernel/objects.code_of: the executable sections' total and hash, against readelf's
+    """size/objects.code_of: the executable sections' total and hash, against readelf's
     section table; not ELF is (0, ""); a damaged object is one UserError naming it."""
     out = subprocess.run(["readelf", "-SW", str(obj)], capture_output=True, text=True, check=True).stdout
     data = obj.read_bytes()

@@ -18,10 +18,10 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import bench
-from flagbench.kernel import boot as boots
-from flagbench.kernel import guest
-from flagbench.kernel.initramfs import file as initramfs_file
-from flagbench.kernel.initramfs import newc
+from flagbench.run.guest import boot as boots
+from flagbench.run.guest import guest
+from flagbench.run.guest.initramfs import file as initramfs_file
+from flagbench.run.guest.initramfs import newc
 
 pytestmark = [pytest.mark.slow,   # a kernel build and qemu boots
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86")]
@@ -248,7 +248,7 @@ def test_sigterm_to_flagbench_takes_its_qemu_along(kernel, tmp_path):
     initrd = guest.make_initramfs(X86, rows, programs, tmp_path)
     work = tmp_path / "term"
     script = ("import sys; from pathlib import Path; from flagbench import procs; procs.install(); "
-              "from flagbench.kernel import boot as b; "
+              "from flagbench.run.guest import boot as b; "
               "b.boot(b.target('x86_64'), Path(sys.argv[1]), Path(sys.argv[2]), workdir=Path(sys.argv[3]), "
               "settings=b.BootSettings(timeout=300, append=('flagbench.hang',)))")
     child = subprocess.Popen([sys.executable, "-c", script, str(kernel.vmlinux), str(initrd), str(work)])

@@ -16,9 +16,10 @@ import pytest
 from flagbench import spec
 from flagbench.build import cache_dir
 from flagbench.errors import UserError
-from flagbench.kernel import config as kconfig_file
-from flagbench.kernel import objects, source, summary
-from flagbench.kernel.kbuild import build_kernels
+from flagbench.kbuild import config as kconfig_file
+from flagbench.size import objects, summary
+from flagbench.kbuild import source
+from flagbench.kbuild.build import build_kernels
 from kernel_util import EXPERIMENT, build_test_kernels, missing_tools, test_experiment
 
 pytestmark = pytest.mark.slow   # kernel builds
@@ -92,7 +93,7 @@ def test_kcflags_the_compiler_rejects_stop_before_any_build(tmp_path):
     exp = spec.load(path)
     with pytest.raises(UserError, match=r"variant b: gcc for x86_64 rejects its kcflags -mno-such-flag: .*no-such-flag"):
         build_kernels(exp, progress=False)
-    from flagbench.kernel.kbuild import cell_dir
+    from flagbench.kbuild.build import cell_dir
     tree = source.base_tree("debian:6.1")
     assert not any(cell_dir(exp, c, tree, []).exists() for c in exp.cells())
 
@@ -155,7 +156,7 @@ def test_fuzz_out_of_range_names_its_line(tmp_path, value):
 
 
 def test_kconfig_expressions_in_tristate_logic():
-    from flagbench.kernel.kconfig import evaluate
+    from flagbench.kbuild.kconfig import evaluate
     values = {"CONFIG_A": "y", "CONFIG_M": "m", "CONFIG_S": '"x86"', "CONFIG_N": "0x10"}
     assert evaluate("A && !B", values) == 2
     assert evaluate("A && M", values) == 1 and evaluate("B || M", values) == 1
@@ -197,7 +198,7 @@ def test_dropped_option_is_exit_2_naming_it_and_its_dependency():
     assert "CONFIG_PRINTKK: asked y" in err and "wrong name" in err and "CONFIG_PRINTK" in err
     exp = spec.load(DATA / "kernel-dropped")
     tree = source.base_tree("debian:6.1")
-    from flagbench.kernel.kbuild import cell_dir
+    from flagbench.kbuild.build import cell_dir
     for cell in exp.cells():                                  # configured, never compiled
         d = cell_dir(exp, cell, tree, [])
         assert (d / ".config").is_file() and not (d / "vmlinux").exists()
@@ -356,7 +357,7 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
     import shutil
     import signal
     import time
-    fragment = Path(spec.__file__).resolve().parent / "kernel" / "boot-x86_64.config"
+    fragment = Path(spec.__file__).resolve().parent / "run" / "guest" / "boot-x86_64.config"
     exp = tmp_path / "exp"
     exp.mkdir()
     (exp / "experiment.toml").write_text(

@@ -4,8 +4,8 @@
 the variants, kexecs the box into each in rounds A B B A, checks each booted kernel by its
 build identity, runs the will-it-scale testcase there, and restores the box's kernel: at the
 end, on SIGTERM, and (after kill -9) at the start of the next run, which resumes the killed one
-to the exact sample count. The samples are the run engine's (kernel/hostrun.py makes the cells,
-kernel/kexec.KexecHost is their place): the engine's round order itself is tested in-process
+to the exact sample count. The samples are the run engine's (run/hostrun.py makes the cells,
+hosts/kexec.KexecHost is their place): the engine's round order itself is tested in-process
 with a fake place (tests/test_places.py)."""
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from conftest import DATA, ROOT, flagbench
 from sshd_util import remote_commands
 from testbox_util import booted_box
 
-from flagbench.kernel import kexec
+from flagbench.hosts import kexec
 
-BOOT_FRAGMENT = ROOT / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
+BOOT_FRAGMENT = ROOT / "src" / "flagbench" / "run" / "guest" / "boot-x86_64.config"
 
 
 EXPERIMENT = DATA / "kexec"
@@ -39,7 +39,7 @@ def _experiment(dir: Path | None = None, config: str = "host") -> Path:
         return EXPERIMENT
     dir.mkdir(parents=True, exist_ok=True)
     text = (EXPERIMENT / "experiment.toml").read_text().replace('config = "host"', f'config = "{config}"')
-    for rel in ("../../../src/flagbench/kernel/boot-x86_64.config", "../kernel/one-function.patch",
+    for rel in ("../../../src/flagbench/run/guest/boot-x86_64.config", "../kernel/one-function.patch",
                 "../wis_getppid.c"):
         text = text.replace(f'"{rel}"', f'"{(EXPERIMENT / rel).resolve()}"')
     (dir / "experiment.toml").write_text(text)

@@ -418,7 +418,7 @@ def test_kernel_summary_leads_with_bloat_o_meters_total():
     one headline, bloat-o-meter's total, split into parts that add up to it (functions: its -t
     total; data: the rest); padding and the sections labelled as outside that total; no line
     wider than a mail's 100 columns."""
-    from flagbench.kernel.summary import PairSummary, render
+    from flagbench.size.summary import PairSummary, render
     s = PairSummary("default/x86_64/gcc", "zero/x86_64/gcc", text_old=4_194_560, text_new=4_198_914,
                 padding_old=260_000, padding_new=110_000, covered_old=3_900_000, covered_new=4_053_600,
                 bom_old=4_000_000, bom_new=4_153_621, fn_old=3_900_000, fn_new=4_053_600,

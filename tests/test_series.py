@@ -204,7 +204,7 @@ def kernel_repo() -> Path:
     from kernel_util import missing_tools
 
     from flagbench.build import cache_dir
-    from flagbench.kernel import source
+    from flagbench.kbuild import source
 
     missing = missing_tools()
     if missing:
@@ -224,10 +224,10 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
     exp = tmp_path / "exp"
     exp.mkdir()
     (exp / "getppid.c").write_bytes((CASE / "getppid.c").read_bytes())
-    fragment = Path(__file__).resolve().parent.parent / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
+    fragment = Path(__file__).resolve().parent.parent / "src" / "flagbench" / "run" / "guest" / "boot-x86_64.config"
     text = (CASE / "series.toml").read_text()
     text = text.replace('source = "linux"', f'source = "{kernel_repo}"')
-    (exp / "experiment.toml").write_text(text.replace('"../../src/flagbench/kernel/boot-x86_64.config"',
+    (exp / "experiment.toml").write_text(text.replace('"../../src/flagbench/run/guest/boot-x86_64.config"',
                                                       f'"{fragment}"'))
     before = repo_state(kernel_repo)
     done = flagbench("series", exp, "base..series", "--format", "json", "-j2", timeout=3600)

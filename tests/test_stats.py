@@ -82,7 +82,7 @@ def test_exact_counts():
     assert c.verdict == "exact" and c.ratio == pytest.approx(1.17) and c.relative == pytest.approx(0.17)
     assert stats.exact_change(0, 0).ratio == 1.0
     assert metric("insns", "insns").exact and not metric("MB/s", "MB/s").exact
-    # what a booted guest counts (kernel/guest.py) is exact too: work, never a timing verdict
+    # what a booted guest counts (run/guest/guest.py) is exact too: work, never a timing verdict
     assert metric("kernel_insns_per_iter", "insns").kind == "work" == metric("user_insns_per_iter", "insns").kind
 
 

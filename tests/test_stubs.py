@@ -191,7 +191,7 @@ def test_kernel_long_calls_pair_stubs_and_extents():
     more than its extent, stubs in both builds' size and asm, and none left in padding."""
     from kernel_util import missing_tools
     from flagbench import spec
-    from flagbench.kernel.kbuild import build_kernels
+    from flagbench.kbuild.build import build_kernels
     if missing_tools():
         pytest.skip(f"kernel build needs {', '.join(missing_tools())}")
     exp = spec.load(Path(__file__).resolve().parent.parent / "cases" / "kernel-long-calls")

@@ -1,4 +1,4 @@
-"""The kexec test box: flagbench.kernel.box (what `flagbench box start` boots), one per test,
+"""The kexec test box: flagbench.run.guest.box (what `flagbench box start` boots), one per test,
 its state in the test's own directory.
 
     from testbox_util import booted_box
@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from flagbench.kernel import box as kbox
+from flagbench.run.guest import box as kbox
 
 
 @contextlib.contextmanager

@@ -83,7 +83,7 @@ def run(path: Path, opts: Options):
     with _fleet(exp, opts, say) as fleet, Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
         kexec_host = next((h for h in fleet.hosts if h.boots), None) if fleet else None
         if exp.kernel and exp.kernel.config.startswith("host"):   # the config that host's kernel runs with
-            from flagbench.kernel import kexec
+            from flagbench.hosts import kexec
             host = fleet.hosts[0] if fleet and len(fleet.hosts) == 1 else None
             exp = kexec.host_config(exp, host.dest if host else None, host)
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
@@ -177,7 +177,7 @@ def _fleet(exp, opts: Options, say):
     if len(set(dests)) != len(dests):
         raise UserError(f"--host names {next(d for d in dests if dests.count(d) > 1)} twice")
     if _kexec_host(exp, dests):   # guest benches boot each variant there: refused now if it cannot kexec
-        from flagbench.kernel.kexec import KexecHost
+        from flagbench.hosts.kexec import KexecHost
         hosts = [KexecHost(dests[0], say=say)]
     else:
         hosts = [SshHost(d) for d in dests]
@@ -245,7 +245,9 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, k
     if exp.kernel is None:
         raise UserError(f"{exp.path}:{guest[0].line}: bench {guest[0].name}: guest = true needs a "
                         f"[kernel] table (the kernel it boots)")
-    from flagbench.kernel import boot, guest as guests, hostrun, kbuild
+    from flagbench.run.guest import boot, guest as guests
+    from flagbench.run import hostrun
+    from flagbench.kbuild import build as kbuild
 
     builds = kbuild.build_kernels(exp, progress=not opts.quiet, extra_fragments=boot.boot_fragments(exp))
     booters: dict = {}

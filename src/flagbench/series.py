@@ -154,8 +154,8 @@ def run_series(path, range_text: str, *, variant: str | None = None, target: str
 def _build(exp, cell: spec.Cell, row: Row, jobs: int | None, progress: bool) -> None:
     try:
         if exp.kernel is not None:
-            from flagbench.kernel import boot
-            from flagbench.kernel.kbuild import build_kernels
+            from flagbench.run.guest import boot
+            from flagbench.kbuild.build import build_kernels
 
             fragments = boot.boot_fragments(exp) if any(b.guest for b in exp.benches) else ()
             (b,) = build_kernels(exp, [cell], jobs=jobs, progress=progress, extra_fragments=fragments)
@@ -202,7 +202,7 @@ def _count(exp, rows: list[Row], cell: spec.Cell, notes: list[str], progress: bo
             cells += host_cells(exp, host, [r.build for r in built], workdir, notes)
         guest = [b for b in benches if b.guest]
         if guest and exp.kernel is not None:
-            from flagbench.kernel.guest import guest_cells
+            from flagbench.run.guest.guest import guest_cells
             cells += guest_cells(exp, guest, [r.build for r in built], workdir=workdir / "guest", notes=notes,
                                  noise_floor=False, profile_top=0)
         for c in cells:

@@ -95,7 +95,7 @@ def pair(path: str | Path | spec.Experiment, variants: str | Sequence[str] | Non
     old_cell, new_cell, notes = choose(exp, variants, target, compiler)
     cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
     if exp.kernel is not None:
-        from flagbench.kernel.kbuild import build_kernels
+        from flagbench.kbuild.build import build_kernels
 
         builds = build_kernels(exp, cells, jobs=jobs, progress=not quiet)
         for b in builds:

@@ -27,7 +27,7 @@ from typing import Sequence
 
 from flagbench import procs
 from flagbench.errors import UserError
-from flagbench.kernel.kbuild import PINNED_ENV, KernelBuild
+from flagbench.kbuild.build import PINNED_ENV, KernelBuild
 
 RELINK_TIMEOUT = 1800
 _COMPILED = re.compile(r"^  (CC|AS)\s+(\S+\.o)$", re.M)

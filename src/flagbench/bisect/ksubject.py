@@ -37,7 +37,8 @@ class KernelSubject:
 
     def build(self, commit=None, column: str | None = None):
         """The kernel at the commit; None when it does not build (the step is skipped)."""
-        from flagbench.kernel import boot, kbuild
+        from flagbench.run.guest import boot
+        from flagbench.kbuild import build as kbuild
         if commit is None:
             raise UserError("--run-step on a kernel experiment: not built yet (use --good/--bad)")
         self.builds += 1

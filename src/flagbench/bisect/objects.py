@@ -101,7 +101,8 @@ def _c(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcom
 def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcome:
     from flagbench.bisect.cobjects import code_bytes
     from flagbench.bisect.kobjects import KernelMixer, differing
-    from flagbench.kernel import boot, kbuild
+    from flagbench.run.guest import boot
+    from flagbench.kbuild import build as kbuild
 
     cells = [c for c in exp.cells() if c.variant.name in (a, b)]
     cells = [c for c in cells if (c.target, c.compiler) == (cells[0].target, cells[0].compiler)]
@@ -148,7 +149,7 @@ class GuestMeter:
     """Boots a vmlinux with the bench's guest rows and reads one row's exact counts."""
 
     def __init__(self, exp, bench, target: str, workdir: Path):
-        from flagbench.kernel import boot, guest
+        from flagbench.run.guest import boot, guest
         rows, programs = guest.plan_rows([bench], Path(exp.root))
         self.row, self.rows = rows[0], rows
         self.t = boot.target(target)
@@ -160,7 +161,7 @@ class GuestMeter:
         self.boots = 0
 
     def measure(self, vmlinux: Path, system_map: Path):
-        from flagbench.kernel import boot, guest
+        from flagbench.run.guest import boot, guest
         self.boots += 1
         r = boot.boot(self.t, vmlinux, self.initrd, workdir=self.workdir / f"boot-{self.boots}",
                       settings=self.settings, system_map=system_map)

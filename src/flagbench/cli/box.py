@@ -24,7 +24,7 @@ def run(args) -> int:
     import sys
 
     from flagbench.errors import UserError
-    from flagbench.kernel import box
+    from flagbench.run.guest import box
     from flagbench.textsafe import sayer
 
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):

@@ -32,7 +32,7 @@ def run(args) -> int:
     procs.install()
     exp = spec.load(args.experiment)
     if exp.kernel is not None and exp.kernel.config.startswith("host"):   # the config a machine runs with
-        from flagbench.kernel import kexec
+        from flagbench.hosts import kexec
         exp = kexec.host_config(exp, args.host)
     notes = list(exp.notes)
 
@@ -40,13 +40,13 @@ def run(args) -> int:
 
     kernels = []
     if exp.kernel is not None:   # kernel cells (kernel/kbuild.py): vmlinux, image, .config, ...
-        from flagbench.kernel import kbuild
+        from flagbench.kbuild import build as kbuild
         kernels = kbuild.build_kernels(exp, jobs=args.jobs, progress=not args.quiet)
     builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []
     if exp.kernel is None:
         pipeline.check_symbols(exp, exp.benches, builds)   # objects without the benches' functions are wrong
     if args.format == "json":
-        from flagbench.kernel.kbuild import as_json
+        from flagbench.kbuild.build import as_json
         cells = [as_json(k) for k in kernels] + [_c_cell(b, kind=bool(kernels)) for b in builds]
         print(json.dumps({"experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
                           "cells": cells}, indent=2))

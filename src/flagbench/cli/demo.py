@@ -321,7 +321,8 @@ def in_quick_demo(exp) -> bool:
 def gather_kernel(exp, args, say):
     """(report.case.Case, exit status: 1 when a kernel did not build), or (why it was not run, 0)
     for a case that needs --full. The benches are the caller's to run (the run stage comes later)."""
-    from flagbench.kernel import kbuild, objects, summary
+    from flagbench.kbuild import build as kbuild
+    from flagbench.size import objects, summary
     from flagbench.report.case import Case, Pair
     from flagbench.report.doc import Code, Para
     from flagbench.report.sections import size_facts
@@ -329,7 +330,7 @@ def gather_kernel(exp, args, say):
     if not in_quick_demo(exp) and not getattr(args, "full", False):
         say("a kernel case with two more cold kernel builds: only with --full")
         return f"{exp.name} (kernel, {', '.join(exp.targets)}: flagbench demo --full)", 0
-    from flagbench.kernel import boot   # the kernels the guest benches boot are the compared ones
+    from flagbench.run.guest import boot   # the kernels the guest benches boot are the compared ones
     extra = boot.boot_fragments(exp) if _boots(exp) else []
     builds = kbuild.build_kernels(exp, jobs=None, progress=True, extra_fragments=extra)
     case = Case(exp.name, exp.description, exp.variants[0].name if exp.variants else "", show=tuple(exp.show))

@@ -47,7 +47,7 @@ def _hosts(dests: list[str], fmt: str) -> int:
     from flagbench.errors import UserError
     from flagbench.hosts.facts import noise, perf_problem
     from flagbench.hosts.remote import SshHost
-    from flagbench.kernel import kexec
+    from flagbench.hosts import kexec
     from flagbench.toolchains import TARGETS
 
     procs.install()

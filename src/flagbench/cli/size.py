@@ -119,7 +119,7 @@ def _experiment(args) -> bool:
         args.old, args.new = str(archive(pair.old)), str(archive(pair.new))
         return False
 
-    from flagbench.kernel import summary
+    from flagbench.size import summary
     rules = args.bom_rules or "tree"
     label, legacy = summary.rules_of(pair.old.src, rules)
     _name_pair(args, pair, f"bloat-o-meter rules: {label}")
@@ -127,12 +127,12 @@ def _experiment(args) -> bool:
         sys.stdout.write(summary.render(summary.summarize(pair.old, pair.new, rules=rules)))
         return True
     if args.objects:
-        from flagbench.kernel import objects
+        from flagbench.size import objects
         changes = objects.compare_trees(pair.old.dir, pair.new.dir)
         sys.stdout.write(objects.render(changes, len(objects.compiled_objects(pair.new.dir)), top=args.top or 30))
         return True
     if args.format == "bom" and not args.kind:   # as the tree's own scripts/bloat-o-meter prints it
-        from flagbench.kernel.summary import tree_bom
+        from flagbench.size.summary import tree_bom
         try:
             match = re.compile(args.match) if args.match else None
         except re.error as e:

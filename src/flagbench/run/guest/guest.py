@@ -44,9 +44,9 @@ from typing import Sequence
 from flagbench import procs
 from flagbench.benchspec import MAX_TASKS, Bench, CommandBench, WisBench
 from flagbench.errors import UserError
-from flagbench.kernel import boot as boots
-from flagbench.kernel.initramfs import guest_initramfs
-from flagbench.kernel.kbuild import KernelBuild
+from flagbench.run.guest import boot as boots
+from flagbench.run.guest.initramfs import guest_initramfs
+from flagbench.kbuild.build import KernelBuild
 from flagbench.metrics import KERNEL_INSNS_PER_ITER, USER_INSNS_PER_ITER, count
 from flagbench.run.engine import BenchCell, Emit
 

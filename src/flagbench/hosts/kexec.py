@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable
 
 from flagbench import procs
-from flagbench.build import cache_dir
+from flagbench.cache import cache_dir
 from flagbench.errors import NotHere, PlaceLost
 from flagbench.hosts.remote import SshHost, connection
 from flagbench.hosts.ssh import Connection, HostError, _last_line

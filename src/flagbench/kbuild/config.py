@@ -12,7 +12,7 @@ from pathlib import Path
 
 from flagbench import procs
 from flagbench.errors import UserError
-from flagbench.kernel import kconfig
+from flagbench.kbuild import kconfig
 from flagbench.kernelspec import Option, parse_lines
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from flagbench.errors import UserError
-from flagbench.kernel import boot as boots
-from flagbench.kernel import guest
+from flagbench.run.guest import boot as boots
+from flagbench.run.guest import guest
 from flagbench.metrics import PER_SECOND, SECONDS
 from flagbench.run.engine import BenchCell, Emit
 

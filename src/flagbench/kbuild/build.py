@@ -38,8 +38,8 @@ from typing import Iterable, Iterator, Sequence
 from flagbench import ccache, distcc, procs
 from flagbench.build import cached_version, probe
 from flagbench.errors import UserError
-from flagbench.kernel import config as kconfig_file
-from flagbench.kernel import source
+from flagbench.kbuild import config as kconfig_file
+from flagbench.kbuild import source
 from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, is_host_config, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
 from flagbench.textsafe import sayer

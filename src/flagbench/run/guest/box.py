@@ -40,7 +40,7 @@ from typing import Callable
 
 from flagbench.build import cache_dir
 from flagbench.errors import UserError
-from flagbench.kernel import initramfs as cpio
+from flagbench.run.guest import initramfs as cpio
 
 QEMU = "qemu-system-x86_64"
 CMDLINE = "console=ttyS0 random.trust_cpu=on panic=-1"
@@ -146,7 +146,7 @@ def experiment_file() -> Path:
 def kernel(progress: bool = False):
     """The box's kernel, built (or cached); a UserError naming what is missing or what failed."""
     from flagbench import spec
-    from flagbench.kernel.kbuild import build_kernels
+    from flagbench.kbuild.build import build_kernels
     lacking = missing()
     if lacking:
         raise UserError(f"the box needs {', '.join(lacking)} (scripts/install-deps)")

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench.kernel import config as kconfig_file
-from flagbench.kernel import objects as kobjects
+from flagbench.kbuild import config as kconfig_file
+from flagbench.size import objects as kobjects
 
 
 @dataclass
