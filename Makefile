@@ -27,7 +27,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml setup.py src/flagbench/elf/_symtab.c src/flagbench/elf/_summary.c src/flagbench/elf/_summary.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,lab]'
 	touch $@
 
 clean:

@@ -1,0 +1,34 @@
+"""Places of a labgrid lab as the run's machines: `flagbench run EXP --place NAME` (repeatable;
+`places = [...]` in the experiment; `--place TAG=VALUE` for any place so tagged).
+
+    with leased(["board-7", "arch=x86_64"], wait_s=600, say=say) as leases:
+        dests = [lease.dest for lease in leases]     # ssh destinations: everything --host does
+
+Every place is reserved, waited for (bounded, the holder said), acquired and powered on before
+anything is built; its shell is its NetworkService over ssh, so from there on it is a host like
+any --host (user programs timed there, kernels booted by kexec). All are released when the run
+ends, fails or is stopped by a signal; a run killed with -9 leaves them to the next (lab_state).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+from flagbench.errors import UserError
+from flagbench.hosts.labgrid import WAIT_S, Lab, Lease
+
+
+@contextmanager
+def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
+           say: Callable[[str], None] = lambda s: None) -> Iterator[list[Lease]]:
+    """Every place SPECS names, held (and powered) for the block; released after it."""
+    if len(set(specs)) != len(specs):
+        raise UserError(f"--place names {next(s for s in specs if list(specs).count(s) > 1)} twice")
+    with Lab.connect(say) as lab:
+        leases = []
+        for spec in specs:
+            lease = lab.lease(spec, wait_s=wait_s)
+            lease.power_on()
+            say(f"place {lease.place}: its shell is {lease.dest} (NetworkService)")
+            leases.append(lease)
+        yield leases

@@ -1,0 +1,188 @@
+"""`flagbench run --place` against a real labgrid lab on 127.0.0.1 (tests/lab_util.py): labgrid's
+coordinator and exporter, a place whose NetworkService is the sshd test server (or the kexec
+test box), power through labgrid's ExternalPowerDriver running a script the test writes, a
+second labgrid user holding the place while flagbench waits, release checked with the
+coordinator after the end, SIGTERM and kill -9."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, flagbench
+from lab_util import test_lab
+from sshd_util import sshd_server
+from test_hosts_run import experiment, samples
+
+pytest.importorskip("labgrid", reason="make venv installs flagbench[lab] (labgrid 26.0.1)")
+
+POWER = """#!/bin/sh
+echo "$1 $2" >> "$(dirname "$0")/power.log"
+"""
+
+
+def ssh_config(tmp_path: Path, box) -> str:
+    """FLAGBENCH_SSH for the place's NetworkService as labgrid gives it (127.0.0.1, its port)."""
+    text = box.config.read_text().replace(f"Host {box.alias}\n", "Host 127.0.0.1\n")
+    path = tmp_path / "lab_ssh_config"
+    path.write_text(text)
+    return f"ssh -F {path}"
+
+
+def lab_env(tmp_path: Path, *places: str) -> Path:
+    """LG_ENV: each place a target with an ExternalPowerDriver running the test's script."""
+    import yaml
+    script = tmp_path / "power.sh"
+    script.write_text(POWER)
+    script.chmod(0o755)
+    targets = {p: {"resources": {"RemotePlace": {"name": p}},
+                   "drivers": {"ExternalPowerDriver": {"cmd_on": f"{script} on {p}", "cmd_off": f"{script} off {p}",
+                                                       "delay": 0.0}}}
+               for p in places}
+    path = tmp_path / "lab_env.yaml"
+    path.write_text(yaml.safe_dump({"targets": targets}))
+    return path
+
+
+def power_log(tmp_path: Path) -> list[str]:
+    path = tmp_path / "power.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def env_for(lab, tmp_path: Path, box, *places: str) -> dict:
+    return {**lab.env, "LG_ENV": str(lab_env(tmp_path, *places)), "FLAGBENCH_SSH": ssh_config(tmp_path, box),
+            "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+
+
+def run(tmp_path: Path, env: dict, *args, timeout: float = 900):
+    cache = Path(os.environ.get("FLAGBENCH_CACHE", tmp_path / "cache"))
+    return flagbench("run", *map(str, args), cwd=tmp_path, clean_env=True, cache=cache, env=env, timeout=timeout)
+
+
+def start(tmp_path: Path, env: dict, *args) -> subprocess.Popen:
+    full = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"),
+            "FLAGBENCH_CACHE": os.environ.get("FLAGBENCH_CACHE", str(tmp_path / "cache")), **env}
+    return subprocess.Popen([sys.executable, "-m", "flagbench", "run", *map(str, args)], cwd=tmp_path, env=full,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(predicate, within: float, what: str) -> None:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def me() -> str:
+    import getpass
+    import socket
+    return f"{socket.gethostname()}/{getpass.getuser()}"
+
+
+@pytest.fixture(scope="module")
+def lab_box(tmp_path_factory):
+    """A lab with one exporter whose place b1 (arch=x86_64) is the sshd test server."""
+    dir = tmp_path_factory.mktemp("lab")
+    with sshd_server(dir / "box", alias="box") as box, test_lab(dir / "lab") as lab:
+        lab.export("exp1", {"board1": {"NetworkService": {"address": "127.0.0.1", "port": box.port,
+                                                          "username": "root"}}})
+        lab.place("b1", "exp1/board1/*", arch="x86_64", board="sshd")
+        yield lab, box
+
+
+@pytest.mark.slow
+def test_a_held_place_is_waited_for_then_timed_powered_and_released(lab_box, tmp_path):
+    lab, box = lab_box
+    exp = experiment(tmp_path / "exp")
+    env = env_for(lab, tmp_path, box, "b1")
+    lab.client("-p", "b1", "acquire", user="alice")
+    assert lab.acquired("b1").endswith("/alice")
+    releaser = threading.Timer(6.0, lambda: lab.client("-p", "b1", "release", user="alice"))
+    releaser.start()
+    try:
+        done = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", "--place", "b1", "--format", "json")
+    finally:
+        releaser.cancel()
+        releaser.join()
+    assert done.returncode == 0, done.stderr
+    assert "place b1: waiting for it (b1 held by " in done.stderr and "/alice for " in done.stderr, done.stderr
+    waited = [line for line in done.stderr.splitlines() if "ours after waiting" in line]
+    assert len(waited) == 1 and int(waited[0].split("waiting ")[1].split()[0]) >= 4, done.stderr
+    assert power_log(tmp_path) == ["on b1"]
+    assert lab.acquired("b1") is None                     # released, as the coordinator says
+    got = samples(tmp_path / "fb.db")
+    timed = [s for s in got if s["metric"] == "ns_per_iter"]
+    assert len(timed) == 6 and all(s["value"] > 0 for s in timed)
+    assert {s["provenance"]["executor"] for s in timed} == {f"ssh:root@127.0.0.1_{box.port}"}
+    counts = {s["cell"]: s["value"] for s in got if s["metric"] == "insns_per_iter"}
+    assert counts["more/x86_64/gcc"] - counts["base/x86_64/gcc"] == 8
+
+
+@pytest.mark.slow
+def test_a_tag_takes_any_place_so_tagged_and_unknown_ones_are_bad_input(lab_box, tmp_path):
+    lab, box = lab_box
+    exp = experiment(tmp_path / "exp", samples=1)
+    env = env_for(lab, tmp_path, box, "b1")
+    done = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", "--place", "board=sshd")
+    assert done.returncode == 0, done.stderr
+    assert "place b1: acquired by" in done.stderr and lab.acquired("b1") is None
+    for place, words in (("nosuch", "no place of the lab"), ("arch=sparc", "tagged so")):
+        bad = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", "--place", place)
+        assert bad.returncode == 2 and words in bad.stderr, bad.stderr
+        assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_place_held_too_long_is_given_up_on(lab_box, tmp_path):
+    lab, box = lab_box
+    exp = experiment(tmp_path / "exp", samples=1)
+    lab.client("-p", "b1", "acquire", user="bob")
+    try:
+        done = run(tmp_path, env_for(lab, tmp_path, box, "b1"), exp, "--db", tmp_path / "fb.db",
+                   "--place", "b1", "--place-wait", "3s")
+    finally:
+        lab.client("-p", "b1", "release", user="bob")
+    assert done.returncode == 2, done.stderr
+    assert "still b1 held by" in done.stderr and "/bob" in done.stderr and "--place-wait" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "b1" not in lab.reservations()             # our reservation cancelled
+
+
+@pytest.mark.slow
+def test_sigterm_and_kill_9_leave_the_place_released(lab_box, tmp_path):
+    """SIGTERM: flagbench releases the place before it exits 143. kill -9: the coordinator
+    still has it acquired, and the next run releases it first, saying so."""
+    lab, box = lab_box
+    exp = experiment(tmp_path / "exp", samples=2000)
+    env = env_for(lab, tmp_path, box, "b1")
+    for sig, status in ((signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL)):
+        proc = start(tmp_path, env, exp, "--db", tmp_path / f"{sig.name}.db", "--place", "b1")
+        try:
+            wait_for(lambda: lab.acquired("b1") is not None or proc.poll() is not None, 120, "the place acquired")
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(2)
+            proc.send_signal(sig)
+            _, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == status, err
+        if sig == signal.SIGTERM:
+            assert lab.acquired("b1") is None and "place b1: released" in err, err
+        else:
+            assert lab.acquired("b1") == me()              # nobody released it
+    done = run(tmp_path, env, experiment(tmp_path / "exp2", samples=1), "--db", tmp_path / "next.db",
+               "--place", "b1")
+    assert done.returncode == 0, done.stderr
+    assert "that was killed" in done.stderr and "place b1: released; it was held as" in done.stderr, done.stderr
+    assert lab.acquired("b1") is None
