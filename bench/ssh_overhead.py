@@ -41,7 +41,7 @@ def main() -> int:
 
     from flagbench import procs
     from flagbench.run.executors import NativeExecutor
-    from flagbench.run.places import SshHost
+    from flagbench.hosts.remote import SshHost
 
     procs.install()
     with ExitStack() as stack:

@@ -3,7 +3,10 @@
 127.0.0.1 like any server). flagbench takes the box's own config (config = "host"), builds
 the variants, kexecs the box into each in rounds A B B A, checks each booted kernel by its
 build identity, runs the will-it-scale testcase there, and restores the box's kernel: at the
-end, on SIGTERM, and (after kill -9) at the start of the next run."""
+end, on SIGTERM, and (after kill -9) at the start of the next run, which resumes the killed one
+to the exact sample count. The samples are the run engine's (kernel/hostrun.py makes the cells,
+kernel/kexec.KexecHost is their place): the engine's round order itself is tested in-process
+with a fake place (tests/test_places.py)."""
 from __future__ import annotations
 
 import json
@@ -21,7 +24,7 @@ from conftest import DATA, ROOT, flagbench
 from sshd_util import remote_commands
 from testbox_util import booted_box
 
-from flagbench.kernel import hostrun, kexec
+from flagbench.kernel import kexec
 
 BOOT_FRAGMENT = ROOT / "src" / "flagbench" / "kernel" / "boot-x86_64.config"
 
@@ -58,10 +61,6 @@ def _identities(exp: Path, box) -> dict[str, str]:
     done = flagbench("build", exp, "--host", box.alias, "--format", "json", "-q", env=_env(box), timeout=3600)
     assert done.returncode == 0, done.stderr
     return {c["variant"]: (c["identity"], c["cached"]) for c in json.loads(done.stdout)["cells"]}
-
-
-def test_order_is_abba():
-    assert hostrun.order(["A", "B"], 2) == [(0, "A"), (0, "B"), (1, "B"), (1, "A")]
 
 
 def test_refusal_reasons():
@@ -101,10 +100,11 @@ def test_kexec_rounds_on_the_box(tmp_path):
             variant = s["cell"].split("/")[0]
             assert s["metric"] == "per_second" and s["value"] > 0
             assert f"flagbench@{identities[variant][0]})" in s["prov"]["kernel"]
-            boots.setdefault(s["prov"]["boot"], set()).add((variant, s["prov"]["round"]))
+            boots.setdefault(s["prov"]["boot"], set()).add(variant)
+            assert "contention" in s["prov"] and s["prov"]["job"] == "sample"   # the engine took it
         assert sorted(boots) == [0, 1, 2, 3]
-        assert [boots[i] for i in range(4)] == [{("default", 0)}, {("patched", 0)}, {("patched", 1)},
-                                                {("default", 1)}]
+        assert [boots[i] for i in range(4)] == [{"default"}, {"patched"}, {"patched"}, {"default"}]
+        assert len({s["prov"]["round"] for s in samples}) == 2      # A B, B A: two rounds
         report = json.loads(done.stdout)
         text = json.dumps(report)
         assert "getppid on box-rounds (kexec)" in text and "kernel_insns_per_iter" in text   # real time beside TCG counts
@@ -135,19 +135,33 @@ def _start(args, env) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _kexec_samples(db: Path) -> int:
+    try:
+        with sqlite3.connect(db, timeout=30) as c:
+            return c.execute("SELECT count(*) FROM samples WHERE bench LIKE '% (kexec)'").fetchone()[0]
+    except sqlite3.OperationalError:   # not made yet
+        return 0
+
+
 @pytest.mark.slow
 def test_killed_run_leaves_the_box_restored(tmp_path):
-    """SIGTERM mid-run: flagbench restores the box before it exits 143. kill -9 mid-run: the
-    box stays on the variant, and the next run restores it first."""
+    """SIGTERM mid-run: flagbench restores the box before it exits 143. kill -9 mid-run, after
+    the first samples on the box: the box stays on the variant, and the same command again
+    restores it first and resumes the run to the exact sample count."""
     exp = _experiment()
     with booted_box(tmp_path / "box", alias="box-killed") as box:
         original = box.version()
         _identities(exp, box)        # built (and cached) before the clock matters
         for sig, status in ((signal.SIGTERM, 128 + signal.SIGTERM), (signal.SIGKILL, -signal.SIGKILL)):
-            proc = _start(["run", exp, "--host", "box-killed", "--rounds", "2", "--db", tmp_path / f"{sig}.db"], _env(box))
+            db = tmp_path / f"{sig}.db"
+            proc = _start(["run", exp, "--host", "box-killed", "--rounds", "2", "--db", db], _env(box))
             try:
-                _wait_for(lambda: _on_variant(box) or proc.poll() is not None, 2400,
-                          "the box on a variant kernel")
+                if sig == signal.SIGKILL:
+                    _wait_for(lambda: _kexec_samples(db) >= 1 or proc.poll() is not None, 2400,
+                              "the first sample on the box")
+                else:
+                    _wait_for(lambda: _on_variant(box) or proc.poll() is not None, 2400,
+                              "the box on a variant kernel")
                 assert proc.poll() is None, proc.communicate()[1][-2000:]
                 proc.send_signal(sig)
                 _, err = proc.communicate(timeout=600)
@@ -160,11 +174,21 @@ def test_killed_run_leaves_the_box_restored(tmp_path):
                 assert box.version() == original and "is back on its own kernel" in err, err[-2000:]
             else:
                 _wait_for(lambda: _on_variant(box), 300, "the box on a variant after kill -9")   # left there
-        done = flagbench("run", exp, "--host", "box-killed", "--rounds", "1", "--db", tmp_path / "next.db",
+        killed = tmp_path / f"{signal.SIGKILL}.db"
+        taken = _kexec_samples(killed)
+        assert 1 <= taken < 8
+        done = flagbench("run", exp, "--host", "box-killed", "--rounds", "2", "--db", killed,   # the same command
                          env=_env(box), timeout=3600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert "left there by an interrupted run: restoring" in done.stderr
         assert box.version() == original
+        samples = [s for s in _samples(killed) if s["bench"] == "getppid on box-killed (kexec)"]
+        # 2 variants x 2 rounds x 2 samples, whatever the kill left: each cell numbered 1..4 once
+        by_cell: dict[str, list[int]] = {}
+        for s in samples:
+            by_cell.setdefault(s["cell"], []).append(s["prov"]["sample"])
+        assert len(samples) == 8 and sorted(map(sorted, by_cell.values())) == [[1, 2, 3, 4]] * 2, by_cell
+        assert len({s["prov"]["round"].split(".")[0] for s in samples}) == 2   # the killed session's, and the resumed one's
 
 
 @pytest.mark.slow
@@ -204,8 +228,7 @@ def test_inspect_and_host_config_over_ssh(sshd_box, tmp_path):
         pytest.skip("this kernel has no /proc/config.gz")
     exp = spec.load(_experiment(tmp_path / "exp", "host:box"))
     assert exp.kernel.config == "host:box"
-    got, prepared = kexec.for_host(exp, None)
-    assert prepared is None
+    got = kexec.host_config(exp, None)
     assert Path(got.kernel.config).read_bytes() == gzip.decompress(Path("/proc/config.gz").read_bytes())
     assert got.kernel.hash != exp.kernel.hash
 

@@ -18,6 +18,21 @@ class DiskFull(UserError):
     adds an experiment's FILE:LINE to it."""
 
 
+class PlaceLost(UserError):
+    """A place (an ssh host, a kexec'd kernel, a board) failed, not the program that ran there:
+    the engine fails the cell as one to measure again when the same run is resumed."""
+
+    RESUME = "; run again to resume"    # how the failure reads, and how a resumed run knows it
+
+    def __init__(self, why: str):
+        super().__init__(why if why.endswith(self.RESUME) else why + self.RESUME)
+
+    @classmethod
+    def was(cls, reason: str | None) -> bool:
+        """Whether a stored failure reason is one of these (the store keeps the text only)."""
+        return (reason or "").endswith(cls.RESUME)
+
+
 _NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
                 (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 

@@ -1,13 +1,16 @@
 """`flagbench run` as stages: spec -> build -> bench cells -> engine (store) -> report.
 
     spec.load            the experiment file, benches typed (benchspec.py)
-    _fleet               --host / `hosts`: one ssh connection per host (run/places.py), opened
-                         before anything builds; the host's facts go into the run's provenance
+    _fleet               --host / `hosts`: one place per host (run/places.py), opened once,
+                         before anything builds, and handed down; the host's facts go into the
+                         run's provenance. A kernel experiment's --host is a KexecHost
+                         (kernel/kexec.py): the engine boots each variant there by kexec
     Store.writer         one writer per results database, taken before anything is built
     build.build          variant x target x compiler objects, content-cached
     run.kinds            harness programs linked, one engine cell per table cell
-    (guest benches)      kernel experiments: benches with guest = true run inside the
-                         booted kernels (kernel/guest.py); see _guest_cells
+    (guest benches)      kernel experiments: the kernels built once; benches with guest = true
+                         run inside them under qemu-system (kernel/guest.py) and, with --host,
+                         on the host by kexec (kernel/hostrun.py); see _guest_cells
     run.engine           interleaved, randomised samples, each stored as it is taken
     report.report_run    the tables
 
@@ -68,20 +71,23 @@ def run(path: Path, opts: Options):
         raise UserError("--cpu must be a CPU number (0, 1, ...)")
     procs.install()   # subreaper + signal handlers (idempotent): nothing started here outlives us
     exp = spec.load(path)
-    kexec_host = _kexec_host(exp, opts)
-    prepared = None                                 # the kexec host as prepared now, for _on_host
-    if kexec_host or (exp.kernel and exp.kernel.config.startswith("host")):
-        exp, prepared = _host_kernel(exp, opts, kexec_host)   # refuses a host that cannot kexec, before any build
+    if opts.rounds < 1:
+        raise UserError("--rounds must be at least 1")
     chosen = choose(exp, opts.benches)
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
     say = sayer("flagbench run: ", quiet=opts.quiet)
     with _fleet(exp, opts, say) as fleet, Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
+        kexec_host = next((h for h in fleet.hosts if h.boots), None) if fleet else None
+        if exp.kernel and exp.kernel.config.startswith("host"):   # the config that host's kernel runs with
+            from flagbench.kernel import kexec
+            host = fleet.hosts[0] if fleet and len(fleet.hosts) == 1 else None
+            exp = kexec.host_config(exp, host.dest if host else None, host)
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
         check_symbols(exp, chosen, builds)
         with procs.owned_dir("flagbench-run") as workdir:
             cells = host_cells(exp, chosen, builds, workdir, notes, fleet, opts.cpu)
-            cells += _guest_cells(exp, chosen, workdir, notes, opts.quiet)
+            cells += _guest_cells(exp, chosen, workdir, notes, opts, kexec_host)
             shown = len(notes)
             for note in notes:
                 say(note)
@@ -106,8 +112,6 @@ def run(path: Path, opts: Options):
                                                       fresh=opts.fresh, say=say)
                 for note in profile_notes:
                     say(note)
-            if kexec_host and outcome.status in (0, 1):
-                outcome = _on_host(exp, chosen, workdir, store, outcome, opts, kexec_host, prepared, say)
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
         return outcome, report_run(store, outcome.run_id, opts.fmt)
@@ -150,11 +154,17 @@ def _fleet(exp, opts: Options, say):
         yield None
         return
     from flagbench.hosts.facts import perf_problem
-    from flagbench.run.places import Fleet, SshHost
+    from flagbench.hosts.remote import SshHost
+    from flagbench.run.places import Fleet
 
     if len(set(dests)) != len(dests):
         raise UserError(f"--host names {next(d for d in dests if dests.count(d) > 1)} twice")
-    fleet = Fleet([SshHost(d) for d in dests], replicate=opts.replicate).open()
+    if _kexec_host(exp, dests):   # guest benches boot each variant there: refused now if it cannot kexec
+        from flagbench.kernel.kexec import KexecHost
+        hosts = [KexecHost(dests[0], say=say)]
+    else:
+        hosts = [SshHost(d) for d in dests]
+    fleet = Fleet(hosts, replicate=opts.replicate).open()
     try:
         for host in fleet.hosts:
             f = host.facts
@@ -198,62 +208,33 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None
     return cells
 
 
-def _guest_cells(exp, benches, workdir: Path, notes: list[str], quiet: bool) -> list:
+def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, kexec_host=None) -> list:
     """Benches with `guest = true` run inside each variant's own kernel: the kernels are
-    built with the boot options every variant gets alike (kernel/boot-TARGET.config, where
-    the experiment does not list it already),
-    booted (once each, when the engine first runs one of their cells) under qemu-system, and
-    what the guest measured comes back as ordinary engine cells (kernel/guest.py)."""
+    built once, with the boot options every variant gets alike (kernel/boot-TARGET.config,
+    where the experiment does not list it already); under qemu-system each is booted once,
+    when the engine first runs one of its cells (kernel/guest.py), and on a KEXEC_HOST the
+    engine boots each in rounds (kernel/hostrun.py). Either way they are ordinary engine cells."""
     guest = [b for b in benches if b.guest]
     if not guest:
         return []
     if exp.kernel is None:
         raise UserError(f"{exp.path}:{guest[0].line}: bench {guest[0].name}: guest = true needs a "
                         f"[kernel] table (the kernel it boots)")
-    from flagbench.kernel import boot, guest as guests, kbuild
+    from flagbench.kernel import boot, guest as guests, hostrun, kbuild
 
-    builds = kbuild.build_kernels(exp, progress=not quiet, extra_fragments=boot.boot_fragments(exp))
-    return guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes)
+    builds = kbuild.build_kernels(exp, progress=not opts.quiet, extra_fragments=boot.boot_fragments(exp))
+    cells = guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes)
+    if kexec_host is not None:
+        cells += hostrun.kexec_cells(exp, guest, builds, kexec_host, rounds=opts.rounds, workdir=workdir / "host",
+                                     notes=notes)
+    return cells
 
 
-def _kexec_host(exp, opts: Options) -> str | None:
-    """The host a kernel experiment's guest benches boot on by kexec: its --host (one)."""
-    guest = [b for b in exp.benches if b.guest]
-    dests = list(opts.hosts or exp.hosts)
-    if exp.kernel is None or not guest or not dests:
-        return None
+def _kexec_host(exp, dests: Sequence[str]) -> bool:
+    """Whether a kernel experiment's guest benches boot on the --host by kexec (one host)."""
+    if exp.kernel is None or not any(b.guest for b in exp.benches) or not dests:
+        return False
     if len(dests) > 1:
         raise UserError(f"{exp.path}: guest benches boot kernels by kexec on one --host at a time "
                         f"(given: {', '.join(dests)})")
-    return dests[0]
-
-
-def _host_kernel(exp, opts: Options, host: str | None):
-    """With --host: the host must be able to kexec (checked now, before any build), and
-    `config = "host"` becomes the host's own config; (exp, the host as prepared for kexec)."""
-    from flagbench.kernel import kexec
-
-    if opts.rounds < 1:
-        raise UserError("--rounds must be at least 1")
-    return kexec.for_host(exp, host, say=sayer("flagbench run: ", quiet=opts.quiet))
-
-
-def _on_host(exp, benches, workdir: Path, store, outcome, opts: Options, host: str, prepared, say):
-    """Guest benches on the host, each variant's kernel booted there by kexec (kernel/hostrun.py),
-    stored in the same run as the TCG counts."""
-    from dataclasses import replace
-
-    from flagbench.kernel import boot, hostrun, kbuild
-    from flagbench.run.engine import EXIT_FAILED
-
-    guest = [b for b in benches if b.guest]
-    builds = kbuild.build_kernels(exp, progress=False, extra_fragments=boot.boot_fragments(exp))
-    failures, notes = hostrun.run_on_host(exp, guest, builds, store=store, run_id=outcome.run_id, dest=host,
-                                          rounds=opts.rounds, workdir=workdir / "host", say=say,
-                                          prepared=prepared)
-    for note in notes:
-        say(note)
-    if failures and outcome.status == 0:
-        outcome = replace(outcome, status=EXIT_FAILED)
-    return outcome
-
+    return True

@@ -151,6 +151,17 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            runnable=False),
 )}
 
+# `uname -m` -> the target whose static programs run there
+MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64",
+            "armv7l": "arm", "armv8l": "arm", "armv6l": "arm", "riscv64": "riscv64",
+            "loongarch64": "loongarch64", "parisc": "hppa", "parisc64": "hppa"}
+
+
+def target_of(machine: str) -> str | None:
+    """The target whose static programs run on a `uname -m` machine (None: none of ours)."""
+    return MACHINES.get(machine)
+
+
 def get_target(name: str) -> Target:
     try:
         return TARGETS[name]

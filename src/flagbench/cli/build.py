@@ -31,7 +31,7 @@ def run(args) -> int:
     exp = spec.load(args.experiment)
     if exp.kernel is not None and exp.kernel.config.startswith("host"):   # the config a machine runs with
         from flagbench.kernel import kexec
-        exp, _ = kexec.for_host(exp, args.host, check=False)
+        exp = kexec.host_config(exp, args.host)
     notes = list(exp.notes)
 
     say = sayer("flagbench build: ", quiet=args.quiet)

@@ -44,7 +44,7 @@ def _hosts(dests: list[str], fmt: str) -> int:
     from flagbench import procs
     from flagbench.errors import UserError
     from flagbench.hosts.facts import noise, perf_problem
-    from flagbench.run.places import SshHost
+    from flagbench.hosts.remote import SshHost
     from flagbench.toolchains import TARGETS
 
     procs.install()

@@ -57,7 +57,7 @@ PROFILE_TOP = 15
 BOOT_SECONDS = 120              # wall-time allowance for booting and powering off, loaded machine
 WALL_PER_GUEST_SECOND = 30       # a guest second is ~1 s of wall under TCG + plugin; 30x for a busy host
 AA_WORD = "flagbench.aa=1"       # an unused command line word: perturbs timing only
-_REGION = re.compile(r"FB region iterations=(\d+) ns=(-?\d+)")
+REGION = re.compile(r"FB region iterations=(\d+) ns=(-?\d+)")   # the guest driver's line, in qemu or on a host
 _BENCH = re.compile(r"FB bench (\S+) (start|exit=\S+|signal=\d+|timeout)")
 
 
@@ -98,6 +98,12 @@ class VariantBoot:
     result: boots.BootResult | None
     rows: dict[str, RowResult]     # tag -> result
     failure: str = ""              # the whole boot failed (with the console tail)
+
+
+def region(output: str) -> tuple[int, int] | None:
+    """(iterations, ns) of the first region line in a program's output, or None."""
+    m = REGION.search(output)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def guest_benches(benches: Sequence[Bench]) -> list[Bench]:
@@ -204,7 +210,7 @@ def parse_console(console: str, regions: list[boots.Region], rows: list[GuestRow
             elif not r.iterations:
                 r.failure = "no measured region"
             continue
-        m = _REGION.search(line)
+        m = REGION.search(line)
         if m and current in results:
             r = results[current]
             r.iterations, r.ns, r.failure = int(m.group(1)), int(m.group(2)), "it did not finish"

@@ -1,10 +1,12 @@
 """Boot a kernel on a real machine by kexec, over its ssh connection (hosts/ssh.py), and
 come back to the kernel it was running.
 
+`KexecHost` is the place (run/places.py) the run engine drives: an ssh host (hosts/remote.py)
+opened once per run, whose enter(variant, build) boots that variant's kernel, and whose
+close() brings its own kernel back. Underneath, on one connection:
+
     k = Kexec(conn, say)
     k.prepare()                      # refuses a host that cannot kexec; remembers its kernel
-                                     # (or Kexec(conn, say, prepared=p): what an earlier connection's
-                                     # prepare() found, p = k.prepared, nothing asked or fetched again)
     try:
         k.boot(image, initrd, "fb-aligned-1a2b3c4d5e6f")   # copy, kexec -l, kexec -e, wait, verify
         ...                                                 # run programs there
@@ -34,7 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from flagbench import procs
 from flagbench.build import cache_dir
+from flagbench.errors import PlaceLost
+from flagbench.hosts.remote import SshHost
 from flagbench.hosts.ssh import Connection, HostError, _last_line
 
 WAIT_S = 300                 # kexec -e to ssh answering on the new kernel (≈3 s on the test box, minutes on servers)
@@ -71,14 +76,6 @@ class HostKernel:
     initrd: str                # /boot/initrd.img-RELEASE there, or ""
     config: str                # /proc/config.gz or /boot/config-RELEASE there, or ""
     systemd: bool
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What Kexec.prepare() found and kept, handed to a later connection to the same host:
-    for_host prepares before anything builds, hostrun boots the builds, once per run."""
-    host: HostKernel           # the kernel it ran once prepared (its own)
-    original: HostKernel       # the kernel restore() goes back to (the state file's)
 
 
 def inspect(conn: Connection, timeout: float = 60) -> tuple[HostKernel, list[str]]:
@@ -122,23 +119,13 @@ def refusal(facts: dict[str, str]) -> list[str]:
 
 
 class Kexec:
-    def __init__(self, conn: Connection, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S,
-                 prepared: Prepared | None = None):
+    def __init__(self, conn: Connection, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
         self.conn, self.say, self.wait_s = conn, say, wait_s
         self.dir = cache_dir() / "hosts" / conn.name
         self.host: HostKernel | None = None        # what prepare() found it running
         self.original: HostKernel | None = None
         self.moved = False          # a kexec was started since prepare/restore
         self.running = ""           # /proc/version there as last read (after boot(): the variant's)
-        if prepared is not None:    # prepared through another connection this run
-            if prepared.host.dest != conn.dest:
-                raise ValueError(f"prepared for {prepared.host.dest}, not {conn.dest}")
-            self.host, self.original = prepared.host, prepared.original
-
-    @property
-    def prepared(self) -> Prepared:
-        assert self.host is not None and self.original is not None, "prepare() first"
-        return Prepared(self.host, self.original)
 
     # -- the kernel to come back to ---------------------------------------------------------------
     @property
@@ -199,7 +186,15 @@ class Kexec:
         self._write_state(True)
         started = time.monotonic()
         self.conn.shell(EXEC, timeout=20)
-        return self._wait(identity, before, started)
+
+        def answered(version: str) -> bool:
+            if identity in version:
+                return True
+            if version == before and time.monotonic() - started < STILL_OLD_S:
+                return False              # the old kernel is still shutting down
+            raise HostError(f"host {self.conn.dest} runs {_ident(version)} after kexec, not {identity}"
+                            + (" (kexec -e did not take)" if version == before else ""))
+        return self._wait(started, answered, f"answer within {self.wait_s:g} s of kexec into {identity}")
 
     def version(self) -> str:
         done = self.conn.shell("cat /proc/version", timeout=30)
@@ -223,10 +218,11 @@ class Kexec:
             errors.append(_last_line(done.stderr) or done.failure)
         raise HostError(f"host {self.conn.dest}: kexec cannot load {image.name}: {' / '.join(errors)}")
 
-    def _wait(self, identity: str, before: str, started: float) -> float:
+    def _wait(self, started: float, answered: Callable[[str], bool], what: str) -> float:
+        """Seconds from STARTED until the host answers ssh with a /proc/version ANSWERED takes
+        (which may raise: the wrong kernel came up); a HostError after wait_s."""
         last = "no answer yet"
-        deadline = started + self.wait_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < started + self.wait_s:
             time.sleep(0.5)
             try:
                 self.conn.reopen()
@@ -234,14 +230,9 @@ class Kexec:
             except HostError as e:
                 last = str(e)
                 continue
-            if identity in version:
+            if answered(version):
                 return time.monotonic() - started
-            if version == before and time.monotonic() - started < STILL_OLD_S:
-                continue              # the old kernel is still shutting down
-            raise HostError(f"host {self.conn.dest} runs {_ident(version)} after kexec, not {identity}"
-                            + (" (kexec -e did not take)" if version == before else ""))
-        raise HostError(f"host {self.conn.dest} did not answer within {self.wait_s:g} s of kexec into {identity}; "
-                        f"last ssh error: {last}")
+        raise HostError(f"host {self.conn.dest} did not {what}; last ssh error: {last}")
 
     def restore(self) -> str:
         """kexec back into the kernel the host ran when prepare() found it (its own image and
@@ -261,7 +252,8 @@ class Kexec:
                 self._load(self.dir / "vmlinuz", initrd if initrd.exists() else None, o.cmdline)
                 started = time.monotonic()
                 self.conn.shell(EXEC, timeout=20)
-                seconds = self._wait_version(o.version, started)
+                seconds = self._wait(started, lambda version: version == o.version,
+                                     f"come back on its kernel within {self.wait_s:g} s")
         except HostError as e:
             raise HostError(f"{e}: could not restore its kernel {o.release}: kexec or reboot it by hand") from None
         self._write_state(False)
@@ -269,60 +261,96 @@ class Kexec:
         self.say(message + (f", {seconds:.1f} s after kexec" if seconds else ""))
         return message
 
-    def _wait_version(self, version: str, started: float) -> float:
-        last = "no answer yet"
-        while time.monotonic() < started + self.wait_s:
-            time.sleep(0.5)
-            try:
-                self.conn.reopen()
-                if self.version() == version:
-                    return time.monotonic() - started
-            except HostError as e:
-                last = str(e)
-        raise HostError(f"host {self.conn.dest} did not come back on its kernel within {self.wait_s:g} s; "
-                        f"last ssh error: {last}")
-
-
 def _ident(version: str) -> str:
     """The part of /proc/version that names a build: "6.1.192 (flagbench@fb-a-1234)"."""
     words = version.split()
     return " ".join(words[2:4]) if len(words) >= 4 else version
 
 
+# -- the place the engine drives --------------------------------------------------------------
+class KexecHost(SshHost):
+    """An ssh host that runs each variant's own kernel: the run engine calls enter(variant,
+    build) before the samples of that variant's visit (rounds A B, B A, ...), and close() once,
+    after a signal too, kexecs it back into its own kernel (and says so)."""
+
+    boots = True
+
+    def __init__(self, dest: str, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
+        super().__init__(dest)
+        self.say = say
+        self.kexec = Kexec(self.conn, say, wait_s)
+        self.kernel: HostKernel | None = None    # its own kernel, as open() found it
+        self.booted = 0                          # boots this run
+        self.visit: dict = {}                    # what each sample of the current boot records
+
+    def open(self) -> "KexecHost":
+        """Connect, refuse a host that cannot kexec (before anything is built), restore one an
+        interrupted run left on another kernel, and keep what restoring it needs."""
+        super().open()
+        try:
+            self.kernel = self.kexec.prepare()
+        except BaseException:
+            self.conn.close()
+            raise
+        return self
+
+    def enter(self, variant: str, build) -> None:
+        """Boot BUILD (a kernel.kbuild.KernelBuild) there; a boot that fails is the place's failure."""
+        boot = self.booted
+        self.booted += 1
+        self.visit = {}
+        self.say(f"boot {boot}: kexec {self.dest} into {variant} ({build.identity})")
+        try:
+            seconds = self.kexec.boot(Path(build.image), self._initrd(), build.identity)
+        except HostError as e:
+            self.down = f"boot {boot} ({variant}): {e}"
+            raise PlaceLost(self.down) from None
+        self.say(f"{self.dest} answers as {build.identity} {seconds:.1f} s after kexec")
+        self.visit = {"host": self.dest, "boot": boot, "kernel": self.kexec.running,
+                      "kexec_seconds": round(seconds, 2), "identity": build.identity}
+
+    def sample_facts(self) -> dict:
+        return {**super().sample_facts(), **self.visit}
+
+    def _initrd(self) -> Path | None:
+        """The host's own initramfs, for every variant (its root, its modules): kept by prepare()."""
+        path = self.kexec.dir / "initrd.img"
+        return path if path.exists() else None
+
+    def close(self) -> None:
+        """Back to its own kernel whatever happened (Ctrl-C and SIGTERM too), then disconnect."""
+        try:
+            with procs.after_signal():
+                self.kexec.restore()
+        finally:
+            self.conn.close()
+
+
 # -- building for a host ----------------------------------------------------------------------
-def for_host(exp, dest: str | None, check: bool = True, say: Callable[[str], None] = lambda s: None):
-    """EXP ready for a host, and DEST prepared for kexec (hostrun.run_on_host takes it: the
-    host is inspected and its kernel fetched once per run). With DEST (--host), the host must
-    be able to kexec (HostError naming why not, before anything is built); `config = "host"` or
-    `"host:DEST"` becomes the config that host's kernel runs with (/proc/config.gz, else
-    /boot/config-RELEASE), kept in the cache by content, so a second run builds nothing new
-    while the host's kernel stays. A host an interrupted run left on another kernel is restored
-    first (its config is the one wanted). check=False: only the config (flagbench build
-    --host), and no Prepared."""
+def host_config(exp, dest: str | None, host: SshHost | None = None):
+    """EXP with `config = "host"` (the config of DEST, the --host) or `"host:SOURCE"` made the
+    config that machine's kernel runs with (/proc/config.gz, else /boot/config-RELEASE), kept in
+    the cache by content, so a second run builds nothing new while the host's kernel stays.
+    HOST: DEST already opened this run (a KexecHost, restored first if a killed run left it on
+    another kernel: its config is the one wanted); another SOURCE is connected to here."""
     from dataclasses import replace
 
     from flagbench.errors import UserError
     from flagbench.kernelspec import is_host_config
 
     config = exp.kernel.config if exp.kernel else ""
+    if not is_host_config(config):
+        return exp
     source = config[len("host:"):] if config.startswith("host:") else dest
-    if is_host_config(config) and not source:
+    if not source:
         raise UserError(f"{exp.path}: config = \"host\" takes the config of the --host machine: give --host DEST "
                         "(or write config = \"host:DEST\")")
-    prepared = None
-    for name in dict.fromkeys(d for d in (dest, source if is_host_config(config) else None) if d):
-        with Connection(name) as conn:
-            if check and name == dest:
-                k = Kexec(conn, say)
-                host = k.prepare()            # inspects it, refuses what cannot kexec
-                prepared = k.prepared
-            else:
-                host, _ = inspect(conn)
-            if name == source and is_host_config(config):
-                path = _fetch_config(conn, host)
-                exp = replace(exp, kernel=replace(exp.kernel, config=str(path),
-                                                  hash=_sha(exp.kernel.hash + path.name)))
-    return exp, prepared
+    if host is not None and host.dest == source:
+        path = _fetch_config(host.conn, getattr(host, "kernel", None) or inspect(host.conn)[0])
+    else:
+        with Connection(source) as conn:
+            path = _fetch_config(conn, inspect(conn)[0])
+    return replace(exp, kernel=replace(exp.kernel, config=str(path), hash=_sha(exp.kernel.hash + path.name)))
 
 
 def _fetch_config(conn: Connection, host: HostKernel) -> Path:

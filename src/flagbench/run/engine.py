@@ -33,15 +33,14 @@ import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
-from flagbench.errors import UserError
+from flagbench.errors import PlaceLost, UserError
 from flagbench.run import noise
-from flagbench.run.places import RESUME
 from flagbench.run.until import Need, Until, needs, runs, seconds_per_round
 from flagbench.store import Store
 
-Emit = Callable[[str, float, str], None]          # metric, value, unit
+Emit = Callable[..., None]     # emit(metric, value, unit[, facts]): facts go into that sample's provenance
 Job = Callable[[Emit], "str | None"]              # one invocation; returns a failure reason or None
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -66,8 +65,14 @@ class BenchCell:
     per_invocation: int = 1        # values of timed_metric one `timed` run emits
     check: Callable[[], "str | None"] | None = None  # gate before the first job (memcheck)
     provenance: dict = field(default_factory=dict)   # flags, tool versions, function, ...
-    sample_facts: Callable[[], dict] | None = None    # per-sample facts of the place (a host's load)
-    lane: str = ""                 # the place `timed` runs on: lanes run side by side ("" = here)
+    place: Any = None              # the run/places.Place `timed` runs on (None: here); places run side by side
+    boot: Any = None               # what place.enter() boots for this cell's variant (a kernel build)
+    per_visit: int = 0             # on a place that boots: samples per visit (boot) of the variant; 0: all
+
+    @property
+    def lane(self) -> str:
+        """The place's name, "" for this machine: cells of one lane run one after another."""
+        return "" if self.place is None or not self.place.remote else self.place.name
 
     @property
     def key(self) -> str:
@@ -143,7 +148,7 @@ def run_cells(store: Store, cells: list[BenchCell], *, experiment: str, experime
     else:
         # a cell whose place failed it (a host that dropped) is measured again, from where it stopped
         done = {(c["bench"], c["cell"]) for c in store.cells(run_id)
-                if not (c["status"] == "failed" and (c["reason"] or "").endswith(RESUME))}
+                if not (c["status"] == "failed" and PlaceLost.was(c["reason"]))}
         stored, last = defaultdict(Counter), defaultdict(int)
         for s in store.samples(run_id):
             stored[(s["bench"], s["cell"])][s["metric"]] += 1
@@ -216,7 +221,7 @@ class _Runner:
                     bar.update(task, cells=sum(1 for s in active if s.jobs))
             try:
                 while True:   # with `until`, once more after the planned samples (even if none were left)
-                    if len({st.cell.lane for st in active}) > 1:
+                    if len({st.cell.lane for st in active}) > 1 or any(_boots(st) for st in active):
                         self._lanes(active, advance)
                         for st in active:   # extra rounds a lane dropped when the budget ran out
                             self._drop_extra(st)
@@ -338,8 +343,21 @@ class _Runner:
         results: queue.Queue = queue.Queue()
         stop = threading.Event()
 
+        def take(st: _State) -> None:   # the cell's next job, stored by this (the main) thread
+            recorded = threading.Event()
+            results.put((st, len(st.jobs), self._work(st), recorded))
+            recorded.wait()
+
+        def lose(states: list[_State], reason: str) -> None:   # the place failed them all
+            for st in states:
+                if st.jobs:
+                    recorded = threading.Event()
+                    results.put((st, len(st.jobs), ([], reason), recorded))
+                    recorded.wait()
+
         def lane(states: list[_State], seed: int, name: str) -> None:
             rng = random.Random(seed)
+            place = states[0].cell.place
             try:
                 while states and not stop.is_set():
                     if self.until is not None and self._spent():
@@ -350,14 +368,15 @@ class _Runner:
                         if not states:
                             break
                     rounds = self.lane_rounds[name] = self.lane_rounds[name] + 1
-                    for st in noise.paired_round(states, _row, rng):
-                        if stop.is_set():
-                            break
-                        st.round = f"{self.session}.{name}.{rounds}"
-                        if st.jobs:
-                            recorded = threading.Event()
-                            results.put((st, len(st.jobs), self._work(st), recorded))
-                            recorded.wait()
+                    if place is not None and place.boots:
+                        self._visit_round(states, rounds, name, rng, take, lose, stop)
+                    else:
+                        for st in noise.paired_round(states, _row, rng):
+                            if stop.is_set():
+                                break
+                            st.round = f"{self.session}.{name}.{rounds}"
+                            if st.jobs:
+                                take(st)
                     states = [st for st in states if st.jobs]
             except KeyboardInterrupt:   # procs refuses new programs once a signal came: stop here
                 pass
@@ -388,19 +407,47 @@ class _Runner:
                 else:
                     item[3].set()
 
+    def _visit_round(self, states: list[_State], rounds: int, name: str, rng: random.Random,
+                     take, lose, stop: threading.Event) -> None:
+        """One round on a place that boots (kexec, a board): the variants in their column order,
+        reversed every other round (A B, B A, ...), each entered once; then each of its cells, in
+        random order, takes its warm-ups and `per_visit` samples. A drift of the machine hits the
+        variants alike, and boot-to-boot variance is in the samples, not hidden."""
+        place = states[0].cell.place
+        variants = list(dict.fromkeys(st.cell.variant for st in states))
+        for variant in (variants if rounds % 2 else variants[::-1]):
+            mine = [st for st in states if st.cell.variant == variant and st.jobs]
+            if not mine or stop.is_set():
+                continue
+            try:
+                place.enter(variant, mine[0].cell.boot)
+            except UserError as e:   # nothing more is measured there this run; a resumed run goes on
+                lose(states, str(e if isinstance(e, PlaceLost) else PlaceLost(str(e))))
+                return
+            rng.shuffle(mine)
+            for st in mine:
+                st.round, taken = f"{self.session}.{name}.{rounds}", 0
+                while st.jobs and not stop.is_set():
+                    if st.jobs[0] == "sample":
+                        if st.cell.per_visit and taken >= st.cell.per_visit:
+                            break
+                        taken += 1
+                    take(st)
+
     def _emitter(self, st: _State, kind: str, executor: str, values: list[tuple]) -> Emit:
         cell = st.cell
         if kind == "warm":
-            return lambda metric, value, unit: None
+            return lambda metric, value, unit, facts=None: None
         prov = {"experiment_hash": self.hash, "variant_column": cell.variant,
                 "target": cell.target, "compiler": cell.compiler, "executor": executor, "job": kind,
                 "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup,
                 **({"round": st.round} if kind == "sample" and st.round else {})}
 
-        def emit(metric: str, value: float, unit: str) -> None:   # the job may add to cell.provenance
-            facts = cell.sample_facts() if cell.sample_facts else {}
+        def emit(metric: str, value: float, unit: str, facts: dict | None = None) -> None:
+            place = cell.place.sample_facts() if cell.place is not None else {}   # the job may add to cell.provenance
             values.append((cell.bench, st.key, metric, value, unit, executor or "unknown",
-                           {**cell.provenance, **prov, "loadavg": _loadavg(), "time": time.time(), **facts}))
+                           {**cell.provenance, **prov, "loadavg": _loadavg(), "time": time.time(), **place,
+                            **(facts or {})}))
         return emit
 
     def _fail(self, st: _State, reason: str) -> None:
@@ -413,6 +460,10 @@ def _row(st: _State) -> tuple:
     """The table row a cell belongs to: its variants are compared with each other."""
     cell = st.cell
     return cell.bench, cell.target, cell.compiler, tuple(cell.params.items())
+
+
+def _boots(st: _State) -> bool:
+    return st.cell.place is not None and st.cell.place.boots
 
 
 def _label(st: _State) -> str:

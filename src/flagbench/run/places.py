@@ -1,15 +1,36 @@
-"""Places: where a timed benchmark program runs. One interface, whatever the place is.
+"""Places: where a timed benchmark program runs. One interface, whatever the place is; the
+run engine (run/engine.py) drives every one of them alike.
 
-    Place.name         "local", or the host's label in tables ("board", "root@10.0.0.5")
-    Place.machine()    the target its programs must be built for ("x86_64", "aarch64", ...)
-    Place.stage(path)  the path the program has there (copied once, by content, to a host)
-    Place.run(argv, timeout=, cpu=)   one run there: a procs.Done (exit status, stdout, ...)
+The protocol (a new kind of place, such as a lab board, implements exactly this):
 
-`Local` is this machine. `SshHost` is a machine reached over ssh (hosts/ssh.py): every
-sample is one run of the program there, under a guard that dies with the connection. A
-kernel swapped in by kexec is an SshHost whose connection was reopened. The timed
-executor (executors.NativeExecutor) takes a place; everything above it asks the place,
-not which kind it is. Exact counts (callgrind, qemu + plugin) are the same on every
+    name: str          "local", or the host's label in tables ("board", "root@10.0.0.5");
+                       also the engine's lane: cells of one place run one after another in
+                       one thread, places side by side
+    remote: bool       False only for this machine (its CPU time is ours to see)
+    boots: bool        True when enter() changes what the place runs (a kernel booted by
+                       kexec, a board powered up into an image): the engine then visits the
+                       variants in rounds A B, B A, A B ... and calls enter() before each visit
+    open() -> self     connect / reserve / inspect, once per run, before anything is built;
+                       bad input or an unreachable place: a UserError naming it
+    close()            give back what open() took (a kexec'd host goes back to its own
+                       kernel); called once, also after a signal (inside procs.after_signal)
+    machine() -> str   the target its programs must be built for ("x86_64", "aarch64", ...)
+    enter(variant, boot)   make the place run VARIANT before that variant's samples: BOOT is
+                       what the cells of that variant carry in BenchCell.boot (for kexec a
+                       kernel.kbuild.KernelBuild: its image and build identity); a no-op
+                       where `boots` is False. A failure of the place raises
+                       errors.PlaceLost: the engine fails the place's unfinished cells as
+                       resumable, and the same command measures them again later
+    stage(path) -> str the path the program has there (copied once, by content, to a host)
+    run(argv, timeout=, cpu=) -> procs.Done   one run there; a lost connection is PlaceLost
+    sample_facts() -> dict  what each sample taken there records beside its value (a host's
+                       load, the boot it ran in); {} when nothing
+
+`Local` is this machine. `hosts.remote.SshHost` is a machine reached over ssh: every sample
+is one run of the program there, under a guard that dies with the connection.
+`kernel.kexec.KexecHost` is an SshHost whose enter() boots the variant's kernel by kexec.
+The timed executor (executors.NativeExecutor) takes a place; everything above it asks the
+place, not which kind it is. Exact counts (callgrind, qemu + plugin) are the same on every
 machine and always run here.
 
 A `Fleet` is the hosts a run uses: each table row (all its variants, so A and B always
@@ -21,35 +42,35 @@ from __future__ import annotations
 import itertools
 import platform
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from flagbench import procs
-from flagbench.errors import UserError
+from flagbench.errors import PlaceLost, UserError
+from flagbench.toolchains import target_of
 
 FIXED_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 FIXED_CWD = "/"
-RESUME = "; run again to resume"    # a failure of the place, not of the program
-
-# `uname -m` -> flagbench target (toolchains.TARGETS)
-MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64",
-            "armv7l": "arm", "armv8l": "arm", "armv6l": "arm", "riscv64": "riscv64",
-            "loongarch64": "loongarch64", "parisc": "hppa", "parisc64": "hppa"}
-
-
-def target_of(machine: str) -> str | None:
-    """The target whose static programs run on a `uname -m` machine (None: none of ours)."""
-    return MACHINES.get(machine)
+RESUME = PlaceLost.RESUME
 
 
 class Place(Protocol):
     name: str
     remote: bool
+    boots: bool
+
+    def open(self) -> "Place": ...
+
+    def close(self) -> None: ...
 
     def machine(self) -> str: ...
+
+    def enter(self, variant: str, boot: Any) -> None: ...
 
     def stage(self, path: Path) -> str: ...
 
     def run(self, argv: Sequence[str], *, timeout: float, cpu: int | None = None) -> procs.Done: ...
+
+    def sample_facts(self) -> dict: ...
 
 
 class Local:
@@ -57,9 +78,19 @@ class Local:
 
     name = "local"
     remote = False
+    boots = False
+
+    def open(self) -> "Local":
+        return self
+
+    def close(self) -> None:
+        pass
 
     def machine(self) -> str:
         return target_of(platform.machine()) or platform.machine()
+
+    def enter(self, variant: str, boot: Any) -> None:
+        pass
 
     def stage(self, path: Path) -> str:
         return str(path)
@@ -70,68 +101,17 @@ class Local:
         except OSError as e:
             raise UserError(f"{argv[0]}: cannot run: {e.strerror or e}") from None
 
+    def sample_facts(self) -> dict:
+        return {}
+
 
 LOCAL = Local()
-
-
-class SshHost:
-    """A machine over ssh: one multiplexed connection, its facts read once when opened."""
-
-    remote = True
-
-    def __init__(self, dest: str):
-        from flagbench.hosts.ssh import Connection
-        self.conn = Connection(dest)
-        self.dest, self.name = dest, self.conn.name
-        self.facts: dict = {}
-        self.down: str | None = None     # why it is given up on, after a failed reconnect
-        self.last_load: tuple[float, float] | None = None
-
-    def open(self) -> "SshHost":
-        from flagbench.hosts.facts import read_facts
-        self.conn.open()
-        self.facts = read_facts(self.conn)
-        return self
-
-    def close(self) -> None:
-        self.conn.close()
-
-    def machine(self) -> str:
-        return target_of(self.facts.get("machine", "")) or self.facts.get("machine", "?")
-
-    def perf_events(self) -> tuple[str, ...]:
-        """The perf events that count there (empty: no perf, or it may not count)."""
-        return tuple(self.facts.get("perf_events", ()))
-
-    def _ready(self) -> None:
-        """Reconnect once if the connection dropped; a host that stays away is given up on."""
-        from flagbench.hosts.ssh import HostError
-        if self.down:
-            raise UserError(self.down + RESUME)
-        if not self.conn.alive():
-            try:
-                self.conn.reopen()
-            except HostError as e:
-                self.down = str(e)
-                raise UserError(self.down + RESUME) from None
-
-    def stage(self, path: Path) -> str:
-        self._ready()
-        return self.conn.stage(path)
-
-    def run(self, argv: Sequence[str], *, timeout: float, cpu: int | None = None) -> procs.Done:
-        self._ready()
-        done = self.conn.run(argv, timeout=timeout, cpu=cpu)
-        self.last_load = done.load
-        if done.lost:
-            raise UserError(done.lost + RESUME)
-        return done
 
 
 class Fleet:
     """The hosts of a run, and which of them times each table row."""
 
-    def __init__(self, hosts: Sequence[SshHost], replicate: bool = False):
+    def __init__(self, hosts: Sequence[Place], replicate: bool = False):
         self.hosts, self.replicate = list(hosts), replicate
         self._turn: dict[str, itertools.cycle] = {}
         self._chosen: dict[tuple, list] = {}
@@ -163,8 +143,16 @@ class Fleet:
         return self
 
     def close(self) -> None:
-        for host in self.hosts:
-            host.close()
+        """Every host closed, the others too when one fails to (a kexec'd host restored), after a signal too."""
+        errors = []
+        with procs.after_signal():
+            for host in self.hosts:
+                try:
+                    host.close()
+                except UserError as e:
+                    errors.append(e)
+        if errors:
+            raise errors[0]
 
     def provenance(self) -> dict:
-        return {h.name: {"dest": h.dest, **h.facts} for h in self.hosts}
+        return {h.name: {"dest": getattr(h, "dest", h.name), **getattr(h, "facts", {})} for h in self.hosts}

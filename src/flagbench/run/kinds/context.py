@@ -77,8 +77,7 @@ class Context:
             out.append(self.cell(build, column, {"host": place.name, **params}, timed=timed_on(place),
                                  **{**kw, "executor": f"ssh:{place.name}", "count_executor": "",
                                     "counted_metric": None, "provenance": prov},
-                                 sample_facts=lambda place=place: {"host_load": place.last_load},
-                                 lane=place.name))
+                                 place=place))
         return out
 
     def _perf_here(self) -> bool:
