@@ -186,3 +186,90 @@ def test_sigterm_and_kill_9_leave_the_place_released(lab_box, tmp_path):
     assert done.returncode == 0, done.stderr
     assert "that was killed" in done.stderr and "place b1: released; it was held as" in done.stderr, done.stderr
     assert lab.acquired("b1") is None
+
+
+@pytest.mark.slow
+def test_kernels_are_kexeced_on_a_place(tmp_path):
+    """The kexec test box as a place's NetworkService: the variants booted there by kexec in
+    rounds, each checked by its build identity, the box's kernel restored, the place released."""
+    from test_kexec import EXPERIMENT as KEXEC_EXPERIMENT, _samples
+    from testbox_util import booted_box
+
+    with booted_box(tmp_path / "box", alias="box") as box, test_lab(tmp_path / "lab") as lab:
+        lab.export("exp1", {"box": {"NetworkService": {"address": "127.0.0.1", "port": box.port,
+                                                       "username": "root"}}})
+        lab.place("kx", "exp1/box/*", arch="x86_64")
+        original = box.version()
+        env = env_for(lab, tmp_path, box, "kx")
+        done = run(tmp_path, env, KEXEC_EXPERIMENT, "--db", tmp_path / "fb.db", "--place", "kx", "--rounds", "1",
+                   timeout=3600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert box.version() == original and "is back on its own kernel" in done.stderr
+        assert power_log(tmp_path) == ["on kx"] and lab.acquired("kx") is None
+        label = f"root@127.0.0.1_{box.port}"
+        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == f"getppid on {label} (kexec)"]
+        assert len(got) == 4                              # 2 variants x 1 round x 2 samples
+        for s in got:
+            variant = s["cell"].split("/")[0]
+            assert f"@fb-{variant}-" in s["prov"]["kernel"] and s["value"] > 0
+
+
+def qemu_board(tmp_path: Path, lab, place: str = "qb"):
+    """A board without kexec: labgrid's QEMUDriver boots the test box's kernel (its own image)
+    with the box's initramfs; its NetworkService is qemu's forwarded ssh port. (LG_ENV, ssh)"""
+    import yaml
+    from sshd_util import free_port
+    from testbox_util import CMDLINE, QEMU, _host_key_line, box_kernel, make_initramfs
+
+    kernel = box_kernel()
+    dir = tmp_path / "board"
+    dir.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(dir / "id")], check=True)
+    initrd = make_initramfs(dir, (dir / "id.pub").read_text())
+    port = free_port()
+    (dir / "known_hosts").write_text(_host_key_line(dir, port))
+    (dir / "ssh_config").write_text(
+        f"Host 127.0.0.1\n  User root\n  IdentityFile {dir / 'id'}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {dir / 'known_hosts'}\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n")
+    lab.export(f"exp-{place}", {place: {"NetworkService": {"address": "127.0.0.1", "port": port, "username": "root"}}})
+    lab.place(place, f"exp-{place}/{place}/*", arch="x86_64", boot="image")
+    qemu = {"qemu_bin": "qemu", "machine": "pc", "cpu": "max", "memory": "512M", "kernel": "kernel",
+            "boot_args": CMDLINE, "extra_args": f"-smp 1 -no-reboot -initrd {initrd} -netdev "
+                                                f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22 -device virtio-net-pci,netdev=n0"}
+    env = {"targets": {place: {"resources": {"RemotePlace": {"name": place}}, "drivers": {"QEMUDriver": qemu}}},
+           "tools": {"qemu": subprocess.run(["which", QEMU], capture_output=True, text=True).stdout.strip()},
+           "images": {"kernel": str(kernel.image)}}
+    (dir / "env.yaml").write_text(yaml.safe_dump(env))
+    return {**lab.env, "LG_ENV": str(dir / "env.yaml"), "FLAGBENCH_SSH": f"ssh -F {dir / 'ssh_config'}",
+            "XDG_CACHE_HOME": str(tmp_path / "xdg")}, kernel
+
+
+def qemus(marker: str) -> list[int]:
+    from sshd_util import running
+    return [pid for pid in running("/usr/bin/qemu-system") if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+@pytest.mark.slow
+def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
+    """QEMUDriver as the board: rounds A B B A, each boot a power cycle with the variant's kernel
+    as the board's image, the identity checked; the board back on its own image, qemu ended."""
+    from test_kexec import EXPERIMENT as KEXEC_EXPERIMENT, _samples
+
+    with test_lab(tmp_path / "lab") as lab:
+        env, kernel = qemu_board(tmp_path, lab)
+        marker = str(tmp_path / "board")
+        done = run(tmp_path, env, KEXEC_EXPERIMENT, "--db", tmp_path / "fb.db", "--place", "qb", "--rounds", "2",
+                   timeout=3600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stderr.count("power-cycle place qb into") == 4, done.stderr
+        assert "place qb is back on its own image" in done.stderr and lab.acquired("qb") is None
+        assert not qemus(marker)                            # labgrid's qemu ended with the run
+        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (kexec)"]
+        assert len(got) == 8                               # 2 variants x 2 rounds x 2 samples
+        boots = {}
+        for s in got:
+            variant = s["cell"].split("/")[0]
+            assert f"@fb-{variant}-" in s["prov"]["kernel"] and s["value"] > 0
+            assert s["prov"]["place"] == "qb" and s["prov"]["power_cycle_seconds"] > 0
+            boots.setdefault(s["prov"]["boot"], set()).add(variant)
+        assert [boots[i] for i in range(4)] == [{"default"}, {"patched"}, {"patched"}, {"default"}]

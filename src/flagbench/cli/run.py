@@ -59,34 +59,29 @@ def run(args) -> int:
     from flagbench.run.until import parse_budget, parse_width
 
     procs.install()
-    places = _places(args)
-    if places:
-        from flagbench.hosts.lab_place import leased
+    from flagbench import spec
+    exp = spec.load(Path(args.experiment))
+    places = args.place or list(exp.places)
+    if places:   # the lab's places are held around the whole run (hosts/lab_place.py)
+        from flagbench.hosts.lab_place import leased, places_for
         from flagbench.textsafe import sayer
+        say = sayer("flagbench run: ")
         try:
-            with leased(places, wait_s=parse_budget(args.place_wait),
-                        say=sayer("flagbench run: ")) as leases:
-                args.host = [*args.host, *(lease.dest for lease in leases)]
-                return _run(args)
+            with leased(places, wait_s=parse_budget(args.place_wait), say=say) as leases:
+                dests, made = places_for(leases, exp, say)
+                args.host = [*args.host, *dests]
+                return _run(args, made)
         except procs.Terminated as e:
             print(f"flagbench run: {e}: stopped", file=sys.stderr)
             return e.exit_status
     return _run(args)
 
 
-def _places(args) -> list[str]:
-    """--place, else the experiment's `places`."""
-    if args.place:
-        return list(args.place)
-    from flagbench import spec
-    return list(spec.load(Path(args.experiment)).places)
-
-
-def _run(args) -> int:
+def _run(args, places=()) -> int:
     from flagbench import pipeline, procs
     from flagbench.run.until import parse_budget, parse_width
 
-    opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
+    opts = pipeline.Options(places=tuple(places), db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
                             jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
                             replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control,
                             rounds=args.rounds, until=None if args.until is None else parse_width(args.until),

@@ -32,3 +32,20 @@ def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
             say(f"place {lease.place}: its shell is {lease.dest} (NetworkService)")
             leases.append(lease)
         yield leases
+
+
+def places_for(leases: Sequence[Lease], exp, say: Callable[[str], None]) -> tuple[list[str], list]:
+    """How the run uses each held place: (ssh destinations, made places). A kernel experiment's
+    guest benches on a place that boots from an image (labgrid's QEMUDriver) make a LabBootHost,
+    its variants booted by power cycle; every other place is its NetworkService's destination,
+    an ssh host as with --host (and a kexec host for kernels)."""
+    from flagbench.hosts.lab_boot import LabBootHost, boot_driver
+
+    kernels = exp.kernel is not None and any(b.guest for b in exp.benches)
+    dests, made = [], []
+    for lease in leases:
+        if kernels and boot_driver(lease) is not None:
+            made.append(LabBootHost(lease, say))
+        else:
+            dests.append(lease.dest)
+    return dests, made

@@ -25,15 +25,12 @@ reservations, and says so. labgrid itself is an optional dependency (`pip instal
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 from flagbench import procs
-from flagbench.cache import cache_dir
 from flagbench.errors import UserError
 from flagbench.hosts.ssh import HostError, ssh_command
 
@@ -208,6 +205,7 @@ class Lab:
         from labgrid.remote.client import find_role_by_place
         from labgrid.resource.remote import RemotePlace, RemotePlaceManager
 
+        procs.adopt_environment()   # a driver's own programs (QEMUDriver's qemu) end with flagbench
         manager = RemotePlaceManager.get()
         manager.session, manager.loop = self.session, self.session.loop
         try:
