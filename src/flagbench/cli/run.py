@@ -68,9 +68,7 @@ def run(args) -> int:
         say = sayer("flagbench run: ")
         try:
             with leased(places, wait_s=parse_budget(args.place_wait), say=say) as leases:
-                dests, made = places_for(leases, exp, say)
-                args.host = [*args.host, *dests]
-                return _run(args, made)
+                return _run(args, places_for(leases, exp, say))
         except procs.Terminated as e:
             print(f"flagbench run: {e}: stopped", file=sys.stderr)
             return e.exit_status
