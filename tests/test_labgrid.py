@@ -273,3 +273,56 @@ def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
             assert s["prov"]["place"] == "qb" and s["prov"]["power_cycle_seconds"] > 0
             boots.setdefault(s["prov"]["boot"], set()).add(variant)
         assert [boots[i] for i in range(4)] == [{"default"}, {"patched"}, {"patched"}, {"default"}]
+
+
+@pytest.mark.slow
+def test_a_fleet_of_places_shares_rows_and_a_place_that_drops_out_is_resumed(tmp_path):
+    """Two places of one architecture share the rows as an ssh fleet does; one whose board
+    drops out mid-run fails its rows as resumable, the other goes on, and the same command
+    measures the rest once the board is back."""
+    from contextlib import ExitStack
+
+    from test_hosts_run import run_dirs
+
+    exp = experiment(tmp_path / "exp", samples=60, benches=("spin", "spin2"), metrics='["time"]')
+    db = tmp_path / "fb.db"
+
+    def config(*boxes) -> str:     # the NetworkServices name ssh aliases: a board back on a new port keeps its name
+        path = tmp_path / "fleet_config"
+        path.write_text("".join(b.config.read_text() for b in boxes))
+        return f"ssh -F {path}"
+
+    with ExitStack() as stack:
+        b1 = stack.enter_context(sshd_server(tmp_path / "b1", alias="b1"))
+        b2 = stack.enter_context(sshd_server(tmp_path / "b2", alias="b2"))
+        lab = stack.enter_context(test_lab(tmp_path / "lab"))
+        for n in ("1", "2"):
+            lab.export(f"exp{n}", {f"board{n}": {"NetworkService": {"address": f"b{n}", "username": "root"}}})
+            lab.place(f"p{n}", f"exp{n}/board{n}/*", arch="x86_64")
+        env = {**lab.env, "LG_ENV": str(lab_env(tmp_path, "p1", "p2")), "FLAGBENCH_SSH": config(b1, b2)}
+        args = (exp, "--db", db, "--place", "p1", "--place", "p2", "--format", "json")
+        proc = start(tmp_path, env, *args)
+        try:
+            wait_for(lambda: any(d.glob("*-micro-*") for d in run_dirs(b2)) or proc.poll() is not None, 300,
+                     "a program copied to p2")
+            time.sleep(1)
+            b2.stop()
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 1, err
+        failed = json.loads(out)["failures"]
+        assert failed and all("run again to resume" in f["reason"] for f in failed), failed
+        assert {s["cell"].split("host=")[1] for s in samples(db)} <= {"p1", "p2"}
+        assert lab.acquired("p1") is None and lab.acquired("p2") is None
+        b2 = stack.enter_context(sshd_server(tmp_path / "b2", alias="b2"))    # back, on a new port
+        env["FLAGBENCH_SSH"] = config(b1, b2)
+        again = run(tmp_path, env, *args)
+        assert again.returncode == 0, again.stderr
+        counts: dict = {}
+        for s in samples(db):
+            counts[s["cell"]] = counts.get(s["cell"], 0) + 1
+        assert set(counts.values()) == {60} and len(counts) == 4, counts   # every cell complete, nothing twice
+        assert {c.split("host=")[1] for c in counts} == {"p1", "p2"}
