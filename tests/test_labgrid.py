@@ -326,3 +326,40 @@ def test_a_fleet_of_places_shares_rows_and_a_place_that_drops_out_is_resumed(tmp
             counts[s["cell"]] = counts.get(s["cell"], 0) + 1
         assert set(counts.values()) == {60} and len(counts) == 4, counts   # every cell complete, nothing twice
         assert {c.split("host=")[1] for c in counts} == {"p1", "p2"}
+
+
+@pytest.mark.slow
+def test_a_board_that_does_not_come_up_is_cycled_back_and_its_console_shown(tmp_path, monkeypatch):
+    """A boot that fails (an image its boot cannot load; a kernel that is not the variant's) is
+    the place's failure: the board is power-cycled back into its own image and the reason
+    carries the last lines of its serial console."""
+    from types import SimpleNamespace
+
+    from flagbench.errors import PlaceLost
+    from flagbench.hosts.lab_boot import LabBootHost
+    from flagbench.hosts.lab_place import leased
+
+    with test_lab(tmp_path / "lab") as lab:
+        env, kernel = qemu_board(tmp_path, lab)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        said: list[str] = []
+        garbage = tmp_path / "garbage.img"
+        garbage.write_bytes(b"not a kernel\n" * 100)
+        with leased(["qb"], say=said.append) as (lease,):
+            host = LabBootHost(lease, said.append, wait_s=120).open()
+            try:
+                with pytest.raises(PlaceLost) as bad:
+                    host.enter("broken", SimpleNamespace(image=garbage, identity="fb-broken-000000000000"))
+                assert "cannot boot garbage.img" in str(bad.value), bad.value
+                with pytest.raises(PlaceLost) as other:      # its own kernel, not the variant's build
+                    host.enter("never", SimpleNamespace(image=kernel.image, identity="fb-never-000000000000"))
+                why = str(other.value)
+                assert "not fb-never-000000000000" in why and "last console lines: " in why, why
+                assert "(nothing on the serial console)" not in why and "run again to resume" in why
+                assert said.count("place qb: power-cycled back into its own image") == 2, said
+                assert "Linux" in host.conn.shell("cat /proc/version", timeout=60).stdout   # usable again
+            finally:
+                host.close()
+        assert lab.acquired("qb") is None
+        assert not qemus(str(tmp_path / "board"))

@@ -114,8 +114,12 @@ class Lab:
     def __enter__(self) -> "Lab":
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, kind, *exc) -> None:
+        try:
+            self.close()
+        except LabError:
+            if kind is None:     # else the run's own failure is the one to report (this one was said)
+                raise
 
     def close(self) -> None:
         """Release every place still held (after a signal too), then end the session."""
