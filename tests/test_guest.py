@@ -26,7 +26,7 @@ from flagbench.kernel.initramfs import newc
 pytestmark = [pytest.mark.slow,   # a kernel build and qemu boots
               pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu-system-x86")]
 
-X86 = boots.MACHINES["x86_64"]
+X86 = boots.target("x86_64")
 PAGE_FAULT = Path(__file__).resolve().parent.parent / "cases" / "memcpy-strategy" / "page_fault.c"
 CRASH_C = "int main(void) { *(volatile int *)0 = 1; return 0; }\n"
 QUICK = boots.BootSettings(timeout=240)
@@ -249,7 +249,7 @@ def test_sigterm_to_flagbench_takes_its_qemu_along(kernel, tmp_path):
     work = tmp_path / "term"
     script = ("import sys; from pathlib import Path; from flagbench import procs; procs.install(); "
               "from flagbench.kernel import boot as b; "
-              "b.boot(b.MACHINES['x86_64'], Path(sys.argv[1]), Path(sys.argv[2]), workdir=Path(sys.argv[3]), "
+              "b.boot(b.target('x86_64'), Path(sys.argv[1]), Path(sys.argv[2]), workdir=Path(sys.argv[3]), "
               "settings=b.BootSettings(timeout=300, append=('flagbench.hang',)))")
     child = subprocess.Popen([sys.executable, "-c", script, str(kernel.vmlinux), str(initrd), str(work)])
     try:

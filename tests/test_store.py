@@ -264,7 +264,7 @@ def test_a_store_of_schema_1_keeps_its_profiles(tmp_path):
         with db.writer("test"):
             db.put_profile("h", {**old, "variant": "b"})
         assert [p["variant"] for p in db.profiles("h")] == ["a", "b"]
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
 
 
 def test_a_fifo_given_as_the_database_is_refused_at_once(tmp_path):

@@ -90,7 +90,7 @@ def ensure_cache() -> Path:
 # -- tools ----------------------------------------------------------------------------
 def compiler_for(target: str | Target, compiler: str) -> list[str]:
     """The compiler argv for a target; UserError when it cannot build it or is not installed."""
-    t = get_target(target) if isinstance(target, str) else target
+    t = get_target(target)
     try:
         argv = t.compiler_argv(compiler)
     except LookupError as e:
@@ -263,14 +263,15 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
     ensure_cache()
     argvs, tools = {}, {}
     for pair in dict.fromkeys((c.target, c.compiler) for c in cells):
+        arch = get_target(pair[0])
         try:
-            argvs[pair] = compiler_for(*pair)
+            argvs[pair] = compiler_for(arch, pair[1])
         except UserError as e:
             if not skip_missing:
                 raise
             notes.append(f"skipped {pair[0]}/{pair[1]}: {e}")
             continue
-        tools[pair] = tool_versions(get_target(pair[0]), pair[1], argvs[pair])
+        tools[pair] = tool_versions(arch, pair[1], argvs[pair])
     cells = [c for c in cells if (c.target, c.compiler) in argvs]
     remote = ccache.remote(exp.cache_remote)
     logs = _stats_logs(cells, exp.root, remote) if remote else {}
@@ -279,7 +280,7 @@ def build(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int = 2
         flags = {}
         for c in cells:   # probes of one cell in parallel; identical sets hit the cache
             pair = (c.target, c.compiler)
-            flags[c.key] = _cell_flags(exp, c, get_target(c.target), pool, argvs[pair], tools[pair], notes)
+            flags[c.key] = _cell_flags(exp, c, c.arch, pool, argvs[pair], tools[pair], notes)
 
     work = []
     for c in cells:

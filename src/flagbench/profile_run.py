@@ -53,7 +53,6 @@ def callgrind_counts(exe: Path, iters: int, tmp: Path, timeout: float) -> tuple[
 def plugin_counts(exe: Path, target: str, iters: int, tmp: Path, timeout: float,
                   symbols: SymbolMap) -> tuple[dict[str, int], int]:
     """Instructions per symbol of one run under qemu + the plugin, and the plugin's own total."""
-    from flagbench.run.executors import QEMU_CPU_ARGS
     from flagbench.run.qemu_plugin import plugin_path
     from flagbench.toolchains import get_target
 
@@ -62,7 +61,7 @@ def plugin_counts(exe: Path, target: str, iters: int, tmp: Path, timeout: float,
         raise UserError(f"profiles of {target} programs need qemu-user: apt-get install qemu-user")
     counts, profile = tmp / f"counts.{iters}", tmp / f"profile.{iters}"
     options = f"{plugin_path()},outfile={counts},mem=off,profile={profile}"
-    _run([runner, *QEMU_CPU_ARGS.get(target, ()), "-plugin", options, *_argv(exe, iters)], timeout)
+    _run([runner, *get_target(target).qemu_cpu, "-plugin", options, *_argv(exe, iters)], timeout)
     total = next((int(line.split()[1]) for line in counts.read_text().splitlines() if line.startswith("insns ")),
                  None)
     text = profile.read_text()

@@ -16,7 +16,7 @@ from pathlib import Path
 from flagbench import benchspec, kernelspec
 from flagbench.benchspec import Bench
 from flagbench.errors import UserError, not_a_file
-from flagbench.toolchains import TARGETS
+from flagbench.targets import TARGETS, Target, get_target
 
 FILE_NAME = "experiment.toml"
 SOURCE_SUFFIXES = (".c", ".S", ".s")
@@ -65,6 +65,11 @@ class Cell:
     @property
     def key(self) -> str:
         return f"{self.variant.name}/{self.target}/{self.compiler}"
+
+    @property
+    def arch(self) -> Target:
+        """The Target of `target`: every per-architecture fact (compilers, Kbuild, boot, ...)."""
+        return get_target(self.target)
 
 
 @dataclass(frozen=True)

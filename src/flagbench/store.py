@@ -34,7 +34,7 @@ from typing import Iterator
 from flagbench import __version__
 from flagbench.errors import UserError, not_a_file
 
-SCHEMA_VERSION = 2                    # 2: profiles
+SCHEMA_VERSION = 3                    # 2: profiles; 3: metric declarations
 DEFAULT_DB = Path("flagbench.db")
 
 _SCHEMA = """
@@ -73,8 +73,14 @@ CREATE TABLE IF NOT EXISTS profiles (
     profile TEXT NOT NULL,            -- JSON: profile.Profile.to_json()
     PRIMARY KEY (experiment_hash, bench, target, compiler, variant, source)
 );
+CREATE TABLE IF NOT EXISTS metrics (  -- what a run's metrics are, as declared where emitted (metrics.py)
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    declaration TEXT NOT NULL,        -- JSON: metrics.Metric.to_json()
+    PRIMARY KEY (run_id, name)
+);
 """
-_TABLES = {"runs", "samples", "cells", "profiles"}
+_TABLES = {"runs", "samples", "cells", "profiles", "metrics"}
 PROFILE_KEY = ("bench", "target", "compiler", "variant", "source")   # one profile per these and experiment
 
 
@@ -338,6 +344,39 @@ class Store:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise self._damaged(where, f"value {value!r} is not a measurement")
             out.append({**dict(r), **split_cell(r["cell"]), "provenance": self._object(r["provenance"], where)})
+        return out
+
+    # -- metric declarations (metrics.py), by run ------------------------------------------------
+
+    def declare_metrics(self, run_id: int, metrics: list) -> None:
+        """Store what the run's metrics are (metrics.Metric); a name declared otherwise before in
+        the same run (a resumed run of another flagbench) is refused: its samples would be read two ways."""
+        known = self.metrics(run_id)
+        for m in metrics:
+            if m.name in known and known[m.name] != m:
+                raise UserError(f"{self.path}: run {run_id} has metric {m.name} as {known[m.name]}, not {m}: "
+                                "run with --fresh")
+        with self._lock:
+            try:
+                with self._db:
+                    self._db.execute("BEGIN")
+                    self._db.executemany("INSERT OR IGNORE INTO metrics (run_id, name, declaration) VALUES (?, ?, ?)",
+                                         [(run_id, m.name, json.dumps(m.to_json())) for m in metrics])
+            except sqlite3.DatabaseError as e:
+                raise UserError(f"{self.path}: cannot write results: {e}") from None
+
+    def metrics(self, run_id: int) -> dict:
+        """name -> metrics.Metric as the run declared them; {} for a run (or database) from before declarations."""
+        from flagbench.metrics import Metric
+        if "metrics" not in self._tables:   # an older database opened read-only: nothing declared
+            return {}
+        out = {}
+        for r in self._read("SELECT name, declaration FROM metrics WHERE run_id = ? ORDER BY name", (run_id,)):
+            where = f"run {run_id}, metric {r['name']}"
+            try:
+                out[r["name"]] = Metric.from_json(self._object(r["declaration"], where))
+            except (TypeError, ValueError) as e:
+                raise self._damaged(where, str(e)) from None
         return out
 
     # -- profiles (flagbench profile), by experiment -------------------------------------------

@@ -410,5 +410,6 @@ def hppa(mn: str, ops: list[str], note: str = "") -> Insn:
     return insn
 
 
-CLASSIFIERS = {"x86_64": x86, "aarch64": aarch64, "arm": arm, "riscv64": riscv64,
-               "loongarch64": loongarch64, "hppa": hppa, "hppa64": hppa}
+# by instruction-set family: a Target names its own (targets.py: Target.isa)
+CLASSIFIERS = {"x86": x86, "aarch64": aarch64, "arm": arm, "riscv64": riscv64,
+               "loongarch64": loongarch64, "hppa": hppa}

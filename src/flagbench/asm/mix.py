@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from flagbench.asm.model import PADDING
 from flagbench.asm.isa import CLASSIFIERS, Insn
+from flagbench.targets import get_target
 
 
 @dataclass
@@ -101,9 +102,6 @@ def split_operands(ops: str) -> list[str]:
     return [o for o in out if o]
 
 
-COMMENT = {"x86_64": "#", "aarch64": "//", "arm": "@", "riscv64": "#", "loongarch64": "#"}
-
-
 def parse(line: str, comment: str | None = None) -> tuple[str, list[str], str] | None:
     """(mnemonic, operands, note) of a normalised line; None for labels and data directives.
 
@@ -127,7 +125,6 @@ def parse(line: str, comment: str | None = None) -> tuple[str, list[str], str] |
     return mn, split_operands(ops), note
 
 
-PAIRED_CALLS = ("riscv64", "loongarch64")
 SLICE_WINDOW = 12   # instructions looked at before a call for its setup
 
 
@@ -152,8 +149,9 @@ def _what(target: str, line: str):
     shapes = _SHAPES.setdefault(target, {})
     what = shapes.get(key)
     if what is None:
-        p = parse(key, COMMENT.get(target))
-        what = False if p is None else _slim(CLASSIFIERS[target](*p))
+        t = get_target(target)
+        p = parse(key, t.asm_comment or None)
+        what = False if p is None else _slim(CLASSIFIERS[t.isa](*p))
         shapes[key] = what
     return what
 
@@ -178,7 +176,7 @@ def mix(target: str, lines: list[str]) -> Mix:
         for i, what in enumerate(insns):
             if what is None:
                 insns[i] = cache[lines[i]] = _what(target, lines[i])
-    calls = []
+    calls, paired = [], get_target(target).paired_calls
     loads, stores = m.loads, m.stores
     for insn, k in Counter(insns).items():
         if insn is PAD:
@@ -209,7 +207,7 @@ def mix(target: str, lines: list[str]) -> Mix:
         m.call_seq_insns += len(seq) + 1
         # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
         direct = insn.call == "direct" or (
-            target in PAIRED_CALLS and seq and not any(insns[j].loads for j in seq)
+            paired and seq and not any(insns[j].loads for j in seq)
             and any(insns[j].symbolic for j in seq))
         if direct:
             m.calls_direct += 1

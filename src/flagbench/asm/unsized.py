@@ -22,6 +22,7 @@ import bisect
 import re
 
 from flagbench.elf.constants import target_for_elf
+from flagbench.targets import get_target
 
 STUB, PADDING, OTHER = "stub", "padding", "other"
 KINDS = (STUB, PADDING, OTHER)
@@ -44,25 +45,18 @@ _PLT_RELOCS = (".rela.plt", ".rel.plt", ".rela.iplt", ".rel.iplt")
 # the kernel's alternatives use (0x90, 66 90, 0f 1f /0 with 66/2e prefixes, 32-bit lea fillers).
 _X86_NOP = (rb"\xcc|\x00|\x90|(?:\x66|\x2e)*\x0f\x1f(?:\x00|\x40\x00|\x44\x00\x00|\x80\x00{4}|\x84\x00{5})"
             rb"|\x66+\x90|\x8d\x76\x00|\x8d\xb4\x26\x00{4}|\x8d\x74\x26\x00|\x8d\xb6\x00{4}|\x87\xdb|\x87\xc9")
-_WORD_PADDING = {   # 4-byte NOPs (and zero words) in file byte order
-    "hppa": (b"\x08\x00\x02\x40",), "hppa64": (b"\x08\x00\x02\x40",),
-    "aarch64": (b"\x1f\x20\x03\xd5",), "loongarch64": (b"\x00\x00\x40\x03",),
-}
-_HALF_PADDING = {   # 2-byte granules: thumb nop / mov r8,r8, arm nop halves; riscv c.nop, nop halves
-    "arm": (b"\x00\xbf", b"\xc0\x46", b"\x00\xf0", b"\x20\xe3", b"\x00\x00", b"\xa0\xe1"),
-    "riscv64": (b"\x01\x00", b"\x13\x00"),
-}
-
-
-# Byte fills that are padding whatever their length (a section tail of megabytes: no regex)
-_FILL = {"x86_64": b"\xcc\x90\x00"}
+# The other targets' NOP words and half-words, and byte fills that are padding whatever their
+# length (a section tail of megabytes: no regex), are on each Target (targets.py).
+def _fill(target: str) -> bytes:
+    return get_target(target).fill or b"\0"
 
 
 def _tokens(target: str) -> tuple[int, tuple[bytes, ...]]:
     """Padding other than x86's: (granule, its tokens of that many bytes)."""
-    if target in _WORD_PADDING:
-        return 4, (b"\x00\x00\x00\x00",) + _WORD_PADDING[target]
-    return 2, _HALF_PADDING.get(target, ()) + (b"\x00\x00",)
+    t = get_target(target)
+    if t.nop_words:
+        return 4, (b"\x00\x00\x00\x00",) + t.nop_words
+    return 2, t.nop_halves + (b"\x00\x00",)
 
 
 def _padding_regex(target: str) -> re.Pattern:
@@ -72,10 +66,10 @@ def _padding_regex(target: str) -> re.Pattern:
 
 
 def _padding_spec(target: str) -> tuple[bytes, int, bytes, int]:
-    """What `_symtab.code_holes` calls padding, as _padding_regex and _FILL do: (fill bytes,
+    """What `_symtab.code_holes` calls padding, as _padding_regex and _fill do: (fill bytes,
     granule, its tokens joined, FILL); granule 0 is x86, whose NOPs the C code spells as
     _X86_NOP does (the tests hold the two together)."""
-    fill = _FILL.get(target, b"\0")
+    fill = _fill(target)
     if target == "x86_64":
         return fill, 0, b"", FILL
     granule, tokens = _tokens(target)
@@ -189,7 +183,7 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
             continue
         bounds = sorted(set(labels[index]) | {v for v, _, _ in stub_syms.get(index, ())})
         stubs = {v: (s, t) for v, s, t in stub_syms.get(index, ())}
-        fill = _FILL.get(target, b"\0")
+        fill = _fill(target)
         holes = list(_uncovered(sized[index], base, base + size))
         if counts is not None and holes:
             holes = _count_padding(holes, bounds, pad, fill, counts, read(index, 0, size), base)
@@ -308,7 +302,7 @@ def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
 
 def _scan(target, big, pad, index, raw, start, end, by_value) -> list[Piece]:
     """Pieces of [start, end) (its bytes RAW): padding runs, stubs by shape, the rest other code."""
-    if not raw.translate(None, _FILL.get(target, b"\0")) or pad.fullmatch(raw):
+    if not raw.translate(None, _fill(target)) or pad.fullmatch(raw):
         return [Piece(index, start, end, PADDING)]
     if target in ("hppa", "hppa64") and len(raw) % 4 == 0:
         return _scan_hppa(big, pad, index, raw, start, by_value)
@@ -317,7 +311,7 @@ def _scan(target, big, pad, index, raw, start, end, by_value) -> list[Piece]:
     if target == "x86_64":
         tail = len(raw.rstrip(b"\xcc\x90\x00"))
     else:
-        granule = 2 if target in _HALF_PADDING else 4
+        granule = _tokens(target)[0]
         head -= head % granule
         tail = len(raw)
         while tail - granule >= head and pad.fullmatch(raw, tail - granule, tail):

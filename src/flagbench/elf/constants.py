@@ -1,11 +1,12 @@
-"""ELF and `ar` constants (elf.h, ar.h), defined here once for every reader of ELF in flagbench."""
+"""ELF and `ar` constants (elf.h, ar.h), defined here once for every reader of ELF in flagbench.
+Which target an ELF machine is belongs to the targets (targets.py: Target.elf_machine)."""
+from flagbench.targets import EM_ARM, EM_PARISC, EM_X86_64, target_for_elf  # noqa: F401
 
 ELF_MAGIC = b"\x7fELF"
 AR_MAGIC, THIN_MAGIC = b"!<arch>\n", b"!<thin>\n"
 AR_HEADER = 60
 
 ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
-EM_PARISC, EM_ARM, EM_X86_64 = 15, 40, 62
 
 SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOBITS, SHT_REL, SHT_SYMTAB_SHNDX = 2, 3, 4, 8, 9, 18
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR, SHF_MERGE, SHF_STRINGS = 0x1, 0x2, 0x4, 0x10, 0x20
@@ -16,17 +17,6 @@ STT_PROC = tuple(range(STT_LOPROC, STT_HIPROC + 1))   # processor-specific (hppa
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 
 SHN_UNDEF, SHN_LORESERVE, SHN_COMMON, SHN_XINDEX = 0, 0xFF00, 0xFFF2, 0xFFFF
-# e_machine values to flagbench's target names; PA-RISC splits on ELF class.
-EM_TARGETS = {EM_X86_64: "x86_64", 183: "aarch64", EM_ARM: "arm", 243: "riscv64", 258: "loongarch64"}
-
-
-def target_for_elf(e_machine: int, is64: bool) -> str | None:
-    """The target name an ELF header (machine, class) belongs to, or None."""
-    if e_machine == EM_PARISC:
-        return "hppa64" if is64 else "hppa"
-    return EM_TARGETS.get(e_machine)
-
-
 # Target-specific section indices BFD files under its common section (LCOMMON; ANSI/HUGE common).
 COMMON_INDICES = {EM_X86_64: (0xFF02,), EM_PARISC: (0xFF00, 0xFF01)}
 

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 from flagbench import procs
 from flagbench.errors import PlaceLost
 from flagbench.hosts.ssh import Connection, HostError
-from flagbench.toolchains import target_of
+from flagbench.targets import target_of
 
 
 class SshHost:

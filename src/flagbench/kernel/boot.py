@@ -1,8 +1,8 @@
 """Boot a built kernel with an initramfs under qemu-system and collect what the guest
 measured: the console, and the syscount plugin's per-region counts and kernel profile.
 
-One qemu-system machine per target (`Machine`: the -M line, console, which kernel file, where the kernel's
-addresses start, the marker bytes). Counts repeat bit for bit only with a fixed
+One qemu-system machine per target (`targets.Boot`, on each Target: the -M line, console, which kernel
+file, where the kernel's addresses start, the marker bytes). Counts repeat bit for bit only with a fixed
 instruction clock: `-icount shift=N,sleep=off -rtc clock=vm,base=<fixed date>`;
 the shift changes kernel counts (timer ticks per instruction), so A and B must use
 the same one, and the provenance says which.
@@ -22,41 +22,13 @@ from pathlib import Path
 from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.run import qemu_plugin
+from flagbench.targets import TARGETS, Boot
 
 RTC_BASE = "2024-01-01T00:00:00"
 TAIL_LINES = 15
 
 
-@dataclass(frozen=True)
-class Machine:
-    name: str
-    qemu: str
-    machine: tuple[str, ...]       # -M/-cpu/firmware arguments
-    console: str                   # the guest's console device (console=...)
-    image: str                     # which build output to pass to -kernel: "vmlinux" or "image"
-    kernel_base: int               # addresses >= this are the kernel's
-    marker_start: str = ""         # hex bytes of the start marker instruction ("" = not measurable)
-    marker_stop: str = ""
-    cross: str = ""                # gcc prefix for the static guest programs
-    memory: str = "256M"
-    why_not: str = ""              # set when this target cannot boot-and-measure here
-    verified: bool = False         # booted and measured on this project's machine kind
-
-
-MACHINES = {
-    "x86_64": Machine("x86_64", "qemu-system-x86_64", ("-M", "pc", "-cpu", "qemu64"), "ttyS0", "vmlinux",
-                     0xFFFF800000000000, "0f1f8001004246", "0f1f8002004246", verified=True),
-    "aarch64": Machine("aarch64", "qemu-system-aarch64", ("-M", "virt", "-cpu", "cortex-a57"), "ttyAMA0",
-                      "image", 0x8000000000000000, "5f2e03d5", "7f2e03d5", "aarch64-linux-gnu-", verified=True),
-    "arm": Machine("arm", "qemu-system-arm", ("-M", "virt"), "ttyAMA0", "image", 0xC0000000,
-                  "aff37280", "aff37380", "arm-linux-gnueabihf-"),      # Thumb-2 guest programs
-    "riscv64": Machine("riscv64", "qemu-system-riscv64", ("-M", "virt", "-bios", "default"), "ttyS0",
-                      "image", 0x8000000000000000, "13001000", "13002000", "riscv64-linux-gnu-"),
-    "hppa": Machine("hppa", "qemu-system-hppa", ("-M", "B160L"), "ttyS0", "vmlinux", 0xC0000000,
-                   "34000002", "34000004", "hppa-linux-gnu-", memory="1G",
-                   why_not="qemu 7.2 has only the 32-bit B160L, and PA-RISC keeps user and kernel in "
-                           "separate address spaces (space registers): an address cannot tell them apart"),
-}
+Machine = Boot     # a target's qemu-system recipe lives on its Target (targets.py)
 
 
 @dataclass(frozen=True)
@@ -124,10 +96,13 @@ def boot_fragments(exp) -> list[Path]:
     return out
 
 
-def target(name: str) -> Machine:
-    if name not in MACHINES:
-        raise UserError(f"no qemu-system recipe for target {name!r} (known: {', '.join(MACHINES)})")
-    return MACHINES[name]
+def target(name: str) -> Boot:
+    """The qemu-system recipe of target NAME (bad input when it has none)."""
+    t = TARGETS.get(name)
+    if t is None or t.boot is None:
+        known = ", ".join(n for n, t in TARGETS.items() if t.boot)
+        raise UserError(f"no qemu-system recipe for target {name!r} (known: {known})")
+    return t.boot
 
 
 def qemu_version(binary: str) -> str:

@@ -47,6 +47,7 @@ from flagbench.errors import UserError
 from flagbench.kernel import boot as boots
 from flagbench.kernel.initramfs import guest_initramfs
 from flagbench.kernel.kbuild import KernelBuild
+from flagbench.metrics import KERNEL_INSNS_PER_ITER, USER_INSNS_PER_ITER, count
 from flagbench.run.engine import BenchCell, Emit
 
 KERNEL_DIR = Path(__file__).resolve().parent
@@ -409,8 +410,8 @@ def _counts_job(booter: Booter, variant: str, tag: str, prov: dict):
                     guest_ops_per_s=r.iterations * 1e9 / r.ns if r.ns > 0 else None)
         if variant == booter.baseline:   # measured on the baseline: the other variants need not boot it
             prov["aa_noise_floor_kernel_per_iter"] = booter.floor(tag)
-        emit("kernel_insns_per_iter", r.per_iter(r.kernel), "insns")
-        emit("user_insns_per_iter", r.per_iter(r.user), "insns")
+        emit(KERNEL_INSNS_PER_ITER, r.per_iter(r.kernel))
+        emit(USER_INSNS_PER_ITER, r.per_iter(r.user))
         return None
     return job
 
@@ -423,7 +424,7 @@ def _profile_job(booter: Booter, variant: str, tag: str):
         if r is None:
             return reason
         for sym in booter.symbols(tag):
-            emit(f"insns_per_iter:{sym}", r.per_iter(r.profile.get(sym, 0)), "insns")
+            emit(count(f"insns_per_iter:{sym}"), r.per_iter(r.profile.get(sym, 0)))
         return None
     return job
 

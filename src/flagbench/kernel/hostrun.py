@@ -28,6 +28,7 @@ from typing import Any, Sequence
 from flagbench.errors import UserError
 from flagbench.kernel import boot as boots
 from flagbench.kernel import guest
+from flagbench.metrics import PER_SECOND, SECONDS
 from flagbench.run.engine import BenchCell, Emit
 
 
@@ -61,7 +62,7 @@ def kexec_cells(exp: Any, benches: Sequence[Any], builds: Sequence[Any], host, *
             cells.append(BenchCell(f"{row.bench} on {host.name} (kexec)", build.cell.variant.name, build.cell.target,
                                    str(build.cell.compiler), dict(row.params),
                                    timed=_job(host, row, exe[row.program]),
-                                   timed_metric="per_second" if self_timed else "seconds",
+                                   timed_metric=(PER_SECOND if self_timed else SECONDS).name,
                                    samples=samples[row.bench] * rounds, per_visit=samples[row.bench], warmup=0,
                                    executor=f"kexec {host.dest}", place=host, boot=build,
                                    provenance={"guest_time": "real", "variant": build.cell.variant.name}))
@@ -75,12 +76,12 @@ def _job(host, row: guest.GuestRow, program: Path):
         if done.failure:
             return f"{row.tag}: {done.failure}: {done.stderr.strip()[-200:]}"
         if not row.line.startswith("self"):
-            emit("seconds", done.wall_ns / 1e9, "s")
+            emit(SECONDS, done.wall_ns / 1e9)
             return None
         region = guest.region(done.stdout)
         if region is None or region[1] <= 0:
             return f"{row.tag}: no 'FB region' line in its output: {done.stdout.strip()[-200:]}"
         iterations, ns = region
-        emit("per_second", iterations * 1e9 / ns, "iter/s", {"iterations": iterations, "ns": ns})
+        emit(PER_SECOND, iterations * 1e9 / ns, facts={"iterations": iterations, "ns": ns})
         return None
     return job

@@ -35,23 +35,14 @@ from flagbench.kernel import source
 from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, is_host_config, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
 from flagbench.textsafe import sayer
-from flagbench.toolchains import CLANG, TARGETS, is_clang
+from flagbench.targets import CLANG, is_clang
 
 STAMP_VERSION = 1
 CELL_FILE = "flagbench-cell.json"
 CCACHE_LOG = "flagbench-ccache.log"    # ccache's stats log of the cell's last make
 BUILD_TIMEOUT = 3 * 3600
-ARCH = {"x86_64": "x86_64", "aarch64": "arm64", "arm": "arm", "riscv64": "riscv",
-        "hppa": "parisc", "hppa64": "parisc64", "loongarch64": "loongarch"}
-SRCARCH = {**ARCH, "x86_64": "x86", "hppa64": "parisc"}
-IMAGES = {"x86_64": ("arch/x86/boot/bzImage",), "aarch64": ("arch/arm64/boot/Image",),
-          "arm": ("arch/arm/boot/zImage",), "riscv64": ("arch/riscv/boot/Image",),
-          "hppa": ("arch/parisc/boot/bzImage",), "hppa64": ("arch/parisc/boot/bzImage",),
-          "loongarch64": ("arch/loongarch/boot/vmlinux.efi", "arch/loongarch/boot/vmlinux.elf")}
 PINNED_ENV = {"KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 1970", "KBUILD_BUILD_USER": "flagbench",
               "KBUILD_BUILD_HOST": "flagbench", "KBUILD_BUILD_VERSION": "1", "LC_ALL": "C"}
-# What a target name means that a base config may not: x86_64 tinyconfig is a 32-bit kernel otherwise.
-IMPLIED = {"x86_64": (("CONFIG_64BIT", "y"),)}
 MIN_LOONGARCH_CLANG = (6, 5)    # clang-built LoongArch kernels need 6.5+ (Debian: debian:6.12)
 # Kbuild's quiet lines: "  CC      init/main.o", "  CC [M]  fs/x.o", "  AS      arch/x86/entry.o"
 _QUIET = re.compile(r"^  ([A-Z][A-Z0-9_]*(?: \[M\])?)\s+(\S+)")
@@ -140,9 +131,9 @@ def _sha(text: str) -> str:
 # -- planning ---------------------------------------------------------------------------
 def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str, str], list[str], str]:
     """(make variables, compiler argv for probing, the C compiler make will run) of a cell."""
-    t = TARGETS[cell.target]
+    t = cell.arch
     user = dict(changes.make)
-    variables = {"ARCH": ARCH[cell.target]}
+    variables = {"ARCH": t.kbuild.arch}
     llvm = user.get("LLVM")
     if llvm is None and is_clang(cell.compiler):
         name = CLANG if cell.compiler == "clang" else compiler_label(cell.compiler)
@@ -158,7 +149,7 @@ def toolchain(cell: Cell, changes: Changes, tree: source.Tree) -> tuple[dict[str
     else:
         if t.gcc is None:
             raise UserError(f"{cell.key}: Debian has no gcc for {cell.target}: use compilers = [\"clang\"]")
-        prefix = "" if cell.target == "x86_64" else f"{t.triplet}-"
+        prefix = t.cross
         if prefix:
             variables["CROSS_COMPILE"] = prefix
         cc = prefix + "gcc" if cell.compiler in ("gcc", "cc") else cell.compiler
@@ -203,7 +194,7 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
             raise UserError(f"variant {cell.variant.name}: {' '.join(probe_argv)} for {cell.target} rejects "
                             f"its kcflags {' '.join(changes.kcflags)}: {message}")
     asked = {o.name: o for o in changes.options}
-    implied = [Option(name, value, f"target {cell.target}") for name, value in IMPLIED.get(cell.target, ())
+    implied = [Option(name, value, f"target {cell.target}") for name, value in cell.arch.kbuild.implied
                if name not in asked]
     asked.update({o.name: o for o in implied})
     added = [o for o in extra if asked.get(o.name, Option("", "", "")).value != o.value]
@@ -282,7 +273,7 @@ def _configure(p: _Plan, exp: Experiment, say) -> None:
         kconfig_file.configure(p.make, p.odir, p.base, p.options, p.env)
         p.last = {**p.last, "config_stamp": p.config_stamp, "stamp": None}
         _write_json(p.odir / CELL_FILE, p.last)
-    kconfig_file.check_truth(p.options, p.odir / ".config", p.tree.src, SRCARCH[p.cell.target], p.cell.key)
+    kconfig_file.check_truth(p.options, p.odir / ".config", p.tree.src, p.cell.arch.kbuild.srcarch, p.cell.key)
 
 
 # -- compile -------------------------------------------------------------------------------
@@ -380,7 +371,7 @@ def _estimate_file(p: _Plan) -> Path:
 
 
 def _estimate_key(p: _Plan) -> str:
-    return f"{p.tree.version} {ARCH[p.cell.target]} {p.base} {len(p.options)}"
+    return f"{p.tree.version} {p.cell.arch.kbuild.arch} {p.base} {len(p.options)}"
 
 
 def _estimate(p: _Plan) -> int | None:
@@ -397,7 +388,7 @@ def _remember_estimate(p: _Plan, objects: int) -> None:
 
 def _result(p: _Plan, cached: bool) -> KernelBuild:
     d = p.odir
-    image = next((d / i for i in IMAGES.get(p.cell.target, ()) if (d / i).is_file()), None)
+    image = next((d / i for i in p.cell.arch.kbuild.images if (d / i).is_file()), None)
     modules: tuple[Path, ...] = ()
     if p.last.get("ok") and kconfig_file.read_config(d / ".config").get("CONFIG_MODULES") == "y":
         modules = tuple(sorted(d.rglob("*.ko")))

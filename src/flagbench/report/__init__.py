@@ -229,4 +229,4 @@ def run_tables(store, run_id: int) -> list[Table]:
     """The tables of one stored run, variants in the experiment's order."""
     order = store.run(run_id)["provenance"].get("variants")
     named = isinstance(order, list) and all(isinstance(v, str) for v in order)
-    return build_tables(store.samples(run_id), order if named else None)
+    return build_tables(store.samples(run_id), order if named else None, declared=store.metrics(run_id))

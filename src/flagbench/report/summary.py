@@ -17,10 +17,6 @@ from flagbench.report.cells import geomean_ratio, pct, table_anchor
 from flagbench.report.doc import Grid, Inline, Link
 from flagbench.report.tables import Table
 
-AUXILIARY = ("page_faults", "task_clock_ms")   # perf's side metrics: in the tables, not the summary
-# the exact count a summary line gives, first found first; a booted guest's is the kernel's
-EXACT_COUNTS = {"insns_per_iter": "insns/iter", "insns_per_byte": "insns/byte",
-                "kernel_insns_per_iter": "kernel insns/iter"}
 MAX_NAMED = 3
 
 
@@ -44,12 +40,14 @@ def _timed_entry(t: Table, variant: str) -> tuple[str, float] | None:
 
 
 def _exact_entry(t: Table, variant: str) -> tuple[str, float] | None:
-    for count in EXACT_COUNTS:
+    """The change of the first count the table's metrics declare a summary label for (metrics.py:
+    instructions per iteration or per byte; a booted guest's kernel instructions)."""
+    for count, m in t.counts.items():
         changes = [r.changes[variant] for r in t.rows
                    if r.params.get("count") == count and variant in r.changes]
-        if not changes:
+        if not m.label or not changes:
             continue
-        what = EXACT_COUNTS[count]
+        what = m.label
         if len(changes) == 1:
             c = changes[0]
             return f"{(c.ratio - 1) * 100:+.2f} % {what}", c.ratio
@@ -102,7 +100,7 @@ def case_summary(tables: list[Table], *, prefix: str, baseline: str,
     for (bench, target, compiler), ts in groups.items():
         if all(_is_profile(t) for t in ts):   # per-symbol rows: detail for the tables below
             continue
-        timed = next((t for t in ts if not t.exact and t.metric not in AUXILIARY), None)
+        timed = next((t for t in ts if not t.exact and not (t.measure and t.measure.side)), None)
         exact = next((t for t in ts if t.exact), None)
         up = bool(timed and timed.measure and timed.measure.higher_is_better)
         variants = (timed or exact).variants[1:]

@@ -61,6 +61,7 @@ class Table:
     exact: bool
     layouts: dict[str, list[str]] = field(default_factory=dict)   # variant -> its relinks' columns ("v@L1", ...)
     measure: Metric | None = None                       # unit, exactness, better direction (None: exact table)
+    counts: dict[str, Metric] = field(default_factory=dict)   # an exact table's rows: each count's Metric
 
     @property
     def title(self) -> str:
@@ -73,14 +74,15 @@ def _natural(value: str):
     return [(0, int(p), "") if p.isdecimal() else (1, 0, p) for p in re.split(r"(\d+)", value) if p]
 
 
-def _runs(samples: list[dict]):
+def _runs(samples: list[dict], declared: dict[str, Metric]):
     """Samples as (sample, Metric, [values of one run of the program], its contention): the values
     one run emits together (a will-it-scale run's per-second rates) are not independent samples,
-    so a run is one sample, the mean of its values."""
+    so a run is one sample, the mean of its values. A metric is what the run declared it to be
+    (metrics.py), else what its name and unit say."""
     runs: dict[tuple, tuple[dict, Metric, list[float], dict]] = {}
     for i, s in enumerate(samples):
         prov = s.get("provenance") or {}
-        m = metric_of(s["metric"], s.get("unit", ""))
+        m = declared.get(s["metric"]) or metric_of(s["metric"], s.get("unit", ""))
         if prov.get("job") == "count" and not m.exact:
             m = replace(m, exact=True)
         one_run = prov.get("job") == "sample" and prov.get("sample") is not None
@@ -93,19 +95,23 @@ def _runs(samples: list[dict]):
     return runs.values()
 
 
-def build_tables(samples: list[dict], variant_order: list[str] | None = None, alpha: float = 0.05) -> list[Table]:
-    """Group samples (as `Store.samples` returns them) into tables and compare each variant to the baseline."""
+def build_tables(samples: list[dict], variant_order: list[str] | None = None, alpha: float = 0.05,
+                 declared: dict[str, Metric] | None = None) -> list[Table]:
+    """Group samples (as `Store.samples` returns them) into tables and compare each variant to the
+    baseline; DECLARED: the run's metric declarations (`Store.metrics`)."""
     groups: dict[tuple, dict[tuple, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     shares: dict[tuple, list] = defaultdict(list)
     rounds: dict[tuple, list] = defaultdict(list)
     seconds: dict[tuple, list] = defaultdict(list)
     measures: dict[tuple, Metric] = {}
+    counts: dict[tuple, dict[str, Metric]] = defaultdict(dict)
     keys_seen: dict[tuple, list[str]] = defaultdict(list)
     variants_seen: list[str] = []
-    for s, m, values, contention in _runs(samples):
+    for s, m, values, contention in _runs(samples, declared or {}):
         metric, params = s["metric"], dict(s.get("params") or {})
         if m.exact:   # every counter of a bench in one table, a row each
             metric, params = EXACT_TABLE, {"count": metric, **params}
+            counts[(s["bench"], metric, s["target"], s["compiler"])].setdefault(m.name, m)
         key = (s["bench"], metric, s["target"], s["compiler"])
         groups[key][tuple(params.items())][s["variant"]].append(sum(values) / len(values))
         shares[(key, tuple(params.items()), s["variant"])].append(contention.get("cpu_share"))
@@ -146,7 +152,7 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
         if exact and rows and all(":" in r.params.get("count", "") for r in rows) and len(variants) > 1:
             rows.sort(key=lambda r: -_moved(r, variants[0], variants[1]))   # a profile: largest change first
         tables.append(Table(bench, metric, "" if exact else measure.unit, target, compiler, variants,
-                            param_keys, rows, exact, layouts, measure))
+                            param_keys, rows, exact, layouts, measure, counts.get(key, {})))
     tables.sort(key=lambda t: (t.bench, t.target, t.compiler, t.exact, t.metric))
     return tables
 

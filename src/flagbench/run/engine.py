@@ -36,11 +36,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from flagbench.errors import PlaceLost, UserError
+from flagbench.metrics import Metric
 from flagbench.run import noise
 from flagbench.run.until import Need, Until, needs, runs, seconds_per_round
 from flagbench.store import Store
 
-Emit = Callable[..., None]     # emit(metric, value, unit[, facts]): facts go into that sample's provenance
+# emit(metric, value[, unit][, facts]): METRIC a metrics.Metric (its declaration is stored with the
+# run: the verdict's direction comes from it) or, for a program's own lines, a name and its unit;
+# FACTS go into that sample's provenance
+Emit = Callable[..., None]
 Job = Callable[[Emit], "str | None"]              # one invocation; returns a failure reason or None
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
@@ -193,6 +197,8 @@ class _Runner:
         self.extendable: list[_State] = []
         self.unresolved: list[Need] = []
         self.started = time.monotonic()
+        self.declared: dict[str, Metric] = {}                # what the jobs' metrics are, as they emitted them
+        self.stored_declarations: set[str] = set()
         self.rounds = 0                                      # rounds of this session, for the samples' "round"
         self.lane_rounds: Counter = Counter()                # ... and of each lane
 
@@ -326,6 +332,10 @@ class _Runner:
         return values, reason
 
     def _record(self, st: _State, values: list[tuple], reason: str | None) -> None:
+        new = [m for name, m in list(self.declared.items()) if name not in self.stored_declarations]
+        if new:   # before the samples: a sample is never stored without its metric's declaration
+            self.store.declare_metrics(self.run_id, new)
+            self.stored_declarations.update(m.name for m in new)
         self.store.add_samples(self.run_id, values)   # the job's values together, or none of them
         self.stored += len(values)
         if reason:
@@ -437,15 +447,20 @@ class _Runner:
     def _emitter(self, st: _State, kind: str, executor: str, values: list[tuple]) -> Emit:
         cell = st.cell
         if kind == "warm":
-            return lambda metric, value, unit, facts=None: None
+            return lambda metric, value, unit=None, facts=None: None
         prov = {"experiment_hash": self.hash, "variant_column": cell.variant,
                 "target": cell.target, "compiler": cell.compiler, "executor": executor, "job": kind,
                 "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup,
                 **({"round": st.round} if kind == "sample" and st.round else {})}
 
-        def emit(metric: str, value: float, unit: str, facts: dict | None = None) -> None:
+        def emit(metric: "Metric | str", value: float, unit: str | None = None, facts: dict | None = None) -> None:
+            if isinstance(metric, Metric):
+                known = self.declared.setdefault(metric.name, metric)
+                if known != metric:
+                    raise UserError(f"metric {metric.name} declared two ways: {known} and {metric}")
+                metric, unit = metric.name, metric.unit
             place = cell.place.sample_facts() if cell.place is not None else {}   # the job may add to cell.provenance
-            values.append((cell.bench, st.key, metric, value, unit, executor or "unknown",
+            values.append((cell.bench, st.key, metric, value, unit or "", executor or "unknown",
                            {**cell.provenance, **prov, "loadavg": _loadavg(), "time": time.time(), **place,
                             **(facts or {})}))
         return emit

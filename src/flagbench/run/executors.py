@@ -29,13 +29,9 @@ from flagbench import procs
 from flagbench.elf.constants import ELF_MAGIC
 from flagbench.errors import UserError
 from flagbench.run.places import FIXED_CWD, FIXED_ENV, LOCAL, Place
-from flagbench.toolchains import get_target
+from flagbench.targets import HOST, get_target
 
-HOST_TARGET = "x86_64"
-# qemu 7.2 runs SVE's predicated loads/stores in helpers the plugin API cannot see, and
-# static glibc picks __memcpy_sve on the default `-cpu max`: its copies would count as
-# zero stores. Without SVE glibc uses __memcpy_generic, whose accesses are all seen.
-QEMU_CPU_ARGS = {"aarch64": ("-cpu", "max,sve=off")}
+HOST_TARGET = HOST.name      # programs of this target are timed natively here, counted under callgrind
 _METRIC_LINE = re.compile(r"^([A-Za-z_][\w.:/%-]*)\s+(\S+)$")
 
 
@@ -401,7 +397,7 @@ class QemuExecutor:
         with tempfile.TemporaryDirectory(prefix="flagbench-qemu-") as tmp:
             out = Path(tmp) / "counts"
             options = f"{self.plugin},outfile={out},mem={'on' if self.count_memory else 'off'}"
-            wrapped = [self.runner, *QEMU_CPU_ARGS.get(self.target, ()), "-plugin", options, *argv]
+            wrapped = [self.runner, *get_target(self.target).qemu_cpu, "-plugin", options, *argv]
             done = _run(wrapped, timeout)
             counts, bad = parse_metrics(out.read_text()) if out.exists() else ({}, None)
         failure = None

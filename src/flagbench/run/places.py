@@ -46,7 +46,7 @@ from typing import Any, Protocol, Sequence
 
 from flagbench import procs
 from flagbench.errors import PlaceLost, UserError
-from flagbench.toolchains import target_of
+from flagbench.targets import target_of
 
 FIXED_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 FIXED_CWD = "/"

@@ -12,8 +12,9 @@ a burst of load, and (unpaired) refuses a verdict when A and B ran under differe
 interval says how many samples per side would resolve the change seen (`needed`).
 
 The result is a `Change` (`change` for noisy samples, `exact_change` for deterministic counts);
-the size and asm stages have their own `SizeComparison` and `AsmComparison`. A `Metric` says what
-a number is: its unit, whether it is exact work or noisy time, and which direction is better.
+the size and asm stages have their own `SizeComparison` and `AsmComparison`. A `Metric`
+(metrics.py, declared where the number is emitted and stored with the run) says what a number is:
+its unit, whether it is exact work or noisy time, and which direction is better.
 
 >>> c = change([10.0, 10.2, 9.9, 10.1, 10.0, 10.3, 9.8, 10.1, 10.0],
 ...            [12.1, 11.9, 12.0, 12.2, 12.0, 11.8, 12.3, 12.1, 12.0])
@@ -32,6 +33,7 @@ from typing import Sequence
 
 import numpy as np
 
+from flagbench.metrics import EXACT_UNITS, Metric, guess  # noqa: F401
 from flagbench.stats.ranks import (MIN_SAMPLES_CI, paired_ratio_interval, ratio_estimate_interval, samples_needed,
                                    signed_rank_p)
 
@@ -47,39 +49,9 @@ CPU_BOUND = 0.5
 RESOLVE_AT_LEAST = 0.02   # the smallest change the advice on a wide interval aims to resolve
 
 
-@dataclass(frozen=True)
-class Metric:
-    """What a number measures, carried with it as benchstat's units do: its unit, whether it is
-    an exact count (work, the same every run) or a noisy measurement (time), and which way is better.
-
-    >>> metric("MB/s", "MB/s").higher_is_better, metric("ns_per_iter", "ns").higher_is_better
-    (True, False)
-    >>> metric("insns_per_iter", "insns").exact, metric("loads_4_per_iter", "loads").exact
-    (True, True)
-    >>> metric("per_second", "iter/s").kind, metric("kernel_insns_per_iter", "insns").kind
-    ('time', 'work')
-    """
-    name: str
-    unit: str = ""
-    exact: bool = False
-    higher_is_better: bool = False
-
-    @property
-    def kind(self) -> str:
-        """"work" for exact counts of what the program did, "time" for how fast it did it."""
-        return "work" if self.exact else "time"
-
-
-# Units of exact counts (instructions, loads and stores by width): work, not speed.
-EXACT_UNITS = frozenset({"insns", "loads", "stores"})
-
-
-def metric(name: str, unit: str = "") -> Metric:
-    """The Metric of a stored sample from its name and unit: rates ("/s") are better higher,
-    times and counts lower; counted units are exact."""
-    u = (unit or "").lower()
-    rate = u.endswith("/s") or name.lower().endswith(("/s", "per_second", "per_sec")) or name == "throughput"
-    return Metric(name, unit, exact=u in EXACT_UNITS, higher_is_better=rate)
+# What a number measures is declared where it is emitted (metrics.py) and stored with the run;
+# `metric` reads an undeclared one (an old database, a program's own output lines) by its name.
+metric = guess
 
 
 @dataclass(frozen=True)

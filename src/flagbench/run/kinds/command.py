@@ -11,6 +11,7 @@ from typing import Sequence
 
 from flagbench.benchspec import CommandBench
 from flagbench.errors import UserError
+from flagbench.metrics import SECONDS
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import NativeExecutor
 from flagbench.run.kinds.context import Context, compile_flags, emit_perf
@@ -52,7 +53,7 @@ def cells(ctx: Context, build) -> list[BenchCell]:
         m = executor.measure(argv, timeout=bench.timeout)
         if not m.ok:
             return ctx.failure(m) + (f": {m.stderr.strip().splitlines()[-1]}" if m.stderr.strip() else "")
-        emit("seconds", m.metrics["wall_ns"] / 1e9, "s")
+        emit(SECONDS, m.metrics["wall_ns"] / 1e9)
         emit_perf(m, emit)
         return None
 

@@ -10,6 +10,7 @@ from typing import Sequence
 
 from flagbench.benchspec import Bench
 from flagbench.errors import UserError
+from flagbench.metrics import PAGE_FAULTS, TASK_CLOCK_MS, Metric
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET, Measurement, NativeExecutor, perf_available
 from flagbench.run.harness import Linker, Program, program_dir
@@ -153,12 +154,12 @@ def counter_deltas(small: Measurement, large: Measurement) -> dict[str, float]:
 def emit_perf(m: Measurement, emit: Emit) -> None:
     """perf's software events of a timed run, when it ran under perf (whole process: harness start-up too)."""
     if "task_clock_ns" in m.metrics:
-        emit("task_clock_ms", m.metrics["task_clock_ns"] / 1e6, "ms")
+        emit(TASK_CLOCK_MS, m.metrics["task_clock_ns"] / 1e6)
     if "page_faults" in m.metrics:
-        emit("page_faults", m.metrics["page_faults"], "faults")
+        emit(PAGE_FAULTS, m.metrics["page_faults"])
     for name, value in m.metrics.items():   # a host's PMU counters (perf_cycles, perf_itlb_misses, ...)
         if name.startswith("perf_"):
-            emit(name, value, name.removeprefix("perf_").split("_")[-1])
+            emit(Metric(name, name.removeprefix("perf_").split("_")[-1]), value)
 
 
 def count_executor_name(target: str) -> str:

@@ -14,6 +14,7 @@ from typing import Callable
 
 from flagbench import procs
 from flagbench.benchspec import MemoryBench
+from flagbench.metrics import INSNS_PER_BYTE, INSNS_PER_CALL, MB_PER_S
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET, NativeExecutor, executor_for
 from flagbench.run.harness import MEMCHECK_C, MEMSWEEP_C, Program
@@ -107,7 +108,7 @@ def _timed(ctx: Context, exe: Path, target: str, compiler: str, point: tuple[int
         if reason:
             return reason
         ns = max(m.metrics[f"ns.{key}"], 1.0)
-        emit("MB/s", size * m.metrics[f"reps.{key}"] * 1e3 / ns, "MB/s")
+        emit(MB_PER_S, size * m.metrics[f"reps.{key}"] * 1e3 / ns)
         emit_perf(m, emit)
         return None
     return timed
@@ -128,7 +129,7 @@ def _counted(ctx: Context, exe: Path, target: str, point: tuple[int, int, int]):
                 return reason
             runs.append(m)
         delta = counter_deltas(*runs)["insns"]
-        emit("insns_per_byte", delta / (reps * size), "insns")
-        emit("insns_per_call", delta / reps, "insns")
+        emit(INSNS_PER_BYTE, delta / (reps * size))
+        emit(INSNS_PER_CALL, delta / reps)
         return None
     return counted

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from flagbench import procs
 from flagbench.benchspec import MicroBench
+from flagbench.metrics import INSNS_PER_ITER, NS_PER_ITER, count
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import executor_for
 from flagbench.run.harness import MICRO_C, Program
@@ -72,7 +73,8 @@ def _cells(ctx: Context, build, exe: Path, column: str, measures: list[str], pro
                 return reason
             runs.append(m)
         for metric, delta in counter_deltas(*runs).items():
-            emit(f"{metric}_per_iter", delta / iters, metric.split("_")[0])
+            emit(INSNS_PER_ITER if metric == "insns" else count(f"{metric}_per_iter", metric.split("_")[0]),
+                 delta / iters)
         return None
 
     return ctx.cells_on(build, column, {},
@@ -98,7 +100,7 @@ def _timed(ctx: Context, exe: Path, target: str, calib_key: tuple, place: Place,
     reason = ctx.failure(m, "iters", "ns")
     if reason:
         return reason
-    emit("ns_per_iter", m.metrics["ns"] / m.metrics["iters"], "ns")
+    emit(NS_PER_ITER, m.metrics["ns"] / m.metrics["iters"])
     emit_perf(m, emit)
     return None
 

@@ -4,6 +4,7 @@ stored as its per-second rates ("per_second", iter/s) all at once when the run e
 from __future__ import annotations
 
 from flagbench.benchspec import WisBench
+from flagbench.metrics import PER_SECOND
 from flagbench.run.engine import BenchCell, Emit
 from flagbench.run.executors import HOST_TARGET
 from flagbench.run.kinds.context import Context, compile_flags
@@ -32,7 +33,7 @@ def cells(ctx: Context, build) -> list[BenchCell]:
             if result["failure"]:
                 return result["failure"]
             for rate in result["samples"]:
-                emit("per_second", rate, "iter/s")
+                emit(PER_SECOND, rate)
             return None
         return timed
 
