@@ -136,10 +136,13 @@ def test_a_tag_takes_any_place_so_tagged_and_unknown_ones_are_bad_input(lab_box,
     done = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", "--place", "board=sshd")
     assert done.returncode == 0, done.stderr
     assert "place b1: acquired by" in done.stderr and lab.acquired("b1") is None
-    for place, words in (("nosuch", "no place of the lab"), ("arch=sparc", "tagged so")):
-        bad = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", "--place", place)
+    for places, words in ((["nosuch"], "no place of the lab"), (["arch=sparc"], "tagged so"),
+                          (["board=sshd", "board=sshd"], "board=sshd 2 times: the lab has 1 place(s) so tagged (b1)"),
+                          (["b1", "b1"], "--place names b1 twice")):
+        bad = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", *(w for p in places for w in ("--place", p)))
         assert bad.returncode == 2 and words in bad.stderr, bad.stderr
-        assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
+        assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr, bad.stderr
+        assert lab.acquired("b1") is None
 
 
 @pytest.mark.slow

@@ -22,9 +22,11 @@ from flagbench.hosts.labgrid import WAIT_S, Lab, Lease
 def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
            say: Callable[[str], None] = lambda s: None) -> Iterator[list[Lease]]:
     """Every place SPECS names, held (and powered) for the block; released after it."""
-    if len(set(specs)) != len(specs):
-        raise UserError(f"--place names {next(s for s in specs if list(specs).count(s) > 1)} twice")
+    names = [s for s in specs if "=" not in s]     # a TAG=VALUE twice asks for two places so tagged
+    if len(set(names)) != len(names):
+        raise UserError(f"--place names {next(s for s in names if names.count(s) > 1)} twice")
     with Lab.connect(say) as lab:
+        lab.check(specs)
         leases = []
         for spec in specs:
             lease = lab.lease(spec, wait_s=wait_s)

@@ -184,15 +184,25 @@ class Lab:
         return out
 
     # -- holding places ---------------------------------------------------------------------------
+    def check(self, specs) -> None:
+        """Bad input before anything is held: a place the lab does not have, a tag given more
+        often than the lab has places with it."""
+        filters = [parse_place(spec) for spec in specs]
+        for spec, filt in zip(specs, filters):
+            found = self.matching(filt)
+            if not found:
+                known = ", ".join(sorted(self.places)) or "none"
+                raise UserError(f"--place {spec}: no place of the lab at {self.address} is "
+                                f"{'named so' if 'name' in filt else 'tagged so'} (places: {known})")
+            if filters.count(filt) > len(found):
+                raise UserError(f"--place {spec} {filters.count(filt)} times: the lab has {len(found)} place(s) "
+                                f"so tagged ({', '.join(p.name for p in found)})")
+
     def lease(self, spec: str, *, wait_s: float = WAIT_S) -> "Lease":
         """Reserve a place for SPEC (a name or TAG=VALUE), wait for it (bounded), acquire it."""
         from flagbench.hosts.lab_state import note_lease
         _, common, pb = _api()
         filt = parse_place(spec)
-        if not self.matching(filt):
-            known = ", ".join(sorted(self.places)) or "none"
-            raise UserError(f"--place {spec}: no place of the lab at {self.address} is "
-                            f"{'named so' if 'name' in filt else 'tagged so'} (places: {known})")
         request = pb.CreateReservationRequest(filters={"main": pb.Reservation.Filter(filter=filt)}, prio=0.0)
         res = common.Reservation.from_pb2(self.call("CreateReservation", request).reservation)
         lease = Lease(self, spec, filt, res.token)
