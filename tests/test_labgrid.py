@@ -366,3 +366,61 @@ def test_a_board_that_does_not_come_up_is_cycled_back_and_its_console_shown(tmp_
                 host.close()
         assert lab.acquired("qb") is None
         assert not qemus(str(tmp_path / "board"))
+
+
+@pytest.fixture(scope="module")
+def api_lab(tmp_path_factory):
+    """A coordinator and an exporter whose place `p` has a NetworkService nobody answers on:
+    enough for reservations, acquiring and releasing, no ssh (~30 s to start at load 20)."""
+    with test_lab(tmp_path_factory.mktemp("api-lab")) as lab:
+        lab.export("e", {"g": {"NetworkService": {"address": "127.0.0.1", "port": 2222, "username": "fb"}}})
+        lab.place("p", "e/g/*", arch="x86_64")
+        yield lab
+
+
+@pytest.fixture
+def small_lab(api_lab, monkeypatch, object_cache):
+    monkeypatch.setenv("LG_COORDINATOR", api_lab.address)
+    monkeypatch.delenv("LG_ENV", raising=False)
+    return api_lab
+
+
+@pytest.mark.slow
+def test_the_api_waits_for_a_held_place_and_gives_up_saying_who(small_lab):
+    from flagbench.hosts.labgrid import Lab, LabError
+
+    lab = small_lab
+    lab.client("-p", "p", "acquire", user="carol")
+    said: list[str] = []
+    with Lab.connect(said.append) as client:
+        with pytest.raises(LabError) as e:
+            client.lease("p", wait_s=1.5)
+        assert "still p held by" in str(e.value) and "/carol for " in str(e.value)
+    assert any("waiting for it (p held by" in s for s in said), said
+    assert lab.acquired("p").endswith("/carol") and "owner" not in lab.reservations()   # ours cancelled
+    lab.client("-p", "p", "release", user="carol")
+    with Lab.connect(said.append) as client:
+        lease = client.lease("arch=x86_64", wait_s=10)
+        assert lease.place == "p" and lease.dest == "ssh://fb@127.0.0.1:2222" and lease.waited < 10
+        assert lab.acquired("p") == me()
+    assert lab.acquired("p") is None and "place p: released" in said
+
+
+@pytest.mark.slow
+def test_a_place_a_killed_run_held_is_released_by_the_next(small_lab, object_cache):
+    """A note whose flagbench is gone (kill -9): the next session releases the place it held."""
+    from flagbench.hosts import lab_state
+    from flagbench.hosts.labgrid import Lab
+
+    lab = small_lab
+    lab.client("-p", "p", "acquire")                       # as this user, like the killed run
+    lab_state.state_dir().mkdir(parents=True)
+    (lab_state.state_dir() / "TOKEN1.json").write_text(json.dumps(
+        {"coordinator": lab.address, "user": me(), "spec": "p", "token": "TOKEN1", "place": "p",
+         "owner": "7fffffff0000000000000001", "pid": 2**31 - 1, "since": time.time() - 90}))
+    said: list[str] = []
+    with Lab.connect(said.append):
+        pass
+    assert lab.acquired("p") is None
+    assert any("place p: released; it was held as" in s and "that was killed" in s for s in said), said
+    assert not list(lab_state.state_dir().glob("*.json"))
