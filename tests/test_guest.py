@@ -107,14 +107,14 @@ def test_guest_cells_emit_exact_rows_and_a_crashing_bench_fails_alone(kernel, tm
                               notes=notes, settings=QUICK, noise_floor=False)
     by_bench = {c.bench: c for c in cells}
     emitted: list[tuple[str, float, str]] = []
-    assert by_bench["page_fault"].counted(lambda *m: emitted.append(m)) is None
+    assert by_bench["page_fault"].counted(lambda m, v: emitted.append((m.name, v, m.unit))) is None
     metrics = {m: v for m, v, _ in emitted}
     assert metrics["kernel_insns_per_iter"] > 500 and metrics["user_insns_per_iter"] > 0
     prov = by_bench["page_fault"].provenance
     assert prov["accel"] == "tcg" and prov["icount"] == "shift=4,sleep=off" and prov["guest_time"] == "emulated"
     assert prov["guest_ops_per_s"] > 0 and prov["qemu"].startswith("QEMU emulator version")
     profile: list[tuple[str, float, str]] = []
-    assert by_bench["page_fault kernel profile"].counted(lambda *m: profile.append(m)) is None
+    assert by_bench["page_fault kernel profile"].counted(lambda m, v: profile.append((m.name, v, m.unit))) is None
     names = [m.split(":", 1)[1] for m, _, _ in profile]
     assert len(names) == guest.PROFILE_TOP and "exc_page_fault" in names   # the fault entry is among the top
     assert all(v > 0 for _, v, _ in profile)
@@ -140,7 +140,7 @@ def _run_jobs(cells) -> dict[str, tuple]:
     out = {}
     for cell in cells:
         emitted: list = []
-        reason = cell.counted(lambda metric, value, unit: emitted.append((metric, value)))
+        reason = cell.counted(lambda metric, value, unit=None: emitted.append((getattr(metric, "name", metric), value)))
         out[cell.bench] = (reason, dict(emitted))
     return out
 

@@ -79,10 +79,18 @@ def asm_source(tmp: Path, name: str, text: str) -> Path:
     return path
 
 
+def emitted(into: list):
+    """An engine Emit (run/engine.py) that appends (name, unit, value): a job emits a declared
+    metrics.Metric, or a name and its unit."""
+    def emit(metric, value, unit=None, facts=None):
+        into.append((getattr(metric, "name", metric), getattr(metric, "unit", unit), value))
+    return emit
+
+
 def collect(job) -> tuple[dict[str, float], str | None]:
-    values: dict[str, float] = {}
-    reason = job(lambda metric, value, unit: values.__setitem__(metric, value))
-    return values, reason
+    got: list = []
+    reason = job(emitted(got))
+    return {name: value for name, _, value in got}, reason
 
 
 # -- micro -------------------------------------------------------------------------------------
@@ -255,8 +263,8 @@ def test_wis_bench_runs_the_driver_per_variant(tmp_path):
     cell, = cells
     assert cell.key == "O2/x86_64/gcc:mode=threads,tasks=1" and cell.warmup == 0
     got: list = []
-    reason = cell.timed(lambda metric, value, unit: got.append((metric, unit, value > 0)))
-    assert reason is None and got == [("per_second", "iter/s", True)]
+    reason = cell.timed(emitted(got))
+    assert reason is None and [(m, u, v > 0) for m, u, v in got] == [("per_second", "iter/s", True)]
     with pytest.raises(UserError, match="no such C file"):
         cells_for_bench({"name": "w", "kind": "wis", "testcase": "nope.c"}, [build], root=DATA,
                         workdir=tmp_path)
@@ -269,8 +277,8 @@ def test_command_bench_fills_placeholders_and_times(tmp_path):
                              "command": ["{cc}", "{cflags}", "-c", "-o", "{dir}/again.o", str(DATA / "memcpy_good.c")]},
                             [build], root=tmp_path, workdir=tmp_path / "w")
     got: list = []
-    assert cell.timed(lambda metric, value, unit: got.append((metric, unit))) is None
-    assert got == [("seconds", "s")] and (build.dir / "again.o").is_file()
+    assert cell.timed(emitted(got)) is None
+    assert [(m, u) for m, u, _ in got] == [("seconds", "s")] and (build.dir / "again.o").is_file()
     assert cell.provenance["command"][:4] == ["gcc", "-O2", "-fno-tree-loop-distribute-patterns", "-c"]
     failing, = cells_for_bench({"name": "cc", "kind": "command", "command": ["gcc", "/nonexistent.c"]},
                                [build], root=tmp_path, workdir=tmp_path / "w")

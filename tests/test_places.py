@@ -147,3 +147,20 @@ def test_places_that_do_not_boot_are_never_entered(tmp_path):
         out = run(store, host, per_visit=0)
         assert out.status == EXIT_OK and host.entered == []
         assert len(samples(store, out.run_id)) == 16
+
+
+def test_only_hosts_open_ssh_connections():
+    """Every place reaches a machine through hosts/ (one connection per host per run): no other
+    module constructs an ssh Connection."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src" / "flagbench"
+    opened = []
+    for path in src.rglob("*.py"):
+        if path.parent.name == "hosts":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Connection":
+                opened.append(f"{path.relative_to(src)}:{node.lineno}")
+    assert opened == []

@@ -115,7 +115,11 @@ def run(path: Path, opts: Options):
                     say(note)
         if outcome.skipped:
             say(f"resumed run {outcome.run_id}: {outcome.skipped} cells were already finished (--fresh to redo)")
-        return outcome, report_run(store, outcome.run_id, opts.fmt)
+        report = report_run(store, outcome.run_id, opts.fmt)
+    if fleet is not None and any(getattr(h, "stranded", "") for h in fleet.hosts):   # said when it closed
+        from dataclasses import replace
+        outcome = replace(outcome, status=max(outcome.status, 1))
+    return outcome, report
 
 
 def choose(exp, names: Sequence[str] | None) -> list:

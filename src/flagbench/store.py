@@ -116,6 +116,11 @@ def host_provenance() -> dict:
             "flagbench": __version__}
 
 
+def _prov(p) -> dict:
+    """A sample's provenance as stored: a provenance.SampleRecord (what the engine writes) or a dict."""
+    return p.to_json() if hasattr(p, "to_json") else (p or {})
+
+
 def split_cell(cell: str) -> dict:
     """"variant/target/compiler:size=4096,dalign=3" -> its parts; params keep their order.
 
@@ -279,7 +284,7 @@ class Store:
                     self._db.executemany(
                         """INSERT INTO samples (run_id, bench, cell, metric, value, unit, executor, taken, provenance)
                            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                        [(run_id, b, c, m, float(v), u, e, now, json.dumps(p or {}, default=str))
+                        [(run_id, b, c, m, float(v), u, e, now, json.dumps(_prov(p), default=str))
                          for b, c, m, v, u, e, p in rows])
             except sqlite3.DatabaseError as e:
                 raise UserError(f"{self.path}: cannot write results: {e}") from None

@@ -12,6 +12,12 @@ from flagbench.hosts.ssh import Connection, HostError
 from flagbench.targets import target_of
 
 
+def connection(dest: str) -> Connection:
+    """A connection to DEST for a few commands (`with connection(dest) as conn:`), where no place
+    of the run is that host: reading another machine's kernel config."""
+    return Connection(dest)
+
+
 class SshHost:
     """A machine over ssh: programs run there one at a time, each under a guard."""
 

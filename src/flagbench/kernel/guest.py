@@ -24,8 +24,8 @@ What the counts cannot show: TCG has no cycle model. A REP string instruction co
 once per iteration plus once for the final count check: `rep movsq` of n qwords = n + 1
 (sync_regs' 21-qword pt_regs copy: 8 + 22 = 30 per fault; clear_page_rep's 512-qword
 `rep stosq`: 517), and an instruction that faults and restarts counts twice. So a change from `rep movsq` to an unrolled loop shows as
-*more* instructions, whatever its speed on hardware (fast-string startup cost is what
-the seed's +17 % is about): counts say what executed, not how long it took.
+*more* instructions, whatever its speed on hardware (where a +17 % from such a change is
+fast-string startup cost, not work): counts say what executed, not how long it took.
 
 The run pipeline calls, for a kernel experiment:
     builds = kbuild.build_kernels(exp, extra_fragments=boot.boot_fragments(exp))

@@ -39,7 +39,7 @@ from typing import Callable
 from flagbench import procs
 from flagbench.build import cache_dir
 from flagbench.errors import PlaceLost
-from flagbench.hosts.remote import SshHost
+from flagbench.hosts.remote import SshHost, connection
 from flagbench.hosts.ssh import Connection, HostError, _last_line
 
 WAIT_S = 300                 # kexec -e to ssh answering on the new kernel (≈3 s on the test box, minutes on servers)
@@ -282,6 +282,7 @@ class KexecHost(SshHost):
         self.kernel: HostKernel | None = None    # its own kernel, as open() found it
         self.booted = 0                          # boots this run
         self.visit: dict = {}                    # what each sample of the current boot records
+        self.stranded = ""                       # why close() could not bring its own kernel back
 
     def open(self) -> "KexecHost":
         """Connect, refuse a host that cannot kexec (before anything is built), restore one an
@@ -318,10 +319,15 @@ class KexecHost(SshHost):
         return path if path.exists() else None
 
     def close(self) -> None:
-        """Back to its own kernel whatever happened (Ctrl-C and SIGTERM too), then disconnect."""
+        """Back to its own kernel whatever happened (Ctrl-C and SIGTERM too), then disconnect. A
+        host that cannot be brought back is said, and kept in `stranded` (the run fails), but the
+        report of what was measured is still made."""
         try:
             with procs.after_signal():
                 self.kexec.restore()
+        except HostError as e:
+            self.stranded = str(e)
+            self.say(self.stranded)
         finally:
             self.conn.close()
 
@@ -348,7 +354,7 @@ def host_config(exp, dest: str | None, host: SshHost | None = None):
     if host is not None and host.dest == source:
         path = _fetch_config(host.conn, getattr(host, "kernel", None) or inspect(host.conn)[0])
     else:
-        with Connection(source) as conn:
+        with connection(source) as conn:
             path = _fetch_config(conn, inspect(conn)[0])
     return replace(exp, kernel=replace(exp.kernel, config=str(path), hash=_sha(exp.kernel.hash + path.name)))
 

@@ -33,10 +33,12 @@ import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 from flagbench.errors import PlaceLost, UserError
 from flagbench.metrics import Metric
+from flagbench.provenance import ProvenanceError, SampleRecord
 from flagbench.run import noise
 from flagbench.run.until import Need, Until, needs, runs, seconds_per_round
 from flagbench.store import Store
@@ -327,8 +329,7 @@ class _Runner:
         reason = _guard(lambda: job(self._emitter(st, kind, executor, values)))
         if kind == "sample":   # a remote program's CPU time is not ours to see: only its wall time
             contention = {"wall_s": round(time.monotonic() - start.wall, 4)} if cell.lane else noise.since(start).as_dict()
-            for value in values:
-                value[-1]["contention"] = contention
+            values[:] = [(*value[:-1], value[-1].with_contention(contention)) for value in values]
         return values, reason
 
     def _record(self, st: _State, values: list[tuple], reason: str | None) -> None:
@@ -448,10 +449,9 @@ class _Runner:
         cell = st.cell
         if kind == "warm":
             return lambda metric, value, unit=None, facts=None: None
-        prov = {"experiment_hash": self.hash, "variant_column": cell.variant,
-                "target": cell.target, "compiler": cell.compiler, "executor": executor, "job": kind,
-                "sample": st.taken if kind == "sample" else 0, "warmup_dropped": cell.warmup,
-                **({"round": st.round} if kind == "sample" and st.round else {})}
+        record = partial(SampleRecord, self.hash, cell.variant, cell.target, cell.compiler, executor or "unknown",
+                         kind, st.taken if kind == "sample" else 0, cell.warmup,
+                         round=st.round if kind == "sample" and st.round else None)
 
         def emit(metric: "Metric | str", value: float, unit: str | None = None, facts: dict | None = None) -> None:
             if isinstance(metric, Metric):
@@ -460,9 +460,12 @@ class _Runner:
                     raise UserError(f"metric {metric.name} declared two ways: {known} and {metric}")
                 metric, unit = metric.name, metric.unit
             place = cell.place.sample_facts() if cell.place is not None else {}   # the job may add to cell.provenance
-            values.append((cell.bench, st.key, metric, value, unit or "", executor or "unknown",
-                           {**cell.provenance, **prov, "loadavg": _loadavg(), "time": time.time(), **place,
-                            **(facts or {})}))
+            try:
+                prov = record(time=time.time(), loadavg=_loadavg(), cell=dict(cell.provenance), place=place,
+                              facts=dict(facts or {}))
+            except ProvenanceError as e:   # a defect, shown as the cell's failure rather than stored
+                raise UserError(str(e)) from None
+            values.append((cell.bench, st.key, metric, value, unit or "", executor or "unknown", prov))
         return emit
 
     def _fail(self, st: _State, reason: str) -> None:

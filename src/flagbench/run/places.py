@@ -24,7 +24,8 @@ The protocol (a new kind of place, such as a lab board, implements exactly this)
     stage(path) -> str the path the program has there (copied once, by content, to a host)
     run(argv, timeout=, cpu=) -> procs.Done   one run there; a lost connection is PlaceLost
     sample_facts() -> dict  what each sample taken there records beside its value (a host's
-                       load, the boot it ran in); {} when nothing
+                       load, the boot it ran in); {} when nothing. JSON values; a key the cell's
+                       own provenance has with another value fails the sample (provenance.py)
 
 `Local` is this machine. `hosts.remote.SshHost` is a machine reached over ssh: every sample
 is one run of the program there, under a guard that dies with the connection.
@@ -50,7 +51,6 @@ from flagbench.targets import target_of
 
 FIXED_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
 FIXED_CWD = "/"
-RESUME = PlaceLost.RESUME
 
 
 class Place(Protocol):
