@@ -104,6 +104,7 @@ class LabBootHost(SshHost):
         self.booted = 0
         self.visit: dict = {}
         self.running = ""            # /proc/version there, as last read
+        self.stranded = ""           # why close() could not bring its own image back
         self._connected = False
 
     def open(self) -> "LabBootHost":
@@ -193,6 +194,7 @@ class LabBootHost(SshHost):
                     self._wait(lambda v: True, "come back on its own image")
                     self.say(f"place {self.lease.place} is back on its own image")
         except (HostError, LabError) as e:
-            self.say(f"place {self.lease.place}: not back on its own image: {e}")
+            self.stranded = f"place {self.lease.place}: not back on its own image: {e}"   # the run fails
+            self.say(self.stranded)
         finally:
             self.conn.close()
