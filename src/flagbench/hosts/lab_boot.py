@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable
 
 from flagbench import procs
+from flagbench.cache import cache_dir
 from flagbench.errors import PlaceLost
 from flagbench.hosts.labgrid import Lease, LabError, _one_line
 from flagbench.hosts.remote import SshHost
@@ -105,6 +106,9 @@ class LabBootHost(SshHost):
         self.visit: dict = {}
         self.running = ""            # /proc/version there, as last read
         self.stranded = ""           # why close() could not bring its own image back
+        # there from a variant's boot until the board is back on its own image: a run killed
+        # with -9 leaves it, and the next run boots the board's own image first
+        self.mark = cache_dir() / "labgrid" / "boards" / f"{self.name}.variant"
         self._connected = False
 
     def open(self) -> "LabBootHost":
@@ -112,11 +116,12 @@ class LabBootHost(SshHost):
         from flagbench.hosts.facts import read_facts
         from flagbench.kernel.kexec import inspect
         try:
-            version = self._wait(lambda v: True, "answer ssh after power on")
-            if "@fb-" in version:     # a variant a killed run left it on (a board that stays powered)
-                self.say(f"place {self.lease.place} runs {version.split()[2]}, a flagbench build: booting its own image")
+            self._wait(lambda v: True, "answer ssh after power on")
+            if self.mark.exists():    # a killed run left it on a variant (a board that stays powered)
+                self.say(f"place {self.lease.place} was left on a variant by an interrupted run: booting its own image")
                 self.board.boot(None)
-                self._wait(lambda v: "@fb-" not in v, "come back on its own image")
+                self._wait(lambda v: True, "come back on its own image")
+                self.mark.unlink(missing_ok=True)
             self.kernel, _ = inspect(self.conn)
             self.facts = read_facts(self.conn)
         except (HostError, LabError) as e:
@@ -131,6 +136,8 @@ class LabBootHost(SshHost):
         self.visit = {}
         self.say(f"boot {boot}: power-cycle place {self.lease.place} into {variant} ({build.identity})")
         started = time.monotonic()
+        self.mark.parent.mkdir(parents=True, exist_ok=True)
+        self.mark.write_text(f"{build.identity}\n")     # until it is back on its own image
         try:
             self.board.boot(Path(build.image))
             self._wait(lambda v: self._is(v, build.identity), f"answer as {build.identity}")
@@ -155,6 +162,7 @@ class LabBootHost(SshHost):
         try:
             self.board.boot(None)
             self._wait(lambda v: True, "come back on its own image")
+            self.mark.unlink(missing_ok=True)
             self.say(f"place {self.lease.place}: power-cycled back into its own image")
         except (HostError, LabError) as e:
             self.say(f"place {self.lease.place}: not back on its own image either: {e}")
@@ -189,10 +197,12 @@ class LabBootHost(SshHost):
         """Back on its own image whatever happened (a signal too), then disconnect."""
         try:
             with procs.after_signal():
-                if self.board.moved and not self.down:
+                if self.board.moved:      # (a failed boot was cycled back already: not moved)
                     self.board.boot(None)
                     self._wait(lambda v: True, "come back on its own image")
                     self.say(f"place {self.lease.place} is back on its own image")
+                if not self.board.moved:
+                    self.mark.unlink(missing_ok=True)
         except (HostError, LabError) as e:
             self.stranded = f"place {self.lease.place}: not back on its own image: {e}"   # the run fails
             self.say(self.stranded)
