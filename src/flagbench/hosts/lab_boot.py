@@ -17,6 +17,7 @@ rows fail as resumable (errors.PlaceLost), the other places go on.
 """
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -30,6 +31,7 @@ from flagbench.hosts.ssh import Connection, HostError, label
 
 WAIT_S = 300.0               # power on to ssh answering (≈3 s for the test board under TCG)
 CONSOLE_KEPT = 64 * 1024     # bytes of the serial console kept for a failure's message
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_`-~])")    # a firmware's screen control
 
 
 def boot_driver(lease: Lease):
@@ -85,7 +87,7 @@ class Board:
     def tail(self, lines: int = 6) -> str:
         """The console's last LINES lines, as one line."""
         self.read_console()
-        text = self.console.decode(errors="replace").replace("\r", "")
+        text = _ESCAPES.sub("", self.console.decode(errors="replace")).replace("\r", "")
         kept = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
         return " | ".join(kept) if kept else "(nothing on the serial console)"
 
