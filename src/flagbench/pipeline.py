@@ -87,7 +87,8 @@ def run(path: Path, opts: Options):
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
         check_symbols(exp, chosen, builds)
         with procs.owned_dir("flagbench-run") as workdir:
-            cells = host_cells(exp, chosen, builds, workdir, notes, fleet, opts.cpu)
+            # a host that boots the variants' kernels times their guest benches only
+            cells = host_cells(exp, chosen, builds, workdir, notes, None if kexec_host else fleet, opts.cpu)
             cells += _guest_cells(exp, chosen, workdir, notes, opts, kexec_host)
             shown = len(notes)
             for note in notes:

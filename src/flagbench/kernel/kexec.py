@@ -297,6 +297,8 @@ class KexecHost(SshHost):
 
     def enter(self, variant: str, build) -> None:
         """Boot BUILD (a kernel.kbuild.KernelBuild) there; a boot that fails is the place's failure."""
+        if build is None:   # a cell without a kernel of its own has no business on this place
+            raise PlaceLost(f"{self.dest}: variant {variant} has no kernel to boot there")
         boot = self.booted
         self.booted += 1
         self.visit = {}
