@@ -133,6 +133,8 @@ class LabBootHost(SshHost):
 
     def enter(self, variant: str, build) -> None:
         """Boot BUILD (a kernel.kbuild.KernelBuild): power cycle with its image, identity checked."""
+        if build is None:    # a cell without a kernel of its own has no business on this place
+            raise PlaceLost(f"place {self.lease.place}: variant {variant} has no kernel to boot there")
         boot = self.booted
         self.booted += 1
         self.visit = {}
