@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml setup.py src/flagbench/elf/_symtab.c src/flag
 		src/flagbench/elf/_scan.c src/flagbench/elf/_elf.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,lab]'
 	touch $@
 
 clean:

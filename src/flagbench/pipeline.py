@@ -40,6 +40,7 @@ class Options:
     fmt: str = "text"
     quiet: bool = False
     hosts: Sequence[str] = ()                # ssh destinations (else the experiment's `hosts`)
+    places: Sequence = ()                    # places made by the caller (a lab's boards: hosts/lab_place.py)
     replicate: bool = False                  # every host times every cell
     cpu: int | None = None                   # pin timed programs to this CPU (taskset on hosts)
     aa_control: bool = False                 # each bench's baseline measured twice (run/noise.aa_control)
@@ -166,7 +167,7 @@ def _fleet(exp, opts: Options, say):
     """The run's ssh hosts (--host, else the experiment's `hosts`), connected before anything
     builds: a host that cannot be reached is one line naming it (exit 2). None without hosts."""
     dests = list(opts.hosts or exp.hosts)
-    if not dests:
+    if not dests and not opts.places:
         yield None
         return
     from flagbench.hosts import checks
@@ -181,7 +182,7 @@ def _fleet(exp, opts: Options, say):
         hosts = [KexecHost(dests[0], say=say)]
     else:
         hosts = [SshHost(d) for d in dests]
-    fleet = Fleet(hosts, replicate=opts.replicate).open()
+    fleet = Fleet([*hosts, *opts.places], replicate=opts.replicate).open()
     try:
         for host in fleet.hosts:
             f = host.facts

@@ -509,6 +509,14 @@ def _watchdog() -> None:
         _watch.update(pid=os.getpid(), proc=proc, fd=w)
 
 
+def adopt_environment() -> None:
+    """Programs a library starts itself (labgrid's QEMUDriver runs qemu with its own Popen) carry
+    this process's owner token from now on: the watchdog, and the next run's sweep, end them
+    after a kill -9 as they end what `start` started."""
+    os.environ[OWNER_VAR] = _token()
+    _watchdog()
+
+
 def watchdog_pid() -> int | None:
     return _watch["proc"].pid if _watch.get("pid") == os.getpid() else None
 

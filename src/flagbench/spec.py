@@ -23,7 +23,7 @@ SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show", "kernel", "cache", "hosts", "build"}
+            "variants", "target", "bench", "show", "kernel", "cache", "hosts", "build", "places"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources", "ref"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
@@ -94,6 +94,7 @@ class Experiment:
     cache_remote: str | None = None              # [cache] remote: ccache remote storage (ccache.py)
     hosts: tuple[str, ...] = ()                  # ssh destinations that time the benches (run --host)
     distcc: tuple[str, ...] = ()                 # [build] distcc: hosts compiles are sent to (distcc.py)
+    places: tuple[str, ...] = ()                 # labgrid places that time them (run --place; hosts/labgrid.py)
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -266,7 +267,7 @@ class _Checker:
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()),
             cache_remote=self.cache_remote(data.get("cache", {})),
-            hosts=self.hosts(data), distcc=self.build_table(data.get("build", {})))
+            hosts=self.hosts(data), distcc=self.build_table(data.get("build", {})), places=self.places(data))
         if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
             kernel = kernelspec.parse(self, data)
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
@@ -299,6 +300,14 @@ class _Checker:
                 self.fail(("hosts",), f"host {h!r}: {problem}")
         self.no_repeats(hosts, ("hosts",), "hosts")
         return hosts
+
+    def places(self, data: dict) -> tuple[str, ...]:
+        places = self.strings(data, "places", (), ())
+        for p in places:
+            if not p or p.startswith("-") or any(c.isspace() for c in p):
+                self.fail(("places",), f"place {p!r}: a labgrid place name, or TAG=VALUE for any place so tagged")
+        self.no_repeats([p for p in places if "=" not in p], ("places",), "places")   # a tag twice: two places
+        return places
 
     def variants(self, data: dict) -> tuple[Variant, ...]:
         if "variants" not in data:

@@ -30,6 +30,12 @@ def register(sub):
     p.add_argument("--host", action="append", metavar="DEST", default=[],
                    help="time the benches on this machine over ssh (an ssh alias, user@host, ssh://user@host:port; "
                         "repeatable: a fleet shares the cells; FLAGBENCH_SSH replaces the ssh command)")
+    p.add_argument("--place", action="append", metavar="NAME", default=[],
+                   help="time the benches on this place of the labgrid lab at LG_COORDINATOR (NAME, or TAG=VALUE "
+                        "for any place so tagged; repeatable): reserved, waited for, acquired, powered on, reached "
+                        "over ssh through its NetworkService, released at the end")
+    p.add_argument("--place-wait", default="10m", metavar="TIME",
+                   help="with --place: how long to wait for a place someone else holds (default 10m)")
     p.add_argument("--replicate", action="store_true", help="with several --host: every host times every cell")
     p.add_argument("--cpu", type=int, metavar="N", help="pin the timed programs to CPU N (taskset on a host)")
     p.add_argument("--aa-control", action="store_true",
@@ -53,7 +59,27 @@ def run(args) -> int:
     from flagbench.run.until import parse_budget, parse_width
 
     procs.install()
-    opts = pipeline.Options(db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
+    from flagbench import spec
+    exp = spec.load(Path(args.experiment))
+    places = args.place or list(exp.places)
+    if places:   # the lab's places are held around the whole run (hosts/lab_place.py)
+        from flagbench.hosts.lab_place import leased, places_for
+        from flagbench.textsafe import sayer
+        say = sayer("flagbench run: ")
+        try:
+            with leased(places, wait_s=parse_budget(args.place_wait), say=say) as leases:
+                return _run(args, places_for(leases, exp, say))
+        except procs.Terminated as e:
+            print(f"flagbench run: {e}: stopped", file=sys.stderr)
+            return e.exit_status
+    return _run(args)
+
+
+def _run(args, places=()) -> int:
+    from flagbench import pipeline, procs
+    from flagbench.run.until import parse_budget, parse_width
+
+    opts = pipeline.Options(places=tuple(places), db=args.db, benches=args.bench, samples=args.samples, fresh=args.fresh,
                             jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
                             replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control,
                             rounds=args.rounds, until=None if args.until is None else parse_width(args.until),

@@ -1,0 +1,64 @@
+"""Places of a labgrid lab as the run's machines: `flagbench run EXP --place NAME` (repeatable;
+`places = [...]` in the experiment; `--place TAG=VALUE` for any place so tagged).
+
+    with leased(["board-7", "arch=x86_64"], wait_s=600, say=say) as leases:
+        dests = [lease.dest for lease in leases]     # ssh destinations: everything --host does
+
+Every place is reserved, waited for (bounded, the holder said), acquired and powered on before
+anything is built; its shell is its NetworkService over ssh, so from there on it is a host like
+any --host (user programs timed there, kernels booted by kexec). All are released when the run
+ends, fails or is stopped by a signal; a run killed with -9 leaves them to the next (lab_state).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+from flagbench.errors import UserError
+from flagbench.hosts.labgrid import WAIT_S, Lab, Lease
+
+
+@contextmanager
+def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
+           say: Callable[[str], None] = lambda s: None) -> Iterator[list[Lease]]:
+    """Every place SPECS names, held (and powered) for the block; released after it."""
+    names = [s for s in specs if "=" not in s]     # a TAG=VALUE twice asks for two places so tagged
+    if len(set(names)) != len(names):
+        raise UserError(f"--place names {next(s for s in names if names.count(s) > 1)} twice")
+    with Lab.connect(say) as lab:
+        lab.check(specs)
+        leases = []
+        for spec in specs:
+            lease = lab.lease(spec, wait_s=wait_s)
+            lease.power_on()
+            say(f"place {lease.place}: its shell is {lease.dest} (NetworkService)")
+            leases.append(lease)
+        yield leases
+
+
+def places_for(leases: Sequence[Lease], exp, say: Callable[[str], None]) -> list:
+    """The run's places (run/places.py), one per held place and named by it in tables: for a
+    kernel experiment's guest benches a LabBootHost where the place boots from an image
+    (labgrid's QEMUDriver: each variant by power cycle), else a KexecHost; for the rest an ssh
+    host. Each reaches the place's NetworkService with the ssh client its lease says."""
+    from flagbench.hosts.lab_boot import LabBootHost, boot_driver
+    from flagbench.hosts.remote import SshHost
+    from flagbench.hosts.ssh import Connection, label
+    from flagbench.hosts.kexec import KexecHost
+
+    kernels = exp.kernel is not None and any(b.guest for b in exp.benches)
+    if kernels and len(leases) > 1:
+        raise UserError(f"{exp.path}: guest benches boot kernels on one --place at a time "
+                        f"(given: {', '.join(lease.place for lease in leases)})")
+    out = []
+    for lease in leases:
+        if kernels and boot_driver(lease) is not None:
+            out.append(LabBootHost(lease, say))
+            continue
+        host = KexecHost(lease.dest, say=say) if kernels else SshHost(lease.dest)
+        host.conn = Connection(lease.dest, ssh=lease.ssh)     # through the exporter when labgrid says so
+        if kernels:
+            host.kexec.conn = host.conn
+        host.name = label(lease.place)
+        out.append(host)
+    return out
