@@ -7,7 +7,9 @@ a temporary name and renamed into place, so deleting the directory is always saf
 """
 from __future__ import annotations
 
+import fcntl
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 CACHE_ENV = "FLAGBENCH_CACHE"
@@ -16,3 +18,16 @@ DEFAULT = ".cache/flagbench"
 
 def cache_dir() -> Path:
     return Path(os.environ.get(CACHE_ENV) or DEFAULT).resolve()
+
+
+@contextmanager
+def locked(path: Path):
+    """An exclusive lock on PATH (created), held while the block runs: two processes asking
+    for the same tree or cell do the work once, the second finds it done."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -26,16 +26,15 @@ A Commit's `tree` is the content's name: two refs with one tree are one build (k
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from flagbench import procs
+from flagbench.cache import locked
 from flagbench.errors import UserError
 
 GIT_TIMEOUT = 1800          # a checkout of a kernel tree writes ~75,000 files
@@ -152,17 +151,6 @@ def commits(repo: str | Path, base: str, head: str) -> list[Commit]:
     return out
 
 
-@contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def holds(dest: Path) -> str | None:
     """The tree sha a directory made here holds, None when it holds none (or half of one)."""
     try:
@@ -186,7 +174,7 @@ def export(commit: Commit, dest: Path) -> Path:
     dest = Path(dest)
     if holds(dest) == commit.tree:
         return dest
-    with _locked(dest.with_name(dest.name + ".lock")):
+    with locked(dest.with_name(dest.name + ".lock")):
         if holds(dest) == commit.tree:
             return dest
         tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")

@@ -19,17 +19,16 @@ write through a shared inode into the original; `apply_patches` checks that afte
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from flagbench import procs, vcs
+from flagbench.cache import locked
 from flagbench.errors import UserError
 from flagbench.kernelspec import DEBIAN_SOURCES
 
@@ -56,19 +55,6 @@ class Tree:
 def trees_dir() -> Path:
     from flagbench.build import cache_dir
     return cache_dir() / "kernel" / "trees"
-
-
-@contextmanager
-def locked(path: Path):
-    """An exclusive lock on PATH (created), held while the block runs: two processes asking
-    for the same tree or cell do the work once, the second finds it done."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def makefile_version(src: Path) -> str:
