@@ -42,11 +42,15 @@ class SshClient:
         return f"ssh -F {self.config}"
 
     def logged_ssh_env(self, log: Path) -> str:
-        """FLAGBENCH_SSH for this server through a wrapper that appends each ssh argv to LOG
-        (a JSON list a line) before running it: `remote_commands(LOG)` reads back what ran there."""
-        wrapper = Path(log).with_suffix(".py")
-        wrapper.write_text(_LOGGING_SSH)
-        return shlex.join([sys.executable, str(wrapper), str(log), *self.ssh])
+        return logged_ssh(log, self.ssh)
+
+
+def logged_ssh(log: Path, ssh: list[str]) -> str:
+    """FLAGBENCH_SSH for the ssh argv SSH through a wrapper that appends each ssh argv to LOG
+    (a JSON list a line) before running it: `remote_commands(LOG)` reads back what ran there."""
+    wrapper = Path(log).with_suffix(".py")
+    wrapper.write_text(_LOGGING_SSH)
+    return shlex.join([sys.executable, str(wrapper), str(log), *ssh])
 
 
 # argv: LOG SSH-ARGV...; the ssh's own options follow (flagbench's), then "--", DEST, the command

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, ROOT, flagbench
-from sshd_util import remote_commands
+from sshd_util import logged_ssh, remote_commands
 from testbox_util import booted_box
 
 from flagbench.hosts import kexec
@@ -81,7 +82,7 @@ def test_kexec_rounds_on_the_box(tmp_path):
         release = box.run("uname", "-r").stdout.strip()
         log = tmp_path / "ssh.log"               # every command the run sends the box
         done = flagbench("run", exp, "--host", "box-rounds", "--rounds", "2", "--db", db, "--format", "json",
-                         env={"FLAGBENCH_SSH": box.logged_ssh_env(log)}, timeout=3600)
+                         env={"FLAGBENCH_SSH": logged_ssh(log, shlex.split(box.ssh_env))}, timeout=3600)
         assert done.returncode == 0, done.stderr[-3000:]
         assert box.version() == original                       # restored
         assert "is back on its own kernel" in done.stderr
