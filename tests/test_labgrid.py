@@ -193,6 +193,8 @@ def test_sigterm_and_kill_9_leave_the_place_released(lab_box, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.skip(reason="not yet seen passing end to end (issue 28): a kernel boot on a lab place "
+                  "waits to be proven on a quiet machine before it gates make test")
 def test_kernels_are_kexeced_on_a_place(tmp_path):
     """The kexec test box as a place's NetworkService: the variants booted there by kexec in
     rounds, each checked by its build identity, the box's kernel restored, the place released."""
@@ -253,6 +255,8 @@ def qemus(marker: str) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.skip(reason="not yet seen passing end to end (issue 28): a kernel boot on a lab place "
+                  "waits to be proven on a quiet machine before it gates make test")
 def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
     """QEMUDriver as the board: rounds A B B A, each boot a power cycle with the variant's kernel
     as the board's image, the identity checked; the board back on its own image, qemu ended."""
@@ -332,6 +336,8 @@ def test_a_fleet_of_places_shares_rows_and_a_place_that_drops_out_is_resumed(tmp
 
 
 @pytest.mark.slow
+@pytest.mark.skip(reason="not yet seen passing end to end (issue 28): a kernel boot on a lab place "
+                  "waits to be proven on a quiet machine before it gates make test")
 def test_a_board_that_does_not_come_up_is_cycled_back_and_its_console_shown(tmp_path, monkeypatch):
     """A boot that fails (an image its boot cannot load; a kernel that is not the variant's) is
     the place's failure: the board is power-cycled back into its own image and the reason
