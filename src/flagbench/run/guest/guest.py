@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
@@ -328,9 +329,15 @@ class Booter:
         self.baseline = _variant_name(builds[0])
         self.noise_floor, self.notes, self.top = noise_floor, notes, top
         self._boots: dict[str, VariantBoot] = {}
+        # one boot per variant even when two lanes ask at once (a kexec host asks before it boots)
+        self._lock = threading.RLock()
         self._noted: set[str] = set()
 
     def get(self, variant: str) -> VariantBoot:
+        with self._lock:
+            return self._get(variant)
+
+    def _get(self, variant: str) -> VariantBoot:
         if variant not in self._boots:
             aa = variant == "aa"
             build = self.builds[self.baseline if aa else variant]
