@@ -7,6 +7,7 @@ cache is a fixture (`object_cache`, or `module_cache` for one cache per module).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -68,3 +69,17 @@ def module_cache(tmp_path_factory, monkeypatch) -> Path:
     path = tmp_path_factory.getbasetemp() / "shared-object-cache"
     monkeypatch.setenv(CACHE_ENV, str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def _signals_are_per_test():
+    """A test that sends itself a signal (or one that runs flagbench in-process, which installs
+    procs' handlers) must not leave the next test in the same xdist worker unable to start a
+    program: procs refuses new ones once a signal came, for the rest of the process."""
+    from flagbench import procs
+
+    handlers = {s: signal.getsignal(s) for s in procs.SIGNALS}
+    yield
+    procs.forget_signal()
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)

@@ -195,9 +195,9 @@ def test_kernel_pair_through_distcc_is_the_local_build(farm, tmp_path):
     try:
         assert done.returncode == 0, done.stdout + done.stderr
         print(done.stdout)
-        assert set(built) == {"default", "patched"}, done.stdout
+        assert set(built) == {"default", "patched"}, done.stdout + done.stderr
         spread = [tuple(map(int, m.groups())) for m in _SPREAD.finditer(done.stdout)]
-        assert len(spread) == 2, done.stdout
+        assert len(spread) == 2, done.stdout + done.stderr
         total, remote, here = spread[0]                      # default: ccache empty, all compiles sent
         assert remote > 300 and remote + here == total, spread
         daemons = sum(compiles_done(farm["dir"] / k) - before[k] for k in ("a", "b"))

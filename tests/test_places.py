@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from rich.console import Console
 
+from flagbench import procs
 from flagbench.errors import NotHere, PlaceLost
 from flagbench.run.engine import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, BenchCell, run_cells
 from flagbench.run.places import LOCAL
@@ -141,9 +142,11 @@ def test_a_place_lost_mid_run_is_resumed_to_the_exact_count(tmp_path):
 
 
 def test_an_interrupt_during_a_boot_keeps_what_was_taken_and_resumes(tmp_path):
+    procs.install()   # as the CLI does: the signal goes through procs' handler
     with Store(tmp_path / "fb.db") as store:
         first = run(store, FakeBoard(interrupt_at=1))    # Ctrl-C while B boots in round 1
         assert first.status == EXIT_INTERRUPTED
+        procs.forget_signal()   # the resume is a new command: a new process
         kept = Counter(s["cell"] for s in samples(store, first.run_id))
         assert kept["A/x86_64/gcc:tasks=1"] == kept["A/x86_64/gcc:tasks=2"] == 2 and max(kept.values()) == 2
         board = FakeBoard()

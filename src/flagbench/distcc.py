@@ -42,6 +42,7 @@ ENV = "FLAGBENCH_DISTCC_HOSTS"
 DEFAULT_PORT = 3632
 CONNECT_TIMEOUT = 3.0
 PROBE_TIMEOUT = 30.0
+PROBE_TRIES = 3          # a host is dropped when the probe fails this many times in a row
 LOCAL = "localhost"          # distcc's name for "compile here"
 # [user@]host[:port][/limit][,lzo]; "localhost[/N]" is distcc's own local slots
 _ENTRY = re.compile(r"(?:(?P<user>[A-Za-z0-9_.-]*)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9_.-]*)"
@@ -225,12 +226,15 @@ def _check_one(host: str, index: int, argv: tuple[str, ...], work: Path, here: b
             socket.create_connection((name, port), timeout=CONNECT_TIMEOUT).close()
         except OSError as e:
             return f"does not answer on port {port} ({e.strerror or e})"
-    log = work / f"{index}.log"
-    there = _compile(("distcc", *argv), work, f"{index}.o",
-                     {"DISTCC_HOSTS": host, "DISTCC_FALLBACK": "0", "DISTCC_BACKOFF_PERIOD": "0",
-                      "DISTCC_IO_TIMEOUT": str(int(PROBE_TIMEOUT)), "DISTCC_LOG": str(log)})
+    for attempt in range(PROBE_TRIES):   # a dropped connection under load is not a verdict on the host
+        log = work / f"{index}.{attempt}.log"
+        there = _compile(("distcc", *argv), work, f"{index}.o",
+                         {"DISTCC_HOSTS": host, "DISTCC_FALLBACK": "0", "DISTCC_BACKOFF_PERIOD": "0",
+                          "DISTCC_IO_TIMEOUT": str(int(PROBE_TIMEOUT)), "DISTCC_LOG": str(log)})
+        if not isinstance(there, str):
+            break
     if isinstance(there, str):
-        return f"cannot compile with {argv[0]} there ({_distcc_error(log) or there})"
+        return f"cannot compile with {argv[0]} there, {PROBE_TRIES} tries ({_distcc_error(log) or there})"
     if there == here:
         return None
     ours, theirs = _comment(here), _comment(there)

@@ -142,6 +142,13 @@ def _on_signal(signum, frame) -> None:
     raise Terminated(signum)
 
 
+def forget_signal() -> None:
+    """Let programs start again for good: a process that goes on after a handled signal (a test
+    that interrupts a run in-process, then resumes it as a new command would)."""
+    global _terminating
+    _terminating = None
+
+
 @contextmanager
 def after_signal() -> Iterator[None]:
     """Inside: programs may start again after a signal, for a cleanup that must run some
