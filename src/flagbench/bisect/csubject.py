@@ -10,34 +10,18 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from flagbench.bisect.subject import Subject
 from flagbench.errors import UserError
 from flagbench.run.engine import collect
 
 
-class CSubject:
-    def __init__(self, exp, bench, *, variant: str | None, target: str | None, compiler: str | None,
-                 workdir: Path, jobs: int = 2):
-        cells = [c for c in exp.cells() if (variant is None or c.variant.name == variant)
-                 and (target is None or c.target == target) and (compiler is None or c.compiler == compiler)]
-        if not cells:
-            raise UserError(f"{exp.path}: no cell of variant {variant or '*'}, target {target or '*'}, "
-                            f"compiler {compiler or '*'}")
-        self.exp, self.bench, self.cell, self.workdir, self.jobs = exp, bench, cells[0], workdir, jobs
-        self.repo: Path | None = None
-        self.builds = 0                # builds attempted (each commit once)
+class CSubject(Subject):
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
         self._built: dict[str, object] = {}
         self.iterations: int | None = None   # of a timed sample
 
     # -- sources at a commit --------------------------------------------------------------
-    def repository(self) -> Path:
-        """The git work tree holding the experiment's sources."""
-        from flagbench import refspec
-        if self.repo is None:
-            self.repo = refspec.repository(self.exp)
-            if self.repo is None:
-                raise UserError(f"{self.exp.path}: its sources are not in a git repository: nothing to bisect")
-        return self.repo
-
     def at(self, commit) -> tuple:
         """(experiment, cell) with the sources as the commit has them (refspec: an export in the
         cache); a variant's own `ref` is replaced by the step's commit."""

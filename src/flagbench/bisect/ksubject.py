@@ -8,32 +8,17 @@ Time is not bisected here: under TCG a guest's time is emulated time.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
+from flagbench.bisect.subject import Subject
 from flagbench.errors import UserError
 
 
-class KernelSubject:
-    def __init__(self, exp, bench, *, variant: str | None, target: str | None, compiler: str | None,
-                 workdir: Path, jobs: int = 2):
-        cells = [c for c in exp.cells() if (variant is None or c.variant.name == variant)
-                 and (target is None or c.target == target) and (compiler is None or c.compiler == compiler)]
-        if not cells:
-            raise UserError(f"{exp.path}: no cell of variant {variant or '*'}, target {target or '*'}")
-        self.exp, self.bench, self.cell, self.workdir, self.jobs = exp, bench, cells[0], workdir, jobs
-        self.repo: Path | None = None
-        self.builds = 0
-        self.why = ""
-        self._meter = None
-        self._values: dict[tuple[str, str], float] = {}
+class KernelSubject(Subject):
+    what = "[kernel] source is"
 
-    def repository(self) -> Path:
-        from flagbench import refspec
-        if self.repo is None:
-            self.repo = refspec.repository(self.exp)
-            if self.repo is None:
-                raise UserError(f"{self.exp.path}: [kernel] source is not a git repository: nothing to bisect")
-        return self.repo
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self._meter = None
 
     def build(self, commit=None, column: str | None = None):
         """The kernel at the commit; None when it does not build (the step is skipped)."""
