@@ -7,7 +7,6 @@ cache is a fixture (`object_cache`, or `module_cache` for one cache per module).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -72,14 +71,10 @@ def module_cache(tmp_path_factory, monkeypatch) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _signals_are_per_test():
-    """A test that sends itself a signal (or one that runs flagbench in-process, which installs
-    procs' handlers) must not leave the next test in the same xdist worker unable to start a
-    program: procs refuses new ones once a signal came, for the rest of the process."""
-    from flagbench import procs
-
-    handlers = {s: signal.getsignal(s) for s in procs.SIGNALS}
+def _procs_is_per_test():
+    """A test that runs flagbench in-process (which calls procs.install) or sends itself a signal
+    must not leave the rest of its xdist worker a subreaper that kills the test servers it
+    starts as orphans, nor unable to start a program because a signal came once."""
     yield
-    procs.forget_signal()
-    for signum, handler in handlers.items():
-        signal.signal(signum, handler)
+    from flagbench import procs
+    procs.uninstall()

@@ -150,9 +150,9 @@ def test_kernel_cells_send_ccache_misses_but_never_native_flags(farm, tmp_path):
     native, plain = plan("native", "-O2 -march=native"), plan("plain", "-O2")
     said = []
     _send_to_distcc([native, plain], (farm["a"], farm["old"], farm["dead"]), said.append)
-    assert native.env == {}
+    assert native.env == {}, said
     assert plain.env == {"DISTCC_HOSTS": farm["a"], "DISTCC_LOG": str(tmp_path / "plain" / DISTCC_LOG),
-                         "CCACHE_PREFIX": "distcc"}
+                         "CCACHE_PREFIX": "distcc"}, said
     assert said[0] == "native: -march=native compiles here only, not through distcc (distcc#331)"
     # behind ccache the host is sent /usr/bin/gcc, not `gcc`: the probe sent that too
     assert said[1].startswith(f"distcc host {distcc.shown(farm['old'])} dropped: its /usr/bin/gcc is another version")

@@ -58,6 +58,7 @@ _lock = threading.RLock()        # Popen creation vs orphan scans: a fresh child
 _live: dict[int, "Proc"] = {}    # pid -> handle of every child started here and not yet ended
 _subreaper = False
 _terminating: int | None = None  # the signal being handled: no new program starts
+_previous: dict = {}              # the handlers install() replaced, for uninstall()
 _forking = False                 # the main thread is inside Popen: at-fork hooks may be running
 OWNER_VAR = "FLAGBENCH_OWNER"
 _tokens: dict[int, str] = {}
@@ -127,7 +128,9 @@ def install() -> None:
         _subreaper = True
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
-            signal.signal(signum, _on_signal)
+            previous = signal.signal(signum, _on_signal)
+            if previous is not _on_signal:
+                _previous[signum] = previous
     if not _tokens:   # once: what dead flagbenches left running (a scan of /proc, ~50 ms)
         sweep_leftovers()
         _token()
@@ -149,15 +152,31 @@ def forget_signal() -> None:
     _terminating = None
 
 
+def uninstall() -> None:
+    """Undo install() in a process that goes on with other work (a test suite): no longer a
+    subreaper, whose kill_orphans would take the servers it started itself for orphans,
+    the signal handlers it had before, no signal pending."""
+    global _subreaper
+    if _subreaper:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        _subreaper = False
+    if threading.current_thread() is threading.main_thread():
+        for signum, handler in _previous.items():
+            signal.signal(signum, handler)
+    _previous.clear()
+    forget_signal()
+
+
 @contextmanager
-def after_signal() -> Iterator[None]:
+def after_signal() -> Iterator[int | None]:
     """Inside: programs may start again after a signal, for a cleanup that must run some
-    (kexec a host back into its own kernel). The signal is still the caller's to re-raise;
-    a second one inside raises Terminated as usual."""
+    (kexec a host back into its own kernel); it yields the signal (None: there was none), so
+    a cleanup can be brief after one. The signal is still the caller's to re-raise; a second
+    one inside raises Terminated as usual."""
     global _terminating
     saved, _terminating = _terminating, None
     try:
-        yield
+        yield saved
     finally:
         _terminating = _terminating or saved
 

@@ -40,6 +40,7 @@ DEFAULT_COORDINATOR = "127.0.0.1:20408"     # labgrid's own default
 WAIT_S = 600.0                               # for a place someone else holds
 POLL_S = 1.0
 RPC_S = 30.0                                 # one call to the coordinator
+RPC_AFTER_SIGNAL_S = 5.0                     # ... while a signal waits: a run asked to stop stops
 
 
 def _api():
@@ -87,6 +88,7 @@ class Lab:
         self.session = None
         self.env = None
         self.leases: list[Lease] = []
+        self.rpc_s = RPC_S
 
     @classmethod
     def connect(cls, say: Callable[[str], None] = lambda s: None) -> "Lab":
@@ -124,7 +126,9 @@ class Lab:
     def close(self) -> None:
         """Release every place still held (after a signal too), then end the session."""
         errors = []
-        with procs.after_signal():
+        with procs.after_signal() as signum:
+            if signum is not None:
+                self.rpc_s = RPC_AFTER_SIGNAL_S
             for lease in list(self.leases):
                 try:
                     lease.release()
@@ -144,7 +148,7 @@ class Lab:
     # -- talking to the coordinator ---------------------------------------------------------------
     def _run(self, coro, session=None):
         session = session or self.session
-        return session.loop.run_until_complete(asyncio.wait_for(coro, RPC_S))
+        return session.loop.run_until_complete(asyncio.wait_for(coro, self.rpc_s))
 
     def call(self, method: str, request):
         """One coordinator RPC; its failure is a LabError with the coordinator's words."""
@@ -154,7 +158,7 @@ class Lab:
         except grpc.aio.AioRpcError as e:
             raise LabError(f"labgrid coordinator {self.address}: {method}: {e.details()}") from None
         except asyncio.TimeoutError:
-            raise LabError(f"labgrid coordinator {self.address}: {method}: no answer in {RPC_S:g} s") from None
+            raise LabError(f"labgrid coordinator {self.address}: {method}: no answer in {self.rpc_s:g} s") from None
 
     def pump(self, seconds: float) -> None:
         """Let the session take the coordinator's updates (places acquired, released) for SECONDS."""
