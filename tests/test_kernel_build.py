@@ -7,6 +7,7 @@ changed (one function of lib/string.c), and the compiler's own error message.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -245,6 +246,14 @@ def test_aa_pair_is_byte_identical_but_for_its_identity():
     builds = build_test_kernels(("default", "again"))
     a, b = builds["default"], builds["again"]
     assert a.ok and b.ok, (a.error, b.error)
+    if not b.cached:   # built now: from default's O= directory (kbuild/seed.py), recompiling
+        # only what holds the build identity, and the decompressor that holds vmlinux's layout
+        log = (b.dir / "flagbench-make.log").read_text()
+        compiled = set(re.findall(r"^  (?:CC|AS) +(\S+)$", log, re.M))
+        assert b.seeded_from == a.dir and compiled == {
+            "init/version.o", "init/version-timestamp.o", "arch/x86/boot/version.o",
+            "arch/x86/boot/header.o", "arch/x86/boot/compressed/piggy.o",
+            "arch/x86/boot/compressed/misc.o"}, (b.seeded_from, compiled)
     assert a.identity != b.identity and len(a.identity) == len(b.identity)
     for build in (a, b):
         assert f"(flagbench@{build.identity})".encode() in build.vmlinux.read_bytes()
@@ -360,11 +369,16 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
     fragment = Path(spec.__file__).resolve().parent / "run" / "guest" / "boot-x86_64.config"
     exp = tmp_path / "exp"
     exp.mkdir()
+    # a comment-only patch gives the cell a tree of its own: no sibling build to start from
+    # (kbuild/seed.py), so make compiles every object (ccache hits) and can be caught at it
+    (exp / "own-tree.patch").write_text(
+        "--- a/lib/bcd.c\n+++ b/lib/bcd.c\n@@ -1,3 +1,4 @@\n // SPDX-License-Identifier: GPL-2.0\n"
+        "+/* flagbench's kill -9 test */\n #include <linux/bcd.h>\n #include <linux/export.h>\n")
     (exp / "experiment.toml").write_text(
         f'name = "kill9"\ntargets = ["x86_64"]\n[kernel]\nsource = "debian:6.1"\nconfig = "tinyconfig"\n'
-        f'fragments = ["{fragment}"]\n[variants]\ndefault = {{}}\n')
-    out = cache_dir() / "kernel" / "trees" / "debian-6.1" / "out"
-    before = set(out.glob("kill9-*"))
+        f'fragments = ["{fragment}"]\n[variants]\ndefault = {{ patches = ["own-tree.patch"] }}\n')
+    trees = cache_dir() / "kernel" / "trees"
+    before = set(trees.glob("debian-6.1*/out/kill9-*"))
     env = {**os.environ, "PYTHONPATH": str(Path(spec.__file__).resolve().parents[1])}
     run = subprocess.Popen([sys.executable, "-m", "flagbench", "build", str(exp), "-q"], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -372,7 +386,7 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
     try:
         end = time.monotonic() + 600
         while time.monotonic() < end:   # until make is compiling (CC lines in its log)
-            made = [d for d in set(out.glob("kill9-*")) - before]
+            made = [d for d in set(trees.glob("debian-6.1*/out/kill9-*")) - before]
             logs = [d / "default--x86_64--gcc" / "flagbench-make.log" for d in made]
             if logs and logs[0].is_file() and logs[0].read_text(errors="replace").count("  CC ") >= 10:
                 odir = logs[0].parent
@@ -396,7 +410,7 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
         if run.poll() is None:
             run.kill()
             run.wait()
-        for d in set(out.glob("kill9-*")) - before:
+        for d in set(trees.glob("debian-6.1*/out/kill9-*")) - before:
             shutil.rmtree(d, ignore_errors=True)
 
 

@@ -83,7 +83,11 @@ def _print_kernels(kernels, quiet: bool = False) -> None:
     """Kernel cells and their artifacts, one block each (a failed one shows its error lines)."""
     width = max((len(k.cell.key) for k in kernels), default=0)
     for k in kernels:
-        state = "FAILED" if not k.ok else "cached" if k.cached else f"built in {k.seconds:.0f} s ({k.compiled} compiled)"
+        if not k.ok or k.cached:
+            state = "FAILED" if not k.ok else "cached"
+        else:
+            seeded = f", from {k.seeded_from.parent.name}/{k.seeded_from.name}" if k.seeded_from else ""
+            state = f"built in {k.seconds:.0f} s ({k.compiled} compiled{seeded})"
         print(f"{k.cell.key:<{width}}  {state}  {k.dir}")
         if quiet and k.ok:
             continue

@@ -38,7 +38,7 @@ from typing import Iterable, Iterator, Sequence
 from flagbench import ccache, distcc, procs
 from flagbench.build import cached_version, probe
 from flagbench.errors import UserError
-from flagbench.kbuild import config as kconfig_file
+from flagbench.kbuild import config as kconfig_file, seed
 from flagbench.kbuild import source
 from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, is_host_config, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
@@ -81,6 +81,7 @@ class KernelBuild:
     identity: str = ""                 # KBUILD_BUILD_HOST: /proc/version says "(flagbench@IDENTITY)"
     ccache: ccache.Stats | None = None  # what ccache did for this run's make (None: no make ran)
     distcc: distcc.Counts | None = None  # with distcc hosts: where this run's make compiled
+    seeded_from: Path | None = None    # the sibling O= directory this build started from (seed.py)
 
 
 @dataclass
@@ -329,7 +330,7 @@ def _configure(p: _Plan, exp: Experiment, say) -> None:
     if p.last.get("config_stamp") != p.config_stamp or not (p.odir / ".config").is_file():
         say(f"{p.cell.key}: configuring ({p.base} + {len(p.options)} options) in {p.odir}")
         kconfig_file.configure(p.make, p.odir, p.base, p.options, p.env)
-        p.last = {**p.last, "config_stamp": p.config_stamp, "stamp": None}
+        p.last = {**p.last, "config_stamp": p.config_stamp, "stamp": None, seed.KEY: None}
         _write_json(p.odir / CELL_FILE, p.last)
     kconfig_file.check_truth(p.options, p.odir / ".config", p.tree.src, p.cell.arch.kbuild.srcarch, p.cell.key)
 
@@ -363,10 +364,18 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         expected = p.last.get("objects") or _estimate(p)
         bars.update(task, total=expected, completed=0, now="checkout" if p.snapshot else "make")
         source.checkout(p.tree)
+        seed_key = seed.key(p)
+        seeded = None
+        if p.snapshot is None and "compiled" not in p.last:   # no make ran here yet
+            sibling = seed.find(p, seed_key, _read_json)
+            if sibling is not None:
+                bars.update(task, now=f"copying {sibling.name}")
+                seeded = sibling if seed.copy_from(sibling, p.odir) else None
         bars.update(task, now="make")
         start = time.monotonic()
         (p.odir / CCACHE_LOG).unlink(missing_ok=True)
         (p.odir / DISTCC_LOG).unlink(missing_ok=True)
+        _write_json(p.odir / CELL_FILE, {**p.last, seed.KEY: None})   # a killed make seeds nobody
         rc, compiled, errors = _run_make(p, jobs, bars, task, escape)
         seconds = time.monotonic() - start
         stats = ccache.read_stats(p.odir / CCACHE_LOG, p.env.get("CCACHE_REMOTE_STORAGE"))
@@ -379,7 +388,8 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         else:
             bars.update(task, total=max(compiled, 1), completed=max(compiled, 1), now=f"{compiled} compiled")
         data = {**p.last, "stamp": p.stamp if ok else None, "ok": ok, "error": error, "seconds": seconds,
-                "compiled": compiled, "tools": p.tools,
+                "compiled": compiled, "tools": p.tools, seed.KEY: seed_key if ok else None,
+                "seeded_from": str(seeded) if seeded else None,
                 "objects": max(compiled, p.last.get("objects") or 0) if ok else p.last.get("objects")}
         _write_json(p.odir / CELL_FILE, data)
         if ok:
@@ -483,7 +493,8 @@ def _result(p: _Plan, cached: bool) -> KernelBuild:
         tools=dict(p.last.get("tools") or p.tools), cached=cached, ok=bool(p.last.get("ok")),
         error=p.last.get("error"), compiled=0 if cached else int(p.last.get("compiled") or 0),
         tree=f"{p.tree.label}: Linux {p.tree.version}", make=tuple(p.make), options=tuple(p.options),
-        src=p.tree.src, identity=p.env["KBUILD_BUILD_HOST"])
+        src=p.tree.src, identity=p.env["KBUILD_BUILD_HOST"],
+        seeded_from=Path(p.last["seeded_from"]) if p.last.get("seeded_from") and not cached else None)
 
 
 # -- what `flagbench build` prints ------------------------------------------------------------
@@ -493,6 +504,6 @@ def as_json(b: KernelBuild) -> dict:
             "dir": str(b.dir), "vmlinux": str(b.vmlinux) if b.ok else None,
             "image": str(b.image) if b.image else None, "system_map": str(b.system_map) if b.ok else None,
             "config": str(b.config), "modules": [str(m) for m in b.modules], "seconds": round(b.seconds, 1),
-            "compiled": b.compiled, "tools": b.tools, "tree": b.tree, "make": list(b.make),
+            "compiled": b.compiled, "seeded_from": str(b.seeded_from) if b.seeded_from else None, "tools": b.tools, "tree": b.tree, "make": list(b.make),
             "options": [o.line for o in b.options], "identity": b.identity, "ccache": b.ccache.as_dict() if b.ccache else None,
             "distcc": b.distcc.as_dict() if b.distcc else None}
