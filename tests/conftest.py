@@ -78,3 +78,15 @@ def _procs_is_per_test():
     yield
     from flagbench import procs
     procs.uninstall()
+
+
+# The modules that build and boot kernels, longest first (durations of a clean clone's run):
+# xdist hands modules out in collection order (--dist loadfile), so these start at once and the
+# many short modules fill in beside them, instead of one long module running alone at the end.
+LONGEST_FIRST = ("test_kernel_build.py", "test_kexec.py", "test_bisect.py", "test_series.py", "test_guest.py",
+                 "test_distcc.py", "test_labgrid.py", "test_box.py", "test_hosts_run.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: file order kept within

@@ -51,3 +51,13 @@ def build_test_kernels(variants=("default", "patched"), *, extra_fragments=()) -
     with source.locked(cache_dir() / "kernel" / "test-kernel.lock"):
         builds = build_kernels(exp, cells, jobs=2, progress=False, extra_fragments=extra_fragments)
     return {b.cell.variant.name: b for b in builds}
+
+
+def appending_patch(src: Path, rel: str, line: str) -> str:
+    """A unified diff that appends LINE to the file REL of the tree at SRC (after its last line,
+    so no line of it moves: __LINE__ and every object's code stay as they were)."""
+    lines = (src / rel).read_text().splitlines()
+    tail = lines[-3:]
+    return (f"--- a/{rel}\n+++ b/{rel}\n@@ -{len(lines) - len(tail) + 1},{len(tail)} "
+            f"+{len(lines) - len(tail) + 1},{len(tail) + 1} @@\n"
+            + "".join(f" {t}\n" for t in tail) + f"+{line}\n")

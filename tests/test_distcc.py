@@ -161,7 +161,7 @@ def test_kernel_cells_send_ccache_misses_but_never_native_flags(farm, tmp_path):
 
 
 # -- Kbuild ---------------------------------------------------------------------------------------
-_KERNEL_LINE = re.compile(r"^(\S+/x86_64/gcc)\s+built in \d+ s \((\d+) compiled\)\s+(/\S+)$", re.M)
+_KERNEL_LINE = re.compile(r"^(\S+/x86_64/gcc)\s+built in \d+ s \((\d+) compiled(?:, from \S+)?\)\s+(/\S+)$", re.M)
 _SPREAD = re.compile(r"^\s+distcc: (\d+) compiles, (\d+) remote \(\d+%[^)]*\), (\d+) here", re.M)
 _MISSES = re.compile(r"^\s+ccache: \d+ compiles, .* (\d+) misses", re.M)
 # The build identity (KBUILD_BUILD_HOST, one per cell) is in these alone: the version objects, the
@@ -185,15 +185,11 @@ def test_kernel_through_distcc_is_the_local_build(farm, tmp_path):
     kernel would say no more, at ten minutes of this machine)."""
     import secrets
 
-    from kernel_util import BOOT_FRAGMENT, build_test_kernels
+    from kernel_util import BOOT_FRAGMENT, appending_patch, build_test_kernels
 
     local = build_test_kernels(("default",))["default"]    # the reference, and a warm ccache
-    header = (local.src / TOUCHED_HEADER).read_text().splitlines()
     nonce = secrets.token_hex(8)                           # a result no earlier session stored
-    tail = header[-3:]
-    patch = (f"--- a/{TOUCHED_HEADER}\n+++ b/{TOUCHED_HEADER}\n"
-             f"@@ -{len(header) - 2},3 +{len(header) - 2},4 @@\n"
-             + "".join(f" {line}\n" for line in tail) + f"+extern int flagbench_distcc_nonce_{nonce};\n")
+    patch = appending_patch(local.src, TOUCHED_HEADER, f"extern int flagbench_distcc_nonce_{nonce};")
     exp = write_experiment(tmp_path / "kexp", f"""
         name = "distcc-kernel"
         targets = ["x86_64"]

@@ -21,7 +21,7 @@ from flagbench.kbuild import config as kconfig_file
 from flagbench.size import objects, summary
 from flagbench.kbuild import source
 from flagbench.kbuild.build import build_kernels
-from kernel_util import EXPERIMENT, build_test_kernels, missing_tools, test_experiment
+from kernel_util import EXPERIMENT, appending_patch, build_test_kernels, missing_tools, test_experiment
 
 pytestmark = pytest.mark.slow   # kernel builds
 
@@ -369,11 +369,10 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
     fragment = Path(spec.__file__).resolve().parent / "run" / "guest" / "boot-x86_64.config"
     exp = tmp_path / "exp"
     exp.mkdir()
-    # a comment-only patch gives the cell a tree of its own: no sibling build to start from
-    # (kbuild/seed.py), so make compiles every object (ccache hits) and can be caught at it
-    (exp / "own-tree.patch").write_text(
-        "--- a/lib/bcd.c\n+++ b/lib/bcd.c\n@@ -1,3 +1,4 @@\n // SPDX-License-Identifier: GPL-2.0\n"
-        "+/* flagbench's kill -9 test */\n #include <linux/bcd.h>\n #include <linux/export.h>\n")
+    # a comment appended to a header 110 objects include: the build starts from the test kernel's
+    # (kbuild/seed.py) and make compiles those again (ccache hits), long enough to be caught at it
+    (exp / "own-tree.patch").write_text(appending_patch(kernels["default"].src, "include/linux/syscalls.h",
+                                                        "/* flagbench's kill -9 test */"))
     (exp / "experiment.toml").write_text(
         f'name = "kill9"\ntargets = ["x86_64"]\n[kernel]\nsource = "debian:6.1"\nconfig = "tinyconfig"\n'
         f'fragments = ["{fragment}"]\n[variants]\ndefault = {{ patches = ["own-tree.patch"] }}\n')

@@ -366,11 +366,11 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         source.checkout(p.tree)
         seed_key = seed.key(p)
         seeded = None
-        if p.snapshot is None and "compiled" not in p.last:   # no make ran here yet
-            sibling = seed.find(p, seed_key, _read_json)
-            if sibling is not None:
-                bars.update(task, now=f"copying {sibling.name}")
-                seeded = sibling if seed.copy_from(sibling, p.odir) else None
+        if "compiled" not in p.last:   # no make ran here yet: start from a sibling's build
+            found = seed.find(p, seed_key, source.trees_dir(), _read_json)
+            if found is not None:
+                bars.update(task, now=f"copying {found[0].name}")
+                seeded = found[0] if seed.copy_from(*found, p) else None
         bars.update(task, now="make")
         start = time.monotonic()
         (p.odir / CCACHE_LOG).unlink(missing_ok=True)
@@ -388,7 +388,7 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         else:
             bars.update(task, total=max(compiled, 1), completed=max(compiled, 1), now=f"{compiled} compiled")
         data = {**p.last, "stamp": p.stamp if ok else None, "ok": ok, "error": error, "seconds": seconds,
-                "compiled": compiled, "tools": p.tools, seed.KEY: seed_key if ok else None,
+                "compiled": compiled, "tools": p.tools, **seed.recorded(p, seed_key if ok else None),
                 "seeded_from": str(seeded) if seeded else None,
                 "objects": max(compiled, p.last.get("objects") or 0) if ok else p.last.get("objects")}
         _write_json(p.odir / CELL_FILE, data)

@@ -1,74 +1,116 @@
-"""A cell's first build starts from a sibling's O= directory: another cell of the same tree
-whose .config, make command (but O=), tools and pinned environment are the same is copied in
-before make, so make recompiles only what differs between them (the build identity:
-init/version.o, then the link) instead of every object again through ccache (each hit still
-costs a compiler start and objtool: minutes for a tinyconfig on two cores). ktest.pl reuses
-one O= for a series the same way; here the sibling's directory is left as it was.
+"""A cell's first build starts from a sibling's O= directory, as a kernel developer builds a
+patch: in the tree already built, recompiling what the patch touches. A sibling qualifies when
+its tree is the same, or another patched copy of the same base, and its .config, make command
+(but O= and the tree's path), tools and pinned environment are the same. Its directory is
+copied in (the sibling is left as it was), and then, when the trees differ:
 
-Only a sibling of the same tree qualifies: Kbuild writes the absolute source path into each
-object's saved command line, so a directory copied from another tree would rebuild all.
+- Kbuild saved each target's command line and dependencies with the tree's absolute path (and
+  tools/, objtool's build, with the O= path too, absolute and relative to the tree): all are
+  rewritten to this cell's, else make would see every command changed and rebuild all;
+- every target whose saved dependencies name a file either tree's patches touch is deleted, so
+  make builds it again; nothing rests on file times across the two trees.
+
+What is left for make: those targets, what links them, and the build identity (init/version.o
+and the boot image), instead of every object through ccache (each hit still costs a compiler
+start, fixdep and objtool: minutes for a tinyconfig on two cores).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from flagbench import procs
 from flagbench.cache import try_locked
 
 KEY = "seed_key"                 # in a cell's flagbench-cell.json: what a sibling must match
+SRC = "seed_src"                 # ... the tree it was built from
+CHANGED = "seed_changed"         # ... the files that tree's patches touch
 # flagbench's own files in an O= directory: the cell's, never a sibling's
 OWN = {"flagbench-cell.json", "flagbench-make.log", "flagbench-ccache.log", "flagbench-distcc.log", ".config"}
 
 
-def key(p) -> str:
-    """What decides every byte make would write for the cell, but its O= and build identity."""
-    inputs = {"src": str(p.tree.src), "tree": p.tree.identity,
-              "make": [a for a in p.make if not a.startswith("O=")], "tools": p.tools,
+def key(p) -> str | None:
+    """What decides every byte make would write for the cell but its O=, the tree's path and
+    what its patches changed; None when the cell cannot be seeded (a user's tree, a git walk)."""
+    if p.tree.base_identity is None or p.snapshot is not None:
+        return None
+    src = str(p.tree.src)
+    inputs = {"base": p.tree.base_identity, "tools": p.tools,
+              "make": [a.replace(src, "<src>") for a in p.make if not a.startswith("O=")],
               "config": hashlib.sha256((p.odir / ".config").read_bytes()).hexdigest()}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def find(p, wanted: str, read_json) -> Path | None:
-    """A finished sibling O= directory of P's tree with the same key, or None."""
-    if p.tree.identity is None:          # a user's tree as it is: its content may have moved since
+def recorded(p, wanted: str | None) -> dict:
+    """What a finished build of P records for the cells that may start from it."""
+    return {KEY: wanted, SRC: str(p.tree.src), CHANGED: list(p.tree.changed)}
+
+
+def find(p, wanted: str | None, trees: Path, read_json) -> tuple[Path, dict] | None:
+    """The finished sibling with the same key whose tree differs from P's in the fewest files:
+    (its O= directory, its record), or None."""
+    if wanted is None:
         return None
-    for cell_file in sorted(p.tree.home.glob("out/*/*/flagbench-cell.json")):
+    best = None
+    for cell_file in trees.glob("*/out/*/*/flagbench-cell.json"):
         sibling = cell_file.parent
         if sibling == p.odir:
             continue
         data = read_json(cell_file)
-        if data.get("ok") and data.get(KEY) == wanted and (sibling / "vmlinux").is_file():
-            return sibling
-    return None
+        if not (data.get("ok") and data.get(KEY) == wanted and (sibling / "vmlinux").is_file()):
+            continue
+        differ = len(set(data.get(CHANGED) or ()) | set(p.tree.changed)) if data.get(SRC) != str(p.tree.src) else 0
+        if best is None or (differ, str(sibling)) < best[0]:
+            best = ((differ, str(sibling)), sibling, data)
+    return (best[1], best[2]) if best else None
 
 
-def copy_from(sibling: Path, odir: Path) -> bool:
-    """SIBLING's build copied into ODIR (mtimes kept: make sees it up to date), unless another
-    process holds the sibling (it may be building there): then False, and make builds it all."""
+def copy_from(sibling: Path, record: dict, p) -> bool:
+    """SIBLING's build copied into P's O= (times kept: make sees it up to date), made this tree's
+    as the module doc says. False when another process holds the sibling (it may be building
+    there): then make builds it all."""
     with try_locked(sibling.with_name(sibling.name + ".lock")) as mine:
         if not mine:
             return False
         entries = [str(e) for e in sibling.iterdir() if e.name not in OWN]
-        done = procs.run(["cp", "-a", *entries, str(odir)], timeout=1800)
+        done = procs.run(["cp", "-a", *entries, str(p.odir)], timeout=1800)
         if done.returncode != 0:
             return False
-    _relocate(sibling, odir)
+    their_src, our_src = record[SRC], str(p.tree.src)
+    # the O= path absolute, then as tools/ also writes it: relative to the tree (../../../out/E/C)
+    rewrites = [(str(sibling).encode(), str(p.odir).encode()),
+                (f"out/{sibling.parent.name}/{sibling.name}/".encode(), f"out/{p.odir.parent.name}/{p.odir.name}/".encode())]
+    differing: list[bytes] = []
+    if their_src != our_src:
+        rewrites.append((their_src.encode(), our_src.encode()))
+        differing = [f"{our_src}/{rel}".encode() for rel in sorted(set(record.get(CHANGED) or ()) | set(p.tree.changed))]
+    stale = re.compile(b"(?:" + b"|".join(map(re.escape, differing)) + rb")(?=[\s\\:)]|$)") if differing else None
+    for path in _saved_commands(p.odir):
+        data = path.read_bytes()
+        new = data
+        for old, to in rewrites:
+            new = new.replace(old, to)
+        if stale is not None and stale.search(new):
+            _target(path).unlink(missing_ok=True)   # make builds it again, and links it
+        if new != data:
+            was = path.stat()
+            path.write_bytes(new)
+            os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
     return True
 
 
-def _relocate(sibling: Path, odir: Path) -> None:
-    """tools/ (objtool and its libsubcmd) is built with absolute output paths: its saved command
-    lines and dependency files name the sibling's directory, which would rebuild objtool, and
-    then every object (each depends on objtool). They are the only such files in an O= tree."""
-    old, new = str(sibling).encode(), str(odir).encode()
-    for path in (odir / "tools").rglob("*"):
-        if path.suffix not in (".cmd", ".d") or not path.is_file():
-            continue
-        data = path.read_bytes()
-        if old in data:
-            was = path.stat()
-            path.write_bytes(data.replace(old, new))
-            os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+def _saved_commands(odir: Path):
+    """Kbuild's `.T.cmd` (command line and dependencies of target T) and tools/' `.T.d`."""
+    for dirpath, _, files in os.walk(odir):
+        for name in files:
+            if name.startswith(".") and (name.endswith(".cmd") or name.endswith(".d")):
+                yield Path(dirpath) / name
+
+
+def _target(saved: Path) -> Path:
+    """`.bcd.o.cmd` -> bcd.o; `.check.o.d` -> check.o."""
+    name = saved.name[1:]
+    return saved.with_name(name[:-4] if name.endswith(".cmd") else name[:-2])

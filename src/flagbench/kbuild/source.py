@@ -45,6 +45,8 @@ class Tree:
     label: str                # "debian:6.1 (linux-source-6.1 6.1.192-2)" or the path
     identity: str | None      # changes whenever the content may have; None: unknown (plain user tree)
     commit: vcs.Commit | None = None   # a git tree: src is walked to this commit by checkout()
+    base_identity: str | None = None   # the tree it is a patched copy of (its own for a base tree)
+    changed: tuple[str, ...] = ()      # the files its patches touch, relative to src
 
     @property
     def version_tuple(self) -> tuple[int, int]:
@@ -108,7 +110,7 @@ def _debian_tree(source: str, say=None) -> Tree:
             if marker is None or marker.get("identity") != identity:
                 marker = _unpack(tarball, package, home, identity, say)
     return Tree(home / "src", home, marker["version"],
-                f"{source} (Debian {package} {marker['package_version']})", identity)
+                f"{source} (Debian {package} {marker['package_version']})", identity, base_identity=identity)
 
 
 def _unpack(tarball: Path, package: str, home: Path, identity: str, say) -> dict:
@@ -202,7 +204,9 @@ def patched_tree(base: Tree, patches: tuple[Path, ...], say=None, fuzz: int = 0)
             apply_patches(base.src, home / "src", patches, fuzz)
             _write_marker(home, {"identity": identity, "version": base.version, "base": str(base.src),
                                  "patches": [str(p) for p in patches], "fuzz": fuzz})
-    return Tree(home / "src", home, makefile_version(home / "src"), label, identity)
+    changed = tuple(sorted({path for p in patches for path in patch_paths(p)}))
+    return Tree(home / "src", home, makefile_version(home / "src"), label, identity,
+                base_identity=base.identity, changed=changed)
 
 
 DETECT_FUZZ = 2
