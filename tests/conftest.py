@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,26 @@ def flagbench_isolated(*args, cwd: Path, timeout: float = 900) -> subprocess.Com
     its one cache root (objects, qemu plugins) under CWD: nothing shared with other tests."""
     cwd = Path(cwd)
     return flagbench(*args, cwd=cwd, clean_env=True, cache=cwd / "cache", timeout=timeout)
+
+
+def wait_until(predicate, within: float, what: str, every: float = 0.2) -> None:
+    """Poll PREDICATE until true; after WITHIN seconds fail the test, naming WHAT it waited for."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stop_server(proc: subprocess.Popen, within: float = 10) -> None:
+    """A server the test started: SIGTERM, then SIGKILL if it is not gone WITHIN seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=within)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def write_experiment(dir: Path, toml: str, sources: dict[str, str] | None = None) -> Path:

@@ -22,6 +22,7 @@ from typing import Iterator
 
 import pytest
 
+from conftest import stop_server
 from sshd_util import free_port
 
 BIN = Path(sys.executable).parent
@@ -76,13 +77,7 @@ class TestLab:
         raise RuntimeError(f"exporter {name}'s resources did not appear")
 
     def stop_exporter(self, name: str) -> None:
-        proc = self.exporters.pop(name)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(self.exporters.pop(name))
 
     def place(self, name: str, match: str, **tags: str) -> None:
         self.client("-p", name, "create")
@@ -104,12 +99,7 @@ class TestLab:
     def stop(self) -> None:
         for name in list(self.exporters):
             self.stop_exporter(name)
-        self.coordinator.terminate()
-        try:
-            self.coordinator.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.coordinator.kill()
-            self.coordinator.wait()
+        stop_server(self.coordinator)
 
 
 @contextlib.contextmanager

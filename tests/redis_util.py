@@ -18,6 +18,8 @@ from typing import Iterator
 
 import pytest
 
+from conftest import stop_server
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -54,12 +56,7 @@ def redis_server(workdir: Path, password: str | None = None) -> Iterator[str]:
             time.sleep(0.05)
         yield f"redis://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 def keys(url: str) -> int:

@@ -16,12 +16,11 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT, flagbench
+from conftest import DATA, ROOT, flagbench, wait_until
 from sshd_util import logged_ssh, remote_commands
 from testbox_util import booted_box
 
@@ -111,15 +110,6 @@ def test_kexec_rounds_on_the_box(tmp_path):
         assert "getppid on box-rounds (kexec)" in text and "kernel_insns_per_iter" in text   # real time beside TCG counts
 
 
-def _wait_for(pred, within: float, what: str):
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _on_variant(box, original: str) -> bool:
     """The box answers on another flagbench build than its own (identities are hashes)."""
     v = box.version()
@@ -154,11 +144,11 @@ def test_killed_run_leaves_the_box_restored(tmp_path):
             proc = _start(["run", exp, "--host", "box-killed", "--rounds", "2", "--db", db], _env(box))
             try:
                 if sig == signal.SIGKILL:
-                    _wait_for(lambda: _kexec_samples(db) >= 1 or proc.poll() is not None, 2400,
-                              "the first sample on the box")
+                    wait_until(lambda: _kexec_samples(db) >= 1 or proc.poll() is not None, 2400,
+                               "the first sample on the box", every=1)
                 else:
-                    _wait_for(lambda: _on_variant(box, original) or proc.poll() is not None, 2400,
-                              "the box on a variant kernel")
+                    wait_until(lambda: _on_variant(box, original) or proc.poll() is not None, 2400,
+                               "the box on a variant kernel", every=1)
                 assert proc.poll() is None, proc.communicate()[1][-2000:]
                 proc.send_signal(sig)
                 _, err = proc.communicate(timeout=600)
@@ -170,7 +160,8 @@ def test_killed_run_leaves_the_box_restored(tmp_path):
             if sig == signal.SIGTERM:
                 assert box.version() == original and "is back on its own kernel" in err, err[-2000:]
             else:
-                _wait_for(lambda: _on_variant(box, original), 300, "the box on a variant after kill -9")   # left there
+                wait_until(lambda: _on_variant(box, original), 300, "the box on a variant after kill -9",
+                           every=1)   # left there
         killed = tmp_path / f"{signal.SIGKILL}.db"
         taken = _kexec_samples(killed)
         assert 1 <= taken < 8

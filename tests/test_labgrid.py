@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, flagbench
+from conftest import ROOT, flagbench, wait_until as wait_for
 from lab_util import test_lab
 from sshd_util import sshd_server
 from test_hosts_run import experiment, samples
@@ -71,15 +71,6 @@ def start(tmp_path: Path, env: dict, *args) -> subprocess.Popen:
             "FLAGBENCH_CACHE": os.environ.get("FLAGBENCH_CACHE", str(tmp_path / "cache")), **env}
     return subprocess.Popen([sys.executable, "-m", "flagbench", "run", *map(str, args)], cwd=tmp_path, env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for(predicate, within: float, what: str) -> None:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def me() -> str:
