@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flagbench.hosts.ssh import Connection, HostError
+from flagbench.hosts.ssh import Connection, ConnectionLost, HostError
 from sshd_util import free_port, running, sshd_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +47,22 @@ def test_run_copy_and_statuses(box, tmp_path):
         assert run_dir.is_dir()
     assert not run_dir.exists()                               # removed at close
     assert not _sleeping("30")
+
+
+def test_a_copy_that_loses_the_host_says_so_apart_from_a_bad_path(box, tmp_path):
+    """A copy refused by the file system is the file's failure; one whose ssh lost the host is
+    ConnectionLost, which a place turns into a resumable failure (a fleet's board dropping out
+    mid-copy flaked CI's fleet test when it was the former)."""
+    data = tmp_path / "data"
+    data.write_bytes(b"x")
+    with Connection("box") as host:
+        with pytest.raises(HostError) as bad:
+            host.copy(data, "/proc/no/such/dir/data")
+        assert not isinstance(bad.value, ConnectionLost) and "cannot copy data" in str(bad.value)
+        box.stop()
+        with pytest.raises(ConnectionLost) as lost:
+            host.copy(data, f"{host.dir}/data")
+        assert "Connection refused" in str(lost.value) or "closed" in str(lost.value), lost.value
 
 
 def test_refused_connection_is_one_line(tmp_path, monkeypatch):

@@ -312,7 +312,7 @@ def test_a_fleet_of_places_shares_rows_and_a_place_that_drops_out_is_resumed(tmp
                 proc.wait()
         assert proc.returncode == 1, err
         failed = json.loads(out)["failures"]
-        assert failed and all("run again to resume" in f["reason"] for f in failed), failed
+        assert failed and all("run again to resume" in f["reason"] for f in failed), [f["reason"] for f in failed]
         assert {s["cell"].split("host=")[1] for s in samples(db)} <= {"p1", "p2"}
         assert lab.acquired("p1") is None and lab.acquired("p2") is None
         b2 = stack.enter_context(sshd_server(tmp_path / "b2", alias="b2"))    # back, on a new port

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from flagbench import procs
 from flagbench.errors import PlaceLost
-from flagbench.hosts.ssh import Connection, HostError
+from flagbench.hosts.ssh import Connection, ConnectionLost, HostError
 from flagbench.targets import target_of
 
 
@@ -66,7 +66,10 @@ class SshHost:
 
     def stage(self, path: Path) -> str:
         self._ready()
-        return self.conn.stage(path)
+        try:
+            return self.conn.stage(path)
+        except ConnectionLost as e:   # the host went away mid-copy: its cells are measured on resume
+            raise PlaceLost(str(e)) from None
 
     def run(self, argv: Sequence[str], *, timeout: float, cpu: int | None = None) -> procs.Done:
         self._ready()

@@ -123,6 +123,10 @@ class HostError(UserError):
     """A host that cannot be reached or used: one line naming it."""
 
 
+class ConnectionLost(HostError):
+    """A copy or fetch that failed because ssh lost the host (exit 255), not because of the file."""
+
+
 @dataclass
 class Done(procs.Done):
     """procs.Done of a remote program; `lost` says why the connection, not the program, failed."""
@@ -366,7 +370,8 @@ class Connection:
             done = procs.run(self._argv(["sh", "-c", _COPY, "flagbench", remote, mode]),
                              timeout=timeout, stdin=f)
         if done.returncode != 0:
-            raise HostError(f"host {self.dest}: cannot copy {Path(local).name} to {remote}: "
+            lost = ConnectionLost if done.returncode == LOST_STATUS else HostError
+            raise lost(f"host {self.dest}: cannot copy {Path(local).name} to {remote}: "
                             f"{_last_line(done.stderr) or done.failure}")
 
     def fetch(self, remote: str, local: Path, timeout: float = 600) -> None:
@@ -378,7 +383,7 @@ class Connection:
             err = proc.output()[1]
         if code != 0:
             tmp.unlink(missing_ok=True)
-            raise HostError(f"host {self.dest}: cannot fetch {remote}: "
+            raise (ConnectionLost if code == LOST_STATUS else HostError)(f"host {self.dest}: cannot fetch {remote}: "
                             f"{_last_line(err) or ('timeout' if code is None else f'exit status {code}')}")
         os.replace(tmp, local)
 
