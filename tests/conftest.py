@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+# As flagbench does before it imports labgrid (hosts/labgrid.py): tests that hold a place in
+# this process fork programs beside gRPC's threads, and its fork handlers crash the children.
+# (pyproject's addopts keep labgrid's own pytest plugin, which imports gRPC first, unloaded.)
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CACHE_ENV = "FLAGBENCH_CACHE"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -184,8 +185,6 @@ def test_sigterm_and_kill_9_leave_the_place_released(lab_box, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="not yet seen passing end to end (issue 28): a kernel boot on a lab place "
-                  "waits to be proven on a quiet machine before it gates make test")
 def test_kernels_are_kexeced_on_a_place(tmp_path):
     """The kexec test box as a place's NetworkService: the variants booted there by kexec in
     rounds, each checked by its build identity, the box's kernel restored, the place released."""
@@ -205,9 +204,22 @@ def test_kernels_are_kexeced_on_a_place(tmp_path):
         assert power_log(tmp_path) == ["on kx"] and lab.acquired("kx") is None
         got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on kx (kexec)"]
         assert len(got) == 4                              # 2 variants x 1 round x 2 samples
-        for s in got:
-            variant = s["cell"].split("/")[0]
-            assert f"@fb-{variant}-" in s["prov"]["kernel"] and s["value"] > 0
+        assert all(s["value"] > 0 for s in got)
+        one_kernel_per_variant(got, not_this=original)
+
+
+def one_kernel_per_variant(samples: list[dict], not_this: str) -> dict[str, str]:
+    """variant -> the build identity its samples' kernel said in /proc/version: one per variant,
+    a different one for each, none the place's own kernel (NOT_THIS, its /proc/version)."""
+    said: dict[str, set] = {}
+    for s in samples:
+        m = re.search(r"\(flagbench@(fb-[0-9a-f]+)\)", s["prov"]["kernel"])
+        assert m, s["prov"]["kernel"]
+        said.setdefault(s["cell"].split("/")[0], set()).add(m.group(1))
+    assert all(len(ids) == 1 for ids in said.values()), said
+    kernels = {variant: ids.pop() for variant, ids in said.items()}
+    assert len(set(kernels.values())) == len(kernels) and not any(k in not_this for k in kernels.values()), kernels
+    return kernels
 
 
 def qemu_board(tmp_path: Path, lab, place: str = "qb"):
@@ -215,7 +227,8 @@ def qemu_board(tmp_path: Path, lab, place: str = "qb"):
     with the box's initramfs; its NetworkService is qemu's forwarded ssh port. (LG_ENV, ssh)"""
     import yaml
     from sshd_util import free_port
-    from testbox_util import CMDLINE, QEMU, _host_key_line, box_kernel, make_initramfs
+    from flagbench.run.guest.box import CMDLINE, QEMU, _host_key_line, make_initramfs
+    from flagbench.run.guest.box import kernel as box_kernel
 
     kernel = box_kernel()
     dir = tmp_path / "board"
@@ -230,7 +243,7 @@ def qemu_board(tmp_path: Path, lab, place: str = "qb"):
     lab.export(f"exp-{place}", {place: {"NetworkService": {"address": "127.0.0.1", "port": port, "username": "root"}}})
     lab.place(place, f"exp-{place}/{place}/*", arch="x86_64", boot="image")
     qemu = {"qemu_bin": "qemu", "machine": "pc", "cpu": "max", "memory": "512M", "kernel": "kernel",
-            "boot_args": CMDLINE, "extra_args": f"-smp 1 -no-reboot -initrd {initrd} -netdev "
+            "boot_args": CMDLINE, "extra_args": f"-nodefaults -smp 1 -no-reboot -initrd {initrd} -netdev "
                                                 f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22 -device virtio-net-pci,netdev=n0"}
     env = {"targets": {place: {"resources": {"RemotePlace": {"name": place}}, "drivers": {"QEMUDriver": qemu}}},
            "tools": {"qemu": subprocess.run(["which", QEMU], capture_output=True, text=True).stdout.strip()},
@@ -246,8 +259,6 @@ def qemus(marker: str) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="not yet seen passing end to end (issue 28): a kernel boot on a lab place "
-                  "waits to be proven on a quiet machine before it gates make test")
 def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
     """QEMUDriver as the board: rounds A B B A, each boot a power cycle with the variant's kernel
     as the board's image, the identity checked; the board back on its own image, qemu ended."""
@@ -264,10 +275,11 @@ def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
         assert not qemus(marker)                            # labgrid's qemu ended with the run
         got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (kexec)"]
         assert len(got) == 8                               # 2 variants x 2 rounds x 2 samples
+        one_kernel_per_variant(got, not_this=kernel.identity)
         boots = {}
         for s in got:
             variant = s["cell"].split("/")[0]
-            assert f"@fb-{variant}-" in s["prov"]["kernel"] and s["value"] > 0
+            assert s["value"] > 0 and s["prov"]["identity"] in s["prov"]["kernel"]
             assert s["prov"]["place"] == "qb" and s["prov"]["power_cycle_seconds"] > 0
             boots.setdefault(s["prov"]["boot"], set()).add(variant)
         assert [boots[i] for i in range(4)] == [{"default"}, {"patched"}, {"patched"}, {"default"}]
@@ -327,8 +339,6 @@ def test_a_fleet_of_places_shares_rows_and_a_place_that_drops_out_is_resumed(tmp
 
 
 @pytest.mark.slow
-@pytest.mark.skip(reason="not yet seen passing end to end (issue 28): a kernel boot on a lab place "
-                  "waits to be proven on a quiet machine before it gates make test")
 def test_a_board_that_does_not_come_up_is_cycled_back_and_its_console_shown(tmp_path, monkeypatch):
     """A boot that fails (an image its boot cannot load; a kernel that is not the variant's) is
     the place's failure: the board is power-cycled back into its own image and the reason
@@ -352,6 +362,7 @@ def test_a_board_that_does_not_come_up_is_cycled_back_and_its_console_shown(tmp_
                 with pytest.raises(PlaceLost) as bad:
                     host.enter("broken", SimpleNamespace(image=garbage, identity="fb-broken-000000000000"))
                 assert "cannot boot garbage.img" in str(bad.value), bad.value
+                assert "box: cmdline" not in str(bad.value)   # the console tail is this boot's, not the last one's
                 with pytest.raises(PlaceLost) as other:      # its own kernel, not the variant's build
                     host.enter("never", SimpleNamespace(image=kernel.image, identity="fb-never-000000000000"))
                 why = str(other.value)

@@ -17,7 +17,9 @@ rows fail as resumable (errors.PlaceLost), the other places go on.
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -29,7 +31,7 @@ from flagbench.hosts.labgrid import Lease, LabError, _one_line
 from flagbench.hosts.remote import SshHost
 from flagbench.hosts.ssh import Connection, HostError, label
 
-WAIT_S = 300.0               # power on to ssh answering (≈3 s for the test board under TCG)
+WAIT_S = 300.0               # power on to ssh answering (7 s for the test board under TCG)
 CONSOLE_KEPT = 64 * 1024     # bytes of the serial console kept for a failure's message
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_`-~])")    # a firmware's screen control
 
@@ -58,6 +60,7 @@ class Board:
     def boot(self, image: Path | None) -> None:
         """Power off, hand IMAGE over as the kernel (None: its own), power on."""
         target, drv = self.lease.get_target(), self.drv
+        self.console.clear()         # a failure shows this boot's lines, not the last one's
         self.images[drv.kernel] = str(image) if image is not None else self.own
         child = getattr(drv, "_child", None)
         if child is not None and child.poll() is not None:
@@ -70,7 +73,6 @@ class Board:
             raise LabError(f"place {self.lease.place}: cannot boot {Path(self.images[drv.kernel]).name}: "
                            f"{_one_line(e)}") from None
         self.moved = image is not None
-        self.console.clear()
 
     def read_console(self) -> None:
         """Keep what the serial console printed since the last read."""
@@ -83,6 +85,26 @@ class Board:
                 del self.console[:-CONSOLE_KEPT]
         except (pexpect.TIMEOUT, OSError, Exception):
             return
+
+    @contextlib.contextmanager
+    def draining(self):
+        """Read the console all along while the board boots. QEMU writes the serial port to its
+        socket a few bytes at a time; unread, the socket fills after some hundred bytes, the
+        emulated UART stops draining and the kernel waits on it for every character it prints:
+        the test board took 64-94 s to answer ssh instead of 7."""
+        stop = threading.Event()
+
+        def drain() -> None:
+            while not stop.wait(0.05):
+                self.read_console()
+
+        reader = threading.Thread(target=drain, name="console", daemon=True)
+        reader.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            reader.join()
 
     def tail(self, lines: int = 6) -> str:
         """The console's last LINES lines, as one line."""
@@ -173,9 +195,12 @@ class LabBootHost(SshHost):
 
     def _wait(self, answered: Callable[[str], bool], what: str) -> str:
         """/proc/version once ssh answers and ANSWERED takes it (it may raise); HostError after wait_s."""
+        with self.board.draining():
+            return self._poll(answered, what)
+
+    def _poll(self, answered: Callable[[str], bool], what: str) -> str:
         started, last = time.monotonic(), "no answer yet"
         while time.monotonic() < started + self.wait_s:
-            self.board.read_console()
             try:
                 if self._connected:
                     self.conn.reopen()
