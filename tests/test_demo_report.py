@@ -11,7 +11,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import flagbench_isolated as flagbench
+from conftest import ROOT, flagbench_isolated as flagbench
 
 LOOP_C = r"""
 #include <stdint.h>
@@ -49,6 +49,10 @@ def demo(tmp_path_factory):
         function = "spin"
         metrics = ["insns"]
         """))
+    series = root / "cases" / "series"             # the bundled series case: --full only
+    series.mkdir()
+    for name in ("series.toml", "make-repo"):
+        (series / name).write_bytes((ROOT / "cases" / "series" / name).read_bytes())
     out = root / "out" / "demo.md"
     done = flagbench("demo", "--cases-dir", str(root / "cases"), "--db", str(root / "fb.db"), "--out", str(out),
                      cwd=root)
@@ -62,6 +66,13 @@ def test_the_demo_report(demo):
     _cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo)
     _html_beside_md_and_stdout_ends_with_the_summary(demo)
     _every_output_fits_a_mail(demo)
+    _the_series_case_is_named_for_full(demo)
+
+
+def _the_series_case_is_named_for_full(demo):
+    _, md, _, done = demo
+    said = "not run: series (a kernel series, x86_64: flagbench demo --full)"
+    assert said in md and said in done.stdout
 
 
 def _summary_first_and_every_link_resolves(demo):

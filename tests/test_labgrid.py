@@ -62,8 +62,8 @@ def env_for(lab, tmp_path: Path, box, *places: str) -> dict:
             "XDG_CACHE_HOME": str(tmp_path / "xdg")}
 
 
-def run(tmp_path: Path, env: dict, *args, timeout: float = 900):
-    cache = Path(os.environ.get("FLAGBENCH_CACHE", tmp_path / "cache"))
+def run(tmp_path: Path, env: dict, *args, timeout: float = 900, cache: Path | None = None):
+    cache = cache or Path(os.environ.get("FLAGBENCH_CACHE", tmp_path / "cache"))
     return flagbench("run", *map(str, args), cwd=tmp_path, clean_env=True, cache=cache, env=env, timeout=timeout)
 
 
@@ -72,6 +72,13 @@ def start(tmp_path: Path, env: dict, *args) -> subprocess.Popen:
             "FLAGBENCH_CACHE": os.environ.get("FLAGBENCH_CACHE", str(tmp_path / "cache")), **env}
     return subprocess.Popen([sys.executable, "-m", "flagbench", "run", *map(str, args)], cwd=tmp_path, env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def kernel_cache() -> Path:
+    """The session's cache, where tests/test_kexec.py builds the same experiment's kernels once
+    (a fresh cache per test built them cold again: minutes of the suite's budget)."""
+    from flagbench.build import cache_dir
+    return cache_dir()
 
 
 def me() -> str:
@@ -198,7 +205,7 @@ def test_kernels_are_kexeced_on_a_place(tmp_path):
         original = box.version()
         env = env_for(lab, tmp_path, box, "kx")
         done = run(tmp_path, env, KEXEC_EXPERIMENT, "--db", tmp_path / "fb.db", "--place", "kx", "--rounds", "1",
-                   timeout=3600)
+                   timeout=3600, cache=kernel_cache())
         assert done.returncode == 0, done.stderr[-3000:]
         assert box.version() == original and "is back on its own kernel" in done.stderr
         assert power_log(tmp_path) == ["on kx"] and lab.acquired("kx") is None
@@ -268,7 +275,7 @@ def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
         env, kernel = qemu_board(tmp_path, lab)
         marker = str(tmp_path / "board")
         done = run(tmp_path, env, KEXEC_EXPERIMENT, "--db", tmp_path / "fb.db", "--place", "qb", "--rounds", "2",
-                   timeout=3600)
+                   timeout=3600, cache=kernel_cache())
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stderr.count("power-cycle place qb into") == 4, done.stderr
         assert "place qb is back on its own image" in done.stderr and lab.acquired("qb") is None

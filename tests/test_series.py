@@ -198,37 +198,22 @@ CASE = Path(__file__).resolve().parent.parent / "cases" / "series"
 @pytest.fixture(scope="session")
 def kernel_repo() -> Path:
     """cases/series/make-repo's repository, made once in the cache (hard-linked from the
-    unpacked Debian tree; a minute or two) and shared by every session after."""
-    import sys
-
+    unpacked Debian tree; a minute or two) where `flagbench demo --full` makes it too."""
     from kernel_util import missing_tools
 
-    from flagbench.build import cache_dir
-    from flagbench.kbuild import source
+    from flagbench.cli import demo_series
 
     missing = missing_tools()
     if missing:
         pytest.skip(f"kernel build needs {', '.join(missing)} (scripts/install-deps)")
-    repo = cache_dir() / "test-repos" / "linux-6.1-series"
-    with source.locked(repo.with_name(repo.name + ".lock")):
-        if not (repo / ".git").is_dir():
-            tree = source.base_tree("debian:6.1")
-            done = subprocess.run([sys.executable, str(CASE / "make-repo"), str(repo), "--tree", str(tree.src)],
-                                  capture_output=True, text=True, timeout=1800)
-            assert done.returncode == 0, done.stderr
-    return repo
+    return demo_series.repo(CASE)
 
 
 @pytest.mark.slow
 def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(kernel_repo, tmp_path):
-    exp = tmp_path / "exp"
-    exp.mkdir()
-    (exp / "getppid.c").write_bytes((CASE / "getppid.c").read_bytes())
-    fragment = Path(__file__).resolve().parent.parent / "src" / "flagbench" / "run" / "guest" / "boot-x86_64.config"
-    text = (CASE / "series.toml").read_text()
-    text = text.replace('source = "linux"', f'source = "{kernel_repo}"')
-    (exp / "experiment.toml").write_text(text.replace('"../../src/flagbench/run/guest/boot-x86_64.config"',
-                                                      f'"{fragment}"'))
+    from flagbench.cli import demo_series
+
+    exp = demo_series.experiment(CASE, kernel_repo)    # the case's series.toml, its source the repository
     before = repo_state(kernel_repo)
     done = flagbench("series", exp, "base..series", "--format", "json", "-j2", timeout=3600)
     assert done.returncode == 0, done.stderr
@@ -255,6 +240,26 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
     assert moved > 10_000                        # 10,000 calls, each asking twice now
     for r in (comment, grown):                   # the others move the count by noise at most
         assert abs(r["vs_parent"]["counts"][metric]) < moved / 20, r
+
+
+@pytest.mark.slow
+def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_one(kernel_repo):
+    """Bisect base..series on the guest bench's kernel instructions: grown strncpy stays under the
+    threshold, the commit that does not build is skipped, and since it sits right before the
+    getppid commit the answer is the two of them, as `git bisect` would say. (After the series
+    test of this module its builds are kept by tree: the steps boot and count, nothing rebuilds.)"""
+    from flagbench.cli import demo_series
+
+    exp = demo_series.experiment(CASE, kernel_repo)
+    before = repo_state(kernel_repo)
+    done = flagbench("bisect", exp, "--good", "base", "--bad", "series", "--metric", "insns",
+                     "--threshold", "+5%", timeout=3600)
+    assert done.returncode == 1, done.stderr[-3000:]     # 1: no single first bad commit
+    assert repo_state(kernel_repo) == before
+    broken, getppid = (git(kernel_repo, "rev-parse", "--short=12", ref).strip() for ref in ("series~1", "series"))
+    said = done.stdout + done.stderr
+    assert f"first bad commit is one of: {broken}, {getppid}" in said, said[-3000:]
+    assert f"{broken}" in done.stderr and "does not build" in done.stderr, done.stderr[-3000:]
 
 
 def test_walk_rewrites_only_what_a_commit_changed(c_repo, tmp_path):

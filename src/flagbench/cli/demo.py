@@ -7,12 +7,15 @@ side when they changed); then `run` its benchmarks into the SQLite store (resumi
 earlier demo measured). One report, a summary first (one line per bench and target, every
 number a link to its table), written as Markdown to --out and as one HTML page with plots
 beside it (out/demo.md, out/demo.html); the terminal gets the summary and where the report is.
-Cases come in the order of the seed threads; kernel cases that need --full are named, not run.
+Cases come in the order of the seed threads; kernel cases that need --full are named, not run;
+with --full the series case (cli/demo_series.py) comes last.
 """
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+from flagbench.cli import demo_series
 
 
 def default_cases_dir() -> Path:
@@ -37,7 +40,8 @@ def register(sub):
     p.add_argument("--budget", default="10m", metavar="TIME",
                    help="with --until: measuring time per case (default 10m)")
     p.add_argument("--full", action="store_true",
-                   help="also the kernel cases that only compare builds (alignment, hppa, loongarch64: two cold kernel builds each)")
+                   help="also the kernel cases that only compare builds (alignment, hppa, loongarch64: two cold kernel builds "
+                        "each) and the series case (a repository made from Debian's tree, five kernel builds)")
     return p
 
 
@@ -56,6 +60,7 @@ def run(args) -> int:
     from flagbench.report.doc import Heading, Html, Markdown, Para
 
     from flagbench.run.until import parse_budget, parse_width
+    from flagbench.textsafe import sayer
     # read once, before any case is built (bad input: one line); the cases take the numbers
     args.until = None if args.until is None else parse_width(args.until)
     args.budget = parse_budget(args.budget)
@@ -63,9 +68,11 @@ def run(args) -> int:
     found = sorted((p.parent for p in root.glob("*/experiment.toml")), key=seed_order)
     if not found:
         raise UserError(f"{root}: no case studies (*/experiment.toml) here; give --cases-dir")
-    unknown = set(args.cases) - {p.name for p in found}
+    series_case = demo_series.case_dir(root)
+    names = [p.name for p in found] + ([demo_series.NAME] if series_case else [])
+    unknown = set(args.cases) - set(names)
     if unknown:
-        raise UserError(f"no case named {', '.join(sorted(unknown))} (cases: {', '.join(p.name for p in found)})")
+        raise UserError(f"no case named {', '.join(sorted(unknown))} (cases: {', '.join(names)})")
     chosen = [p for p in found if not args.cases or p.name in args.cases]
     status, summaries, sections, skipped = 0, [], [], []
     for path in chosen:
@@ -77,6 +84,14 @@ def run(args) -> int:
         sections += section
         summaries += overview
         status = max(status, case_status)
+    if series_case and (not args.cases or demo_series.NAME in args.cases):
+        if args.full:       # a repository of the whole tree and five kernel builds: the last case
+            section, overview, case_status = demo_series.blocks(series_case, sayer(f"flagbench demo: {demo_series.NAME}: "))
+            sections += section
+            summaries += overview
+            status = max(status, case_status)
+        else:
+            skipped.append(f"{demo_series.NAME} (a kernel series, x86_64: flagbench demo --full)")
     if skipped:
         summaries.append(Para([f"not run: {'; '.join(skipped)}"]))
     top = [Heading(1, "flagbench demo"), Heading(2, "Summary", "summary")] + summaries + [Para([LEGEND])]

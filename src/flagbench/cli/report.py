@@ -51,7 +51,6 @@ def _a_path(ref: str) -> bool:
 
 def run(args) -> int:
     from flagbench.cli import is_experiment
-    from flagbench.errors import UserError
     from flagbench.report import report_run
     from flagbench.store import Store
 

@@ -55,8 +55,8 @@ def register(sub):
 
 
 def run(args) -> int:
-    from flagbench import pipeline, procs
-    from flagbench.run.until import parse_budget, parse_width
+    from flagbench import procs
+    from flagbench.run.until import parse_budget
 
     procs.install()
     from flagbench import spec
