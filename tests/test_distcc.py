@@ -170,9 +170,10 @@ IDENTITY_OBJECTS = {"init/version.o", "init/version-timestamp.o", "arch/x86/boot
                     "arch/x86/boot/header.o", "arch/x86/boot/compressed/piggy.o", "vmlinux.o"}
 
 
-# The header the test variant touches: 83 of tinyconfig's 682 objects include it, so a change
-# to it misses ccache there (and only there) while the rest hit the test kernel's results.
-TOUCHED_HEADER = "include/linux/syscalls.h"
+# The header the test variant touches: 28 of tinyconfig's 682 objects include it, so a change
+# to it misses ccache there (and only there) while the rest come from the test kernel's build.
+# (include/linux/syscalls.h, 83 includers, said no more at three times the compiles.)
+TOUCHED_HEADER = "include/linux/utsname.h"
 
 
 @pytest.mark.slow
@@ -213,8 +214,8 @@ def test_kernel_through_distcc_is_the_local_build(farm, tmp_path):
         (total, remote, here), = spread
         # ccache's misses went through distcc, to the remote hosts (a clean-clone run counted 87
         # misses and 86 compiles in distcc's log: the one missing is not explained yet)
-        assert remote + here == total and misses[0] >= 60, (spread, misses)   # the header's includers
-        assert remote >= 0.95 * misses[0], (spread, misses)
+        assert remote + here == total and misses[0] >= 20, (spread, misses)   # the header's includers
+        assert remote >= 0.9 * misses[0], (spread, misses)
         daemons = sum(compiles_done(farm["dir"] / k) - before[k] for k in ("a", "b"))
         assert daemons == remote + 2           # + the check's probe on each host
         odir, compared = built["touched"], 0

@@ -6,12 +6,12 @@ build identity, runs the will-it-scale testcase there, and restores the box's ke
 end, on SIGTERM, and (after kill -9) at the start of the next run, which resumes the killed one
 to the exact sample count. The samples are the run engine's (run/hostrun.py makes the cells,
 hosts/kexec.KexecHost is their place): the engine's round order itself is tested in-process
-with a fake place (tests/test_places.py)."""
+with a fake place (tests/test_places.py), and a whole run of rounds A B, B A with the box as a
+labgrid place's NetworkService (tests/test_labgrid.py: the same kexec host behind a lease)."""
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import sqlite3
 import subprocess
@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, ROOT, flagbench, wait_until
-from sshd_util import logged_ssh, remote_commands
 from testbox_util import booted_box
 
 from flagbench.hosts import kexec
@@ -70,44 +69,6 @@ def test_refusal_reasons():
     assert "locked down (integrity" in kexec.refusal({**ok, "lockdown": "none [integrity] confidentiality"})[0]
     assert "no kexec" in kexec.refusal({**ok, "kexec": ""})[0]
     assert "root" in kexec.refusal({**ok, "uid": "1000"})[0]
-
-
-@pytest.mark.slow
-def test_kexec_rounds_on_the_box(tmp_path):
-    exp = _experiment()
-    db = tmp_path / "fb.db"
-    with booted_box(tmp_path / "box", alias="box-rounds") as box:
-        original = box.version()
-        release = box.run("uname", "-r").stdout.strip()
-        log = tmp_path / "ssh.log"               # every command the run sends the box
-        done = flagbench("run", exp, "--host", "box-rounds", "--rounds", "2", "--db", db, "--format", "json",
-                         env={"FLAGBENCH_SSH": logged_ssh(log, shlex.split(box.ssh_env))}, timeout=3600)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert box.version() == original                       # restored
-        assert "is back on its own kernel" in done.stderr
-        # the box is inspected, and its kernel and initramfs fetched, once per run
-        sent = remote_commands(log)
-        assert sum("kexec_load_disabled" in c for c in sent) == 1, sent
-        assert sent.count(f"cat /boot/vmlinuz-{release}") == 1, sent
-        assert sent.count(f"cat /boot/initrd.img-{release}") == 1, sent
-        samples = [s for s in _samples(db) if s["bench"] == "getppid on box-rounds (kexec)"]
-        identities = _identities(exp, box)
-        assert all(cached for _, cached in identities.values())   # the run built them; nothing rebuilt
-        # 2 variants x 2 rounds x 2 samples, each from a boot that said its variant's identity
-        assert len(samples) == 8
-        boots = {}
-        for s in samples:
-            variant = s["cell"].split("/")[0]
-            assert s["metric"] == "per_second" and s["value"] > 0
-            assert f"flagbench@{identities[variant][0]})" in s["prov"]["kernel"]
-            boots.setdefault(s["prov"]["boot"], set()).add(variant)
-            assert "contention" in s["prov"] and s["prov"]["job"] == "sample"   # the engine took it
-        assert sorted(boots) == [0, 1, 2, 3]
-        assert [boots[i] for i in range(4)] == [{"default"}, {"patched"}, {"patched"}, {"default"}]
-        assert len({s["prov"]["round"] for s in samples}) == 2      # A B, B A: two rounds
-        report = json.loads(done.stdout)
-        text = json.dumps(report)
-        assert "getppid on box-rounds (kexec)" in text and "kernel_insns_per_iter" in text   # real time beside TCG counts
 
 
 def _on_variant(box, original: str) -> bool:

@@ -194,7 +194,12 @@ def test_sigterm_and_kill_9_leave_the_place_released(lab_box, tmp_path):
 @pytest.mark.slow
 def test_kernels_are_kexeced_on_a_place(tmp_path):
     """The kexec test box as a place's NetworkService: the variants booted there by kexec in
-    rounds, each checked by its build identity, the box's kernel restored, the place released."""
+    rounds A B, B A, each checked by its build identity, the box inspected and its kernel
+    fetched once, its kernel restored, the place released. (The one kexec rounds test: the
+    place is a kexec host like any --host, whose killed and resumed runs tests/test_kexec.py has.)"""
+    import shlex
+
+    from sshd_util import logged_ssh, remote_commands
     from test_kexec import EXPERIMENT as KEXEC_EXPERIMENT, _samples
     from testbox_util import booted_box
 
@@ -203,16 +208,31 @@ def test_kernels_are_kexeced_on_a_place(tmp_path):
                                                        "username": "root"}}})
         lab.place("kx", "exp1/box/*", arch="x86_64")
         original = box.version()
+        release = box.run("uname", "-r").stdout.strip()
         env = env_for(lab, tmp_path, box, "kx")
-        done = run(tmp_path, env, KEXEC_EXPERIMENT, "--db", tmp_path / "fb.db", "--place", "kx", "--rounds", "1",
-                   timeout=3600, cache=kernel_cache())
+        log = tmp_path / "ssh.log"                 # every command the run sends the box
+        env["FLAGBENCH_SSH"] = logged_ssh(log, shlex.split(env["FLAGBENCH_SSH"]))
+        done = run(tmp_path, env, KEXEC_EXPERIMENT, "--db", tmp_path / "fb.db", "--place", "kx", "--rounds", "2",
+                   "--format", "json", timeout=3600, cache=kernel_cache())
         assert done.returncode == 0, done.stderr[-3000:]
         assert box.version() == original and "is back on its own kernel" in done.stderr
         assert power_log(tmp_path) == ["on kx"] and lab.acquired("kx") is None
+        sent = remote_commands(log)
+        assert sum("kexec_load_disabled" in c for c in sent) == 1, sent
+        assert sent.count(f"cat /boot/vmlinuz-{release}") == 1, sent
+        assert sent.count(f"cat /boot/initrd.img-{release}") == 1, sent
         got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on kx (kexec)"]
-        assert len(got) == 4                              # 2 variants x 1 round x 2 samples
-        assert all(s["value"] > 0 for s in got)
+        assert len(got) == 8                              # 2 variants x 2 rounds x 2 samples
+        assert all(s["metric"] == "per_second" and s["value"] > 0 for s in got)
+        assert all("contention" in s["prov"] and s["prov"]["job"] == "sample" for s in got)   # the engine took them
         one_kernel_per_variant(got, not_this=original)
+        boots: dict[int, set] = {}
+        for s in got:
+            boots.setdefault(s["prov"]["boot"], set()).add(s["cell"].split("/")[0])
+        assert [boots[i] for i in range(4)] == [{"default"}, {"patched"}, {"patched"}, {"default"}]
+        assert len({s["prov"]["round"] for s in got}) == 2
+        text = json.dumps(json.loads(done.stdout))
+        assert "getppid on kx (kexec)" in text and "kernel_insns_per_iter" in text   # real time beside TCG counts
 
 
 def one_kernel_per_variant(samples: list[dict], not_this: str) -> dict[str, str]:
