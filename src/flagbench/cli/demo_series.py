@@ -65,7 +65,7 @@ def blocks(case: Path, say) -> tuple[list, list, int]:
     lines = text(series).rstrip("\n").splitlines()
     built = sum(r.built for r in series.rows[1:])
     section = [Heading(2, f"{NAME}: a patch series, commit by commit ({RANGE})", NAME),
-               Para(["`flagbench series` over the case's repository (cases/series/make-repo, made from "
+               Para(["flagbench series over the case's repository (cases/series/make-repo, made from "
                      "Debian's 6.1 tree): each commit built in one O= directory walked commit by commit, "
                      "compared with the last that built and with the base."]),
                Code(lines)]
