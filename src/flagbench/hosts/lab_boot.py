@@ -88,10 +88,10 @@ class Board:
 
     @contextlib.contextmanager
     def draining(self):
-        """Read the console all along while the board boots. QEMU writes the serial port to its
-        socket a few bytes at a time; unread, the socket fills after some hundred bytes, the
-        emulated UART stops draining and the kernel waits on it for every character it prints:
-        the test board took 64-94 s to answer ssh instead of 7."""
+        """Read the console all along while the board boots. QEMU writes the serial port to a
+        socket only labgrid's console driver reads; unread, it fills, the emulated UART stops
+        draining and the kernel waits on it for every character it prints: the test board took
+        64-94 s to answer ssh instead of 7."""
         stop = threading.Event()
 
         def drain() -> None:
