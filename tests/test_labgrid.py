@@ -62,14 +62,19 @@ def env_for(lab, tmp_path: Path, box, *places: str) -> dict:
             "XDG_CACHE_HOME": str(tmp_path / "xdg")}
 
 
+def own_cache(tmp_path: Path) -> Path:
+    """FLAGBENCH_CACHE as the caller set it, else the test's own."""
+    return Path(os.environ.get("FLAGBENCH_CACHE", tmp_path / "cache"))
+
+
 def run(tmp_path: Path, env: dict, *args, timeout: float = 900, cache: Path | None = None):
-    cache = cache or Path(os.environ.get("FLAGBENCH_CACHE", tmp_path / "cache"))
+    cache = cache or own_cache(tmp_path)
     return flagbench("run", *map(str, args), cwd=tmp_path, clean_env=True, cache=cache, env=env, timeout=timeout)
 
 
 def start(tmp_path: Path, env: dict, *args) -> subprocess.Popen:
     full = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"),
-            "FLAGBENCH_CACHE": os.environ.get("FLAGBENCH_CACHE", str(tmp_path / "cache")), **env}
+            "FLAGBENCH_CACHE": str(own_cache(tmp_path)), **env}
     return subprocess.Popen([sys.executable, "-m", "flagbench", "run", *map(str, args)], cwd=tmp_path, env=full,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

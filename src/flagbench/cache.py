@@ -24,23 +24,22 @@ def cache_dir() -> Path:
 def locked(path: Path):
     """An exclusive lock on PATH (created), held while the block runs: two processes asking
     for the same tree or cell do the work once, the second finds it done."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with _flock(path, wait=True):
+        yield
 
 
-@contextmanager
 def try_locked(path: Path):
     """PATH's lock if nobody holds it: yields True while held, False (without waiting) when
     another process has it."""
+    return _flock(path, wait=False)
+
+
+@contextmanager
+def _flock(path: Path, wait: bool):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return

@@ -370,8 +370,7 @@ class Connection:
             done = procs.run(self._argv(["sh", "-c", _COPY, "flagbench", remote, mode]),
                              timeout=timeout, stdin=f)
         if done.returncode != 0:
-            lost = ConnectionLost if done.returncode == LOST_STATUS else HostError
-            raise lost(f"host {self.dest}: cannot copy {Path(local).name} to {remote}: "
+            raise _file_error(done.returncode)(f"host {self.dest}: cannot copy {Path(local).name} to {remote}: "
                             f"{_last_line(done.stderr) or done.failure}")
 
     def fetch(self, remote: str, local: Path, timeout: float = 600) -> None:
@@ -383,7 +382,7 @@ class Connection:
             err = proc.output()[1]
         if code != 0:
             tmp.unlink(missing_ok=True)
-            raise (ConnectionLost if code == LOST_STATUS else HostError)(f"host {self.dest}: cannot fetch {remote}: "
+            raise _file_error(code)(f"host {self.dest}: cannot fetch {remote}: "
                             f"{_last_line(err) or ('timeout' if code is None else f'exit status {code}')}")
         os.replace(tmp, local)
 
@@ -398,6 +397,11 @@ class Connection:
             self.copy(Path(local), remote)
             self._staged[key] = remote
         return self._staged[key]
+
+
+def _file_error(code: int | None) -> type[HostError]:
+    """A copy's or fetch's failure: ssh's own exit status means the host was lost, not the file."""
+    return ConnectionLost if code == LOST_STATUS else HostError
 
 
 def _stop(proc: procs.Proc) -> None:
