@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import chain, compress
+from operator import attrgetter
 from dataclasses import dataclass, field
 
 from flagbench.asm.model import PADDING
@@ -128,36 +130,60 @@ def parse(line: str, comment: str | None = None) -> tuple[str, list[str], str] |
 SLICE_WINDOW = 12   # instructions looked at before a call for its setup
 
 
-# What a normalised line is, by target: an Insn, PAD (alignment padding) or False (a label or
+# What a normalised line is, by target: an Insn, PAD (alignment padding) or NOT_CODE (a label or
 # data). Classifying is the cost of a vmlinux's mix (over a million lines), and lines repeat:
 # first by the line itself, then by its shape: symbols and numbers blanked (the classifiers
 # look at neither, apart from $$dyncall, kept), so one Insn serves many lines. A number starts
 # with a digit after a non-word character (or is hex before a base register); register names
 # and mnemonic suffixes do not.
-PAD = "pad"
+class _NotInsn:
+    """A line that is not an instruction. False, so a call's register slice stops at it."""
+    __slots__ = ("keys", "call")
+
+    def __init__(self, keys: tuple):
+        self.keys, self.call = keys, None
+
+    def __bool__(self) -> bool:
+        return False
+
+
+PAD = _NotInsn(("padding",))
+NOT_CODE = _NotInsn(())
 _LINES: dict[str, dict[str, object]] = {}
 _SHAPES: dict[str, dict[str, object]] = {}
 _SYMBOL = re.compile(r'<"(?:[^"\\\n]|\\.)*">|<[^<>$\n]*>')     # a string literal may hold < and >
 _NUMBER = re.compile(r"(?<![\w.])-?(?:[0-9][0-9a-fx]*|[0-9a-f]+(?=\())")   # hppa: "-c0(sp)"
 _INTERN: dict = {}
+_keys_of = attrgetter("keys")
+_call_of = attrgetter("call")
 
 
-def _what(target: str, line: str):
-    if PADDING.match(line):
-        return PAD
-    key = _NUMBER.sub("0", _SYMBOL.sub("<>", line))
+def _is_none(x) -> bool:
+    return x is None
+
+
+def _classify(target: str, missed: list[str], cache: dict) -> None:
+    """Put the lines MISSED into CACHE: padding, or the Insn of their shape. The shapes of all of
+    them are made by one pass of each pattern over the lines joined (no pattern crosses a newline):
+    a regex call per line was most of the time of a vmlinux's mix."""
     shapes = _SHAPES.setdefault(target, {})
-    what = shapes.get(key)
-    if what is None:
-        t = get_target(target)
-        p = parse(key, t.asm_comment or None)
-        what = False if p is None else _slim(CLASSIFIERS[t.isa](*p))
-        shapes[key] = what
-    return what
+    keys = _NUMBER.sub("0", _SYMBOL.sub("<>", "\n".join(missed))).split("\n")
+    t = None
+    for line, key in zip(missed, keys):
+        if PADDING.match(line):
+            cache[line] = PAD
+            continue
+        what = shapes.get(key)
+        if what is None:
+            t = t or get_target(target)
+            p = parse(key, t.asm_comment or None)
+            what = shapes[key] = NOT_CODE if p is None else _slim(CLASSIFIERS[t.isa](*p))
+        cache[line] = what
 
 
 def _slim(insn: Insn) -> Insn:
-    """The Insn without its text, its sets and lists shared: thousands stay cached."""
+    """The Insn without its text, its sets and lists shared: thousands stay cached; and the
+    keys of what it counts in a Mix, so that a function's counts are one Counter made in C."""
     insn.ops = ()
     for name in ("loads", "stores"):
         value = tuple(getattr(insn, name))
@@ -165,6 +191,9 @@ def _slim(insn: Insn) -> Insn:
     for name in ("target_regs", "defs", "uses"):
         value = frozenset(getattr(insn, name))
         setattr(insn, name, _INTERN.setdefault(value, value))
+    insn.keys = ("insns", *(("load", w) for w in insn.loads), *(("store", w) for w in insn.stores),
+                 *(("branch",) if insn.branch else ()),
+                 *((("string", insn.string_op),) if insn.string_op else ()))
     return insn
 
 
@@ -173,35 +202,20 @@ def mix(target: str, lines: list[str]) -> Mix:
     cache = _LINES.setdefault(target, {})
     insns = list(map(cache.get, lines))           # per line in C; Python only for lines not seen
     if None in insns:
-        for i, what in enumerate(insns):
-            if what is None:
-                insns[i] = cache[lines[i]] = _what(target, lines[i])
-    calls, paired = [], get_target(target).paired_calls
-    loads, stores = m.loads, m.stores
-    for insn, k in Counter(insns).items():
-        if insn is PAD:
-            m.padding += k
-            continue
-        if not insn:
-            continue
-        m.insns += k
-        for w in insn.loads:
-            loads[w] = loads.get(w, 0) + k
-        for w in insn.stores:
-            stores[w] = stores.get(w, 0) + k
-        if insn.branch:
-            m.branches += k
-        if insn.string_op:
-            m.string_ops[insn.string_op] = m.string_ops.get(insn.string_op, 0) + k
-        if insn.call:
-            calls.append((insn, k))
-    at = []
-    for insn, k in calls:                         # where they are: list.index scans in C
-        i = -1
-        for _ in range(k):
-            i = insns.index(insn, i + 1)
-            at.append(i)
-    for i in sorted(at):
+        _classify(target, list(dict.fromkeys(compress(lines, map(_is_none, insns)))), cache)
+        insns = list(map(cache.__getitem__, lines))
+    for key, k in Counter(chain.from_iterable(map(_keys_of, insns))).items():
+        if key == "insns":
+            m.insns = k
+        elif key == "padding":
+            m.padding = k
+        elif key == "branch":
+            m.branches = k
+        else:
+            kind, what = key
+            {"load": m.loads, "store": m.stores, "string": m.string_ops}[kind][what] = k
+    paired = get_target(target).paired_calls
+    for i in compress(range(len(insns)), map(_call_of, insns)):   # where the calls are, found in C
         insn = insns[i]
         seq = call_sequence(insns, i)
         m.call_seq_insns += len(seq) + 1
@@ -220,7 +234,7 @@ def mix(target: str, lines: list[str]) -> Mix:
 
 def call_sequence(insns: list, at: int) -> list[int]:
     """Indexes of the instructions before insns[at] that compute its target (a register slice);
-    INSNS holds an Insn per instruction line, PAD for padding (passed over), None or False for
+    INSNS holds an Insn per instruction line, PAD for padding (passed over), NOT_CODE for
     labels and data."""
     need = set(insns[at].target_regs)
     seq = []
