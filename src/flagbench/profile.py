@@ -162,7 +162,8 @@ class SymbolMap:
     def of_elf(cls, path) -> "SymbolMap":
         from flagbench.asm import unsized
         from flagbench.elf.image import Image
-        from flagbench.elf.constants import SHF_EXECINSTR, STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE, STT_PROC, target_for_elf
+        from flagbench.elf.constants import SHF_EXECINSTR, STT_FUNC, STT_GNU_IFUNC, STT_NOTYPE, STT_PROC
+        from flagbench.targets import target_for_elf
         functions, labels = [], []
         with Image(str(path)) as image:
             target = target_for_elf(image.machine, image.is64)

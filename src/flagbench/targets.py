@@ -17,13 +17,13 @@ What is installed is not decided here: toolchains.py probes tools and versions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from flagbench.elf.constants import EM_AARCH64, EM_ARM, EM_LOONGARCH, EM_PARISC, EM_RISCV, EM_X86_64
+from flagbench.record import frozen
 
 CLANG = "clang-19"
 HOST_TRIPLET = "x86_64-linux-gnu"
 LLD = "ld.lld-19"
 LLVM_OBJDUMP = "llvm-objdump-19"
-EM_PARISC, EM_ARM, EM_X86_64, EM_AARCH64, EM_RISCV, EM_LOONGARCH = 15, 40, 62, 183, 243, 258
 
 # qemu 7.2 runs SVE's predicated loads/stores in helpers the plugin API cannot see, and
 # static glibc picks __memcpy_sve on the default `-cpu max`: its copies would count as
@@ -31,7 +31,7 @@ EM_PARISC, EM_ARM, EM_X86_64, EM_AARCH64, EM_RISCV, EM_LOONGARCH = 15, 40, 62, 1
 AARCH64_QEMU_CPU = ("-cpu", "max,sve=off")
 
 
-@dataclass(frozen=True)
+@frozen
 class Kbuild:
     arch: str                      # make ARCH=
     srcarch: str                   # arch/SRCARCH/ in the tree
@@ -39,7 +39,7 @@ class Kbuild:
     implied: tuple[tuple[str, str], ...] = ()   # what the target name means that a base config may not
 
 
-@dataclass(frozen=True)
+@frozen
 class Boot:
     """A qemu-system machine for the target's kernel (kernel/boot.py boots it)."""
     name: str                      # the target's name
@@ -56,7 +56,7 @@ class Boot:
     verified: bool = False         # booted and measured on this project's machine kind
 
 
-@dataclass(frozen=True)
+@frozen
 class Target:
     name: str
     triplet: str

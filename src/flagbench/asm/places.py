@@ -16,7 +16,7 @@ from flagbench.elf import Image
 from flagbench.elf.constants import SHF_ALLOC, SHF_EXECINSTR, SHF_MERGE, SHF_STRINGS, SHT_NOBITS, STT_SECTION
 from flagbench.elf.image import Symbol
 from flagbench.errors import UserError
-from flagbench.elf.constants import target_for_elf
+from flagbench.targets import target_for_elf
 
 
 class Places:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from flagbench.elf.constants import target_for_elf
+from flagbench.targets import target_for_elf
 from flagbench.targets import get_target
 
 STUB, PADDING, OTHER = "stub", "padding", "other"
@@ -49,6 +49,16 @@ _X86_NOP = (rb"\xcc|\x00|\x90|(?:\x66|\x2e)*\x0f\x1f(?:\x00|\x40\x00|\x44\x00\x0
 # length (a section tail of megabytes: no regex), are on each Target (targets.py).
 def _fill(target: str) -> bytes:
     return get_target(target).fill or b"\0"
+
+
+def _all_fill(raw: bytes, fill: bytes) -> bool:
+    """RAW holds nothing but FILL's bytes. A run of one byte (the megabytes of int3 that end a
+    vmlinux's .text) is compared whole, in C; translate walks it a byte at a time (30 M
+    instructions of `flagbench size` on a vmlinux pair)."""
+    first = raw[:1]
+    if first in fill and raw == first * len(raw):
+        return True
+    return not raw.translate(None, fill)
 
 
 def _tokens(target: str) -> tuple[int, tuple[bytes, ...]]:
@@ -198,7 +208,7 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
             cuts.append(end)
             if len(cuts) == 2 and counts is not None:   # most holes: padding between two functions
                 raw = read(index, start - base, end - start)
-                if not raw.translate(None, fill) or pad.fullmatch(raw):
+                if _all_fill(raw, fill) or pad.fullmatch(raw):
                     counts[FILL_KEY if end - start >= FILL else PADDING] += end - start
                     continue
             left.append((index, cuts, stubs))
@@ -274,12 +284,12 @@ def _count_padding(holes, bounds, pad, fill, counts, data, base) -> list[tuple[i
     left = [h for i, h in enumerate(holes) if i in marked]
     raws = [data[a - base:b - base] for a, b in plain]
     blob = b"".join(raws)
-    if not blob.translate(None, fill) or pad.fullmatch(blob):
+    if _all_fill(blob, fill) or pad.fullmatch(blob):
         padding = plain
     else:
         padding = []
         for h, raw in zip(plain, raws):
-            (padding if not raw.translate(None, fill) or pad.fullmatch(raw) else left).append(h)
+            (padding if _all_fill(raw, fill) or pad.fullmatch(raw) else left).append(h)
     for a, b in padding:
         counts[FILL_KEY if b - a >= FILL else PADDING] += b - a
     return sorted(left)
@@ -302,7 +312,7 @@ def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
 
 def _scan(target, big, pad, index, raw, start, end, by_value) -> list[Piece]:
     """Pieces of [start, end) (its bytes RAW): padding runs, stubs by shape, the rest other code."""
-    if not raw.translate(None, _fill(target)) or pad.fullmatch(raw):
+    if _all_fill(raw, _fill(target)) or pad.fullmatch(raw):
         return [Piece(index, start, end, PADDING)]
     if target in ("hppa", "hppa64") and len(raw) % 4 == 0:
         return _scan_hppa(big, pad, index, raw, start, by_value)

@@ -80,7 +80,7 @@ def open_pair(old_path: str, new_path: str, warn=None) -> tuple[elf.Input, elf.I
 
 
 def _machines_differ(old_path: str, new_path: str, a: tuple, b: tuple) -> str:
-    from flagbench.elf.constants import target_for_elf
+    from flagbench.targets import target_for_elf
     ta = target_for_elf(*a) or f"machine {a[0]}"
     tb = target_for_elf(*b) or f"machine {b[0]}"
     return f"warning: {old_path} is {ta} but {new_path} is {tb}; comparing anyway"
