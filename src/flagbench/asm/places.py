@@ -111,19 +111,19 @@ class Places:
             return "&" + reloc
         if sec.type == SHT_NOBITS or not 0 <= offset < sec.size:
             return None
-        data = self.image.contents(section)
-        raw = data[offset:]
+        data = self.image.contents(section)   # searched from OFFSET, not sliced: a slice copies the section's rest
         if sec.flags & SHF_STRINGS or loose:
-            end = raw.find(b"\0")
+            end = data.find(b"\0", offset)
+            end = end - offset if end >= 0 else -1
             start_ok = offset == 0 or data[offset - 1] == 0
             if end >= (0 if sec.flags & SHF_STRINGS else 2) and (start_ok or not loose):
-                text = raw[:end]
+                text = data[offset:offset + end]
                 if all(32 <= b < 127 or b in (9, 10) for b in text):
                     s = text.decode("ascii")
                     s = s if len(s) <= 60 else s[:57] + "..."
                     return '"' + s.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
         if sec.flags & SHF_MERGE and sec.entsize and not sec.flags & SHF_STRINGS:
-            return "=0x" + raw[:sec.entsize].hex()
+            return "=0x" + data[offset:offset + sec.entsize].hex()
         return None
 
 
