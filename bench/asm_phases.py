@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Where one side of `flagbench asm` spends its CPU: the phases of `asm.disasm.disassemble`
+timed apart on one ELF file (process CPU seconds; objdump's as its children's).
+
+    .venv/bin/python bench/asm_phases.py FILE [FILE...]   (e.g. /work/kernel-pair-big/vmlinux.old)
+
+objdump's output is read whole first, so its time is not mixed into the normaliser's; the mix
+is made for half the functions, as each side does in `compare.disassemble_pair`.
+"""
+from __future__ import annotations
+
+import io
+import resource
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+from flagbench.asm import disasm, extent, unsized
+from flagbench.asm.mix import mix
+from flagbench.asm.places import Places
+from flagbench.toolchains import get_target
+
+
+def children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def phases(path: Path) -> dict[str, float]:
+    out, clock = {}, time.process_time
+    t = clock()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = clock()
+        out[name] = now - t
+        t = now
+
+    with Places(path) as elf:
+        cmap = unsized.of_image(elf.image, elf.target)
+        lap("code map")
+        norm = disasm.Normaliser(elf, cmap)
+        argv0 = disasm.objdump_argv(get_target(elf.target).objdump, path, elf.relocatable)
+        texts, before = [], children_cpu()
+        for start, stop in ([(None, None)] if elf.relocatable else cmap.code_ranges(disasm.SKIP_PADDING)):
+            argv = argv0[:-1] + ([f"--start-address={start:#x}"] if start is not None else []) + \
+                ([f"--stop-address={stop:#x}"] if stop is not None else []) + argv0[-1:]
+            texts.append(subprocess.run(argv, capture_output=True, text=True, errors="replace", check=True).stdout)
+        out["objdump (its own CPU)"] = children_cpu() - before
+        lap("reading objdump's output")
+        functions = {}
+        for text in texts:
+            for section, name, body in disasm._blocks(io.StringIO(text)):
+                functions[name] = disasm.Function(name, section, norm.body(body, name))
+        lap("normalising")
+        d = disasm.Disassembly(path, elf.target, "", functions, unsized=cmap.totals())
+        extent.cut(d, elf.image, cmap)
+        lap("cutting to symbol extents")
+        for f in d.functions.values():
+            if zlib.crc32(f.name.encode()) % 2 == 0:
+                f.mix = mix(d.target, f.lines)
+        lap("mix of half the functions")
+    out["python in all"] = sum(v for k, v in out.items() if not k.startswith("objdump"))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    for name in argv:
+        print(name)
+        for phase, seconds in phases(Path(name)).items():
+            print(f"  {phase:<28} {seconds:6.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
