@@ -39,7 +39,7 @@ def experiment_copy(where: Path, extra_make: str = "") -> spec.Experiment:
     """The test kernel's experiment at WHERE (a fresh path: fresh O= directories)."""
     where.mkdir(parents=True, exist_ok=True)
     for f in TEST_KERNEL.iterdir():
-        if f.suffix == ".patch":
+        if f.suffix in (".patch", ".c"):   # the variants' patches and the guest bench's program
             shutil.copy(f, where / f.name)
     text = (TEST_KERNEL / "experiment.toml").read_text()
     text = text.replace("../../../src/flagbench/run/guest/boot-x86_64.config",
