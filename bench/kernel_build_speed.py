@@ -13,6 +13,9 @@ directories. Cold uses an empty CCACHE_DIR (nothing cached); every later step re
 - overhead:       one cell by hand (make tinyconfig; merge_config.sh -m; olddefconfig;
                    make -jN all, same variables and environment) vs flagbench, both warm,
                    alternated R times. Times are wall clock on a shared, noisy machine.
+                   flagbench's cell starts from a sibling's build when the cache has one, so its
+                   wall time is then less work than the hand-run make's: the overhead to read is
+                   flagbench's own CPU against make's.
 """
 from __future__ import annotations
 
