@@ -40,6 +40,15 @@ def test_wrong_fields_are_refused(args, kwargs, message):
         Point(*args, **kwargs)
 
 
+def test_they_pickle_and_copy_by_value():
+    import copy
+    import pickle
+    t = get_target("aarch64")
+    for again in (pickle.loads(pickle.dumps(t)), copy.copy(t), copy.deepcopy(t)):
+        assert again == t and again.boot == t.boot and type(again) is type(t)
+    assert pickle.loads(pickle.dumps(Point(1, 2, ("a",)))) == Point(1, 2, ("a",))
+
+
 def test_the_targets_are_such_records():
     t = get_target("x86_64")
     assert t == TARGETS["x86_64"] and hash(t) == hash(TARGETS["x86_64"])

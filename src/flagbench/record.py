@@ -4,8 +4,8 @@ importing `dataclasses` (it imports inspect, ast, tokenize and dis) took 72 M of
 instructions of `flagbench size` on a vmlinux pair, a third of that command counting its use.
 
 Fields are the class's annotations in order; a class attribute of the same name is its default.
-Instances take fields by position or keyword, compare and hash by their values, and refuse
-assignment."""
+Instances take fields by position or keyword, compare and hash by their values, refuse
+assignment, and pickle and copy by their values."""
 from __future__ import annotations
 
 _MISSING = object()
@@ -48,11 +48,14 @@ def frozen(cls):
     def __hash__(self):
         return hash(values(self))
 
+    def __reduce__(self):   # pickle and copy: the slots cannot be set after __init__
+        return type(self), values(self)
+
     def __repr__(self):
         return f"{cls.__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
 
     ns = {"__init__": __init__, "__setattr__": __setattr__, "__delattr__": __delattr__, "__eq__": __eq__,
-          "__hash__": __hash__, "__repr__": __repr__, "__slots__": names}
+          "__hash__": __hash__, "__reduce__": __reduce__, "__repr__": __repr__, "__slots__": names}
     body = {k: v for k, v in cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
     body.update(ns)
     return type(cls.__name__, cls.__bases__, body)
