@@ -79,6 +79,35 @@ def start(tmp_path: Path, env: dict, *args) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def finished(proc: subprocess.Popen, timeout: float = 120) -> str:
+    """PROC's stderr once it has ended and nothing holds its pipes. A process it started that
+    outlived it and holds them fails the test by name (a CI run once waited here 120 s after a
+    kill -9, with no word of what held on)."""
+    try:
+        return proc.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        held = pipe_holders(proc)
+        raise AssertionError(f"flagbench {'ended: ' + str(proc.poll()) if proc.poll() is not None else 'still runs'}; "
+                             f"{timeout} s later its stdout/stderr are held by: {held or 'nothing found'}") from None
+
+
+def pipe_holders(proc: subprocess.Popen) -> list[str]:
+    """'PID: command line' of every process with PROC's stdout or stderr pipe open (the test's excepted)."""
+    pipes = {f"pipe:[{os.fstat(f.fileno()).st_ino}]" for f in (proc.stdout, proc.stderr) if f is not None}
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == os.getpid():
+            continue
+        try:
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            if links & pipes:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                out.append(f"{pid}: {cmd.strip()[:200]}")
+        except OSError:
+            continue
+    return out
+
+
 def kernel_cache() -> Path:
     """The session's cache, where tests/test_kexec.py builds the same experiment's kernels once
     (a fresh cache per test built them cold again: minutes of the suite's budget)."""
@@ -179,7 +208,7 @@ def test_sigterm_and_kill_9_leave_the_place_released(lab_box, tmp_path):
             assert proc.poll() is None, proc.communicate()[1]
             time.sleep(2)
             proc.send_signal(sig)
-            _, err = proc.communicate(timeout=120)
+            err = finished(proc)
         finally:
             if proc.poll() is None:
                 proc.kill()
