@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter
-from dataclasses import dataclass, field
 
 from flagbench.asm.model import PADDING
 from flagbench.asm.isa import CLASSIFIERS, Insn

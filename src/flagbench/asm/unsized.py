@@ -21,8 +21,7 @@ from __future__ import annotations
 import bisect
 import re
 
-from flagbench.targets import target_for_elf
-from flagbench.targets import get_target
+from flagbench.targets import get_target, target_for_elf
 
 STUB, PADDING, OTHER = "stub", "padding", "other"
 KINDS = (STUB, PADDING, OTHER)
