@@ -42,11 +42,10 @@ def phases(path: Path) -> dict[str, float]:
         cmap = unsized.of_image(elf.image, elf.target)
         lap("code map")
         norm = disasm.Normaliser(elf, cmap)
-        argv0 = disasm.objdump_argv(get_target(elf.target).objdump, path, elf.relocatable)
+        tool = get_target(elf.target).objdump
         texts, before = [], children_cpu()
         for start, stop in ([(None, None)] if elf.relocatable else cmap.code_ranges(disasm.SKIP_PADDING)):
-            argv = argv0[:-1] + ([f"--start-address={start:#x}"] if start is not None else []) + \
-                ([f"--stop-address={stop:#x}"] if stop is not None else []) + argv0[-1:]
+            argv = disasm.objdump_argv(tool, path, elf.relocatable, start, stop)
             texts.append(subprocess.run(argv, capture_output=True, text=True, errors="replace", check=True).stdout)
         out["objdump (its own CPU)"] = children_cpu() - before
         lap("reading objdump's output")

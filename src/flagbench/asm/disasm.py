@@ -26,11 +26,15 @@ from flagbench.errors import UserError
 from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
 
 
-def objdump_argv(tool: str, path: Path, relocatable: bool) -> list[str]:
+def objdump_argv(tool: str, path: Path, relocatable: bool, start: int | None = None,
+                 stop: int | None = None) -> list[str]:
+    """objdump over PATH, or over the addresses [START, STOP) of it (None: no bound)."""
+    bounds = ([f"--start-address={start:#x}"] if start is not None else []) + \
+        ([f"--stop-address={stop:#x}"] if stop is not None else [])
     if tool == LLVM_OBJDUMP or "llvm-objdump" in tool:
-        return [tool, "-d", "-r", "--no-show-raw-insn", "--no-leading-addr", str(path)]
+        return [tool, "-d", "-r", "--no-show-raw-insn", "--no-leading-addr", *bounds, str(path)]
     argv = [tool, "-d", "-w", "--no-show-raw-insn", "--no-addresses"]
-    return argv + (["-r"] if relocatable else []) + [str(path)]
+    return argv + (["-r"] if relocatable else []) + bounds + [str(path)]
 
 
 def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disassembly:
@@ -66,9 +70,7 @@ def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser",
     function by function, normalised; each objdump ends before this returns."""
     functions: dict[str, Function] = {}
     for start, stop in ranges:
-        argv = objdump_argv(tool, path, relocatable)
-        argv[-1:-1] = ([f"--start-address={start:#x}"] if start is not None else []) + \
-            ([f"--stop-address={stop:#x}"] if stop is not None else [])
+        argv = objdump_argv(tool, path, relocatable, start, stop)
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
         try:
             for section, name, body in _blocks(proc.stdout):
