@@ -189,3 +189,21 @@ def test_sections_whose_name_decides_are_asked_of_python_from_the_reading_thread
     assert "kept_new" in fast[0] and "kept_old" in fast[0] and "dbg" not in fast[0]
     _python_reader(monkeypatch)
     assert fast == (size.bom(*paths, types="nN"), render(size.compare(*paths, types="tTnN"), "text"))
+
+
+def test_both_linked_sides_run_and_the_old_files_error_comes_first():
+    """read_pair classifies the two linked files' code on two threads (`code_holes` lets go of
+    the GIL): both jobs run, and when both fail the old file's error is the one raised, as when
+    they ran one after the other."""
+    from flagbench.errors import UserError
+    ran = []
+
+    def job(name, fail):
+        ran.append(name)
+        if fail:
+            raise UserError(f"{name}: corrupt ELF")
+    symbols._on_two_threads(job, [("old", False), ("new", False)])
+    assert sorted(ran) == ["new", "old"]
+    for fails, said in (((True, True), "old"), ((False, True), "new"), ((True, False), "old")):
+        with pytest.raises(UserError, match=f"^{said}: corrupt ELF$"):
+            symbols._on_two_threads(job, [("old", fails[0]), ("new", fails[1])])

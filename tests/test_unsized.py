@@ -259,3 +259,16 @@ def test_code_holes_refuses_bad_arguments(inputs, tmp_path):
     with pytest.raises(ZeroDivisionError):
         holes(read=lambda i: 1 // 0)
     assert holes(read=lambda i: 1 // 0, count=False)[:2] == (0, 0)   # nothing is read without counting
+
+
+@pytest.mark.parametrize("target", ["x86_64", "aarch64", "arm", "riscv64", "loongarch64", "hppa"])
+@settings(max_examples=300, deadline=None, database=None)
+@given(data=st.data())
+def test_padding_prefix_is_the_regex_match(target, data):
+    """`_symtab.padding_prefix` (what `flagbench size` cuts a hole's padding with, no `re`) takes
+    as many bytes as the padding regex's match(): spellings, spellings cut short, other bytes."""
+    atoms = alphabet(target)
+    raw = b"".join(data.draw(st.lists(st.sampled_from(atoms), max_size=30), label="raw"))
+    spec = unsized._padding_spec(target)
+    assert _symtab.padding_prefix(spec, raw) == unsized._padding_regex(target).match(raw).end()
+    assert (_symtab.padding_prefix(spec, raw) == len(raw)) == bool(unsized._padding_regex(target).fullmatch(raw))

@@ -19,7 +19,6 @@ tests hold the C code to.
 from __future__ import annotations
 
 import bisect
-import re
 
 from flagbench.targets import get_target, target_for_elf
 
@@ -32,13 +31,35 @@ STT_SECTION, STT_FILE = 3, 4
 
 # The linker's stub symbols, capturing the target: aarch64/arm `__f_veneer`, arm interworking.
 _STUB_SUFFIXES = ("_veneer", "_from_arm", "_from_thumb", "_change_to_arm")
-STUB_SYMBOL = re.compile(r"^__(.+?)(?:" + "|".join(_STUB_SUFFIXES) + r")$")
-_STUB_LINES = re.compile(STUB_SYMBOL.pattern, re.M)
+_STUB_PATTERN = r"^__(.+?)(?:" + "|".join(_STUB_SUFFIXES) + r")$"
 # Symbols that start no code of their own: mapping symbols ($x, $d.1, riscv's $xrv64i2p1...)
 # and assembler-local labels.
-_NOT_LABEL = re.compile(r"^(?:\$[adtx](?:\.|$|rv)|\.L)")
-_PLT = re.compile(r"^\.(?:plt(?:\.sec|\.got|\.bnd)?|iplt)$")
+_NOT_LABEL_PATTERN = r"^(?:\$[adtx](?:\.|$|rv)|\.L)"
+_PLT_NAMES = frozenset((".plt", ".plt.sec", ".plt.got", ".plt.bnd", ".iplt"))
 _PLT_RELOCS = (".rela.plt", ".rel.plt", ".rela.iplt", ".rel.iplt")
+# The patterns are compiled on first use: `flagbench size` on an x86 vmlinux needs none of them,
+# and importing `re` (with enum) was a tenth of its run.
+_COMPILED: dict = {}
+
+
+def _pattern(name: str):
+    if name not in _COMPILED:
+        import re
+        _COMPILED.update(STUB_SYMBOL=re.compile(_STUB_PATTERN), _STUB_LINES=re.compile(_STUB_PATTERN, re.M),
+                         _NOT_LABEL=re.compile(_NOT_LABEL_PATTERN))
+    return _COMPILED[name]
+
+
+def __getattr__(name: str):   # STUB_SYMBOL, compiled when a module first asks for it
+    if name == "STUB_SYMBOL":
+        return _pattern(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _is_plt(name: str) -> bool:
+    """A PLT section's name (as `^\\.(?:plt(?:\\.sec|\\.got|\\.bnd)?|iplt)$` matched it, a
+    newline at the end included)."""
+    return (name[:-1] if name.endswith("\n") else name) in _PLT_NAMES
 
 # Padding by target, as whole runs of bytes. x86: int3, zero fill and every NOP spelling gas and
 # the kernel's alternatives use (0x90, 66 90, 0f 1f /0 with 66/2e prefixes, 32-bit lea fillers).
@@ -68,7 +89,10 @@ def _tokens(target: str) -> tuple[int, tuple[bytes, ...]]:
     return 2, t.nop_halves + (b"\x00\x00",)
 
 
-def _padding_regex(target: str) -> re.Pattern:
+def _padding_regex(target: str):
+    """The padding of TARGET as a regex: the model `_symtab.padding_prefix` and `code_holes`
+    are held to (tests/test_unsized.py), and code_map's walk."""
+    import re
     if target == "x86_64":
         return re.compile(rb"(?:" + _X86_NOP + rb")*", re.S)
     return re.compile(rb"(?:" + b"|".join(re.escape(t) for t in _tokens(target)[1]) + rb")*", re.S)
@@ -183,12 +207,12 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
             stub_syms.setdefault(shndx, []).append((value, size, stub_names[name]))
         elif size:
             sized[shndx].append((value, value + size))
-        elif not _NOT_LABEL.match(name):
+        elif not _pattern("_NOT_LABEL").match(name):
             labels[shndx].append(value)
     pad = _padding_regex(target)
     left = []    # (index, cuts, stubs) of the holes to cut into pieces
     for index, (name, base, size) in exec_sections.items():
-        if _PLT.match(name):
+        if _is_plt(name):
             continue
         bounds = sorted(set(labels[index]) | {v for v, _, _ in stub_syms.get(index, ())})
         stubs = {v: (s, t) for v, s, t in stub_syms.get(index, ())}
@@ -236,14 +260,14 @@ def _stub_names(rows) -> dict[str, str]:
     """{name: target} of the rows' stub symbols, found by one regex over all names (a vmlinux
     has 40,000)."""
     joined = "\n".join([r[0] for r in rows])
-    return {m.group(0): m.group(1) for m in _STUB_LINES.finditer(joined)} if "__" in joined else {}
+    return {m.group(0): m.group(1) for m in _pattern("_STUB_LINES").finditer(joined)} if "__" in joined else {}
 
 
 def _by_value(rows, stub_names) -> dict[int, str]:
     """A name per address, for hppa's stub targets."""
     by_value: dict[int, str] = {}
     for name, value, size, _ in rows:
-        if name not in stub_names and (size or not _NOT_LABEL.match(name)):
+        if name not in stub_names and (size or not _pattern("_NOT_LABEL").match(name)):
             by_value.setdefault(value, name)
     return by_value
 
@@ -254,11 +278,11 @@ def _pieces(target, big, exec_sections, plt_entries, holes, read, by_value) -> l
     pieces: list[Piece] = []
     plt_done = False
     for index, (name, base, size) in exec_sections.items():
-        if _PLT.match(name):
+        if _is_plt(name):
             count = plt_entries if not plt_done else 0
             plt_done = True
             pieces.append(Piece(index, base, base + size, STUB, count, "PLT"))
-    pad = _padding_regex(target)
+    pad = _Padding(target)
     for index, cuts, stubs in holes:
         base = exec_sections[index][1]
         for a, b in zip(cuts, cuts[1:]):
@@ -309,21 +333,35 @@ def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
         yield reach, hi
 
 
-def _scan(target, big, pad, index, raw, start, end, by_value) -> list[Piece]:
+class _Padding:
+    """TARGET's padding as `_scan` asks about it, in C (`_symtab.padding_prefix`): the length
+    of a run of it at the start of some bytes, and whether a granule's bytes are one token."""
+    __slots__ = ("spec", "granule", "tokens")
+
+    def __init__(self, target: str):
+        self.spec = _padding_spec(target)
+        self.granule, tokens = (0, ()) if target == "x86_64" else _tokens(target)
+        self.tokens = frozenset(tokens)
+
+    def head(self, raw: bytes) -> int:
+        from flagbench.elf import _symtab
+        return _symtab.padding_prefix(self.spec, raw)
+
+
+def _scan(target, big, pad: _Padding, index, raw, start, end, by_value) -> list[Piece]:
     """Pieces of [start, end) (its bytes RAW): padding runs, stubs by shape, the rest other code."""
-    if _all_fill(raw, _fill(target)) or pad.fullmatch(raw):
+    head = pad.head(raw)
+    if head == len(raw) or _all_fill(raw, _fill(target)):
         return [Piece(index, start, end, PADDING)]
     if target in ("hppa", "hppa64") and len(raw) % 4 == 0:
         return _scan_hppa(big, pad, index, raw, start, by_value)
     out = []
-    head = pad.match(raw).end()
     if target == "x86_64":
         tail = len(raw.rstrip(b"\xcc\x90\x00"))
     else:
-        granule = _tokens(target)[0]
-        head -= head % granule
+        granule = pad.granule
         tail = len(raw)
-        while tail - granule >= head and pad.fullmatch(raw, tail - granule, tail):
+        while tail - granule >= head and raw[tail - granule:tail] in pad.tokens:
             tail -= granule
     if head:
         out.append(Piece(index, start, start + head, PADDING))
@@ -368,7 +406,7 @@ def hppa_be17(word: int) -> int:
     return v << 2
 
 
-def _scan_hppa(big, pad, index, raw, start, by_value) -> list[Piece]:
+def _scan_hppa(big, pad: _Padding, index, raw, start, by_value) -> list[Piece]:
     words = _hppa_words(raw, big)
     out: list[Piece] = []
     i, n = 0, len(words)
@@ -399,7 +437,7 @@ def _scan_hppa(big, pad, index, raw, start, by_value) -> list[Piece]:
             out.append(Piece(index, addr, addr + 4 * length, STUB, 1, to))
             i += length
             continue
-        kind = PADDING if pad.fullmatch(raw, 4 * i, 4 * i + 4) else OTHER
+        kind = PADDING if raw[4 * i:4 * i + 4] in pad.tokens else OTHER
         if kind != run_kind:
             close(i)
             run_kind, run_start = kind, i
@@ -452,7 +490,7 @@ def of_member(inp, m) -> CodeMap | None:
     secs = _section_rows(names, hdrs)
     whole = _section_bytes(inp, m, hdrs)
     exec_sections, plt_entries = _exec_sections(secs, m.etype == 1)
-    scan = tuple((i, base, size) for i, (name, base, size) in exec_sections.items() if not _PLT.match(name))
+    scan = tuple((i, base, size) for i, (name, base, size) in exec_sections.items() if not _is_plt(name))
     if any(base + size >= 1 << 64 for _, base, size in scan):   # a damaged file: past C's integers
         return _of_member_in_python(inp, m)
     count = target not in _PIECES_ALWAYS
@@ -468,7 +506,7 @@ def of_member(inp, m) -> CodeMap | None:
         by_value = _by_value(rows, _stub_names(rows))
 
     def read(index: int, offset: int, size: int) -> bytes:
-        return whole(index)[offset:offset + size]
+        return bytes(whole(index)[offset:offset + size])
     pieces = _pieces(target, m.big, exec_sections, plt_entries, holes, read, by_value)
     return CodeMap(pieces, {PADDING: padding, FILL_KEY: fill} if count else None)
 
@@ -482,14 +520,14 @@ def _section_rows(names, hdrs) -> list[tuple]:
 
 
 def _section_bytes(inp, m, hdrs):
-    """whole(index): a section's bytes, read once."""
+    """whole(index): a section's bytes, a window on the mapped file."""
     from flagbench.elf import sections as elf_sections
-    sections_read: dict[int, bytes] = {}
+    sections_read: dict[int, memoryview] = {}
 
-    def whole(index: int) -> bytes:
+    def whole(index: int) -> memoryview:
         if index not in sections_read:
             off, total = elf_sections.table_range(m, hdrs, index, f"section {index}")
-            sections_read[index] = inp.read(off, total)
+            sections_read[index] = inp.view(off, total)
         return sections_read[index]
     return whole
 
@@ -507,4 +545,4 @@ def _of_member_in_python(inp, m) -> CodeMap | None:
     secs = _section_rows(names, hdrs)
     whole = _section_bytes(inp, m, hdrs)
     return code_map(target, m.big, m.etype == 1, secs, zip(t.names, t.values, t.sizes, t.sections),
-                    lambda i, o, n: whole(i)[o:o + n], pieces_only=False)
+                    lambda i, o, n: bytes(whole(i)[o:o + n]), pieces_only=False)

@@ -268,6 +268,52 @@ static int span_order(const void *a, const void *b)
 	return x->k < y->k ? -1 : x->k > y->k;
 }
 
+/* Byte PASS of span S's sort key, least significant first: the end's bytes complemented (the longest first), the start's, the section's. */
+static uint8_t span_byte(const struct span *s, int pass)
+{
+	if (pass < 8)
+		return (uint8_t)(~s->end >> (8 * pass));
+	if (pass < 16)
+		return (uint8_t)(s->start >> (8 * (pass - 8)));
+	return (uint8_t)(s->sec >> (8 * (pass - 16)));
+}
+
+/*
+ * Sort N spans into span_order: a stable counting pass per key byte where those bytes differ,
+ * the spans being in symbol order already (a qsort was a tenth of `flagbench size` on a vmlinux
+ * pair). Out of memory for the second array, qsort does it.
+ */
+static void sort_spans(struct span *spans, Py_ssize_t n)
+{
+	struct span *from = spans, *to = PyMem_RawMalloc(sizeof(*spans) * (n + 1)), *tmp = to, *swap;
+	Py_ssize_t count[256], i, at, c;
+	int pass;
+
+	if (!to) {
+		qsort(spans, n, sizeof(*spans), span_order);
+		return;
+	}
+	for (pass = 0; pass < 20 && n > 0; pass++) {
+		memset(count, 0, sizeof(count));
+		for (i = 0; i < n; i++)
+			count[span_byte(&from[i], pass)]++;
+		if (count[span_byte(&from[0], pass)] == n)
+			continue;
+		for (i = 0, at = 0; i < 256; i++, at += c) {
+			c = count[i];
+			count[i] = at;
+		}
+		for (i = 0; i < n; i++)
+			to[count[span_byte(&from[i], pass)]++] = from[i];
+		swap = from;
+		from = to;
+		to = swap;
+	}
+	if (from != spans)
+		memcpy(spans, from, sizeof(*spans) * n);
+	PyMem_RawFree(tmp);
+}
+
 /* With SPANS also room for the spans of code that gaps() sorts. */
 int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
 {
@@ -330,7 +376,7 @@ static void gaps(const struct elf *e, struct listing *l)
 	uint64_t reach = 0, start, end, next, from;
 	Py_ssize_t i, n = l->nspans, owner = -1;
 
-	qsort(spans, n, sizeof(*spans), span_order);
+	sort_spans(spans, n);
 	for (i = 0; i < n; i++) {
 		if (i == 0 || spans[i - 1].sec != spans[i].sec) {
 			reach = 0;
@@ -818,6 +864,32 @@ static int is_padding(const struct padding *r, const uint8_t *p, Py_ssize_t n)
 	return 1;
 }
 
+/*
+ * How many bytes from P on (N of them) are padding read left to right: x86's fill bytes and
+ * NOPs, else whole tokens; what asm.unsized._padding_regex's match() takes (no spelling is the
+ * start of another, so the first one that fits is the one).
+ */
+static Py_ssize_t padding_head(const struct padding *r, const uint8_t *p, Py_ssize_t n)
+{
+	Py_ssize_t i = 0, m, t;
+
+	if (!r->granule) {
+		for (;;) {
+			i += fill_bytes(r, p + i, n - i);
+			if (i >= n || !(m = x86_nop(p + i, n - i)))
+				return i;
+			i += m;
+		}
+	}
+	for (; i + r->granule <= n; i += r->granule) {
+		for (t = 0; t < r->ntokens && memcmp(p + i, r->tokens + t * r->granule, r->granule); t++)
+			;
+		if (t == r->ntokens)
+			break;
+	}
+	return i;
+}
+
 /* One scanned section: its index, the address its bytes start at (0 in an object), its size. */
 struct scan {
 	Py_ssize_t index;
@@ -881,6 +953,12 @@ struct gap {
 	int marked, left;
 };
 
+/* The holes of one scanned section: its spans, bounds and gaps, as places in the arrays of struct holes. */
+struct section_holes {
+	Py_ssize_t span, nspans, bound, nbounds, gap, ngaps;
+	Py_buffer bytes;		/* with COUNT, the section's bytes from READ(index), when it has holes */
+};
+
 /* All that code_holes() works with, besides the member's tables. */
 struct holes {
 	const struct listing *l;
@@ -890,6 +968,8 @@ struct holes {
 	Py_ssize_t nscan, *slot;	/* SLOT: a section index's place in SCAN, or -1 */
 	struct mark *spans, *bounds;
 	Py_ssize_t nspans, nbounds;
+	struct section_holes *of;	/* per scanned section */
+	struct gap *gaps;
 	unsigned long long padding, fill;
 };
 
@@ -960,14 +1040,21 @@ static int holes_from(struct holes *h, const struct elf *e, PyObject *sections, 
 
 static void holes_free(struct holes *h)
 {
+	Py_ssize_t i;
+
 	if (h->pad.b_fill.obj)
 		PyBuffer_Release(&h->pad.b_fill);
 	if (h->pad.b_tokens.obj)
 		PyBuffer_Release(&h->pad.b_tokens);
+	for (i = 0; h->of && i < h->nscan; i++)
+		if (h->of[i].bytes.obj)
+			PyBuffer_Release(&h->of[i].bytes);
 	PyMem_Free(h->scan);
 	PyMem_Free(h->slot);
-	PyMem_Free(h->spans);
-	PyMem_Free(h->bounds);
+	PyMem_RawFree(h->spans);
+	PyMem_RawFree(h->bounds);
+	PyMem_RawFree(h->of);
+	PyMem_RawFree(h->gaps);
 }
 
 /*
@@ -1015,7 +1102,8 @@ static const char *mark_name(const struct elf *e, const struct holes *h, Py_ssiz
 /*
  * The listing's symbols of the scanned sections into H's spans (the sized ones) and bounds
  * (stub symbols, sized or not, and the unsized that are labels), as asm.unsized.code_map sorts
- * its rows; each sorted by section, address and symbol order. 0, or -1 with an exception set.
+ * its rows; each sorted by section, address and symbol order. Needs no GIL: 0, or -1 when out
+ * of memory.
  */
 static int sort_marks(const struct elf *e, struct holes *h)
 {
@@ -1023,12 +1111,11 @@ static int sort_marks(const struct elf *e, struct holes *h)
 	Py_ssize_t k, slot, len, target;
 	struct mark *tmp;
 
-	h->spans = PyMem_Malloc(sizeof(*h->spans) * (l->n + 1));
-	h->bounds = PyMem_Malloc(sizeof(*h->bounds) * (l->n + 1));
-	tmp = PyMem_Malloc(sizeof(*tmp) * (l->n + 1));
+	h->spans = PyMem_RawMalloc(sizeof(*h->spans) * (l->n + 1));
+	h->bounds = PyMem_RawMalloc(sizeof(*h->bounds) * (l->n + 1));
+	tmp = PyMem_RawMalloc(sizeof(*tmp) * (l->n + 1));
 	if (!h->spans || !h->bounds || !tmp) {
-		PyMem_Free(tmp);
-		PyErr_NoMemory();
+		PyMem_RawFree(tmp);
 		return -1;
 	}
 	for (k = 0; k < l->n; k++) {
@@ -1049,7 +1136,7 @@ static int sort_marks(const struct elf *e, struct holes *h)
 	}
 	sort_by_address(h->spans, tmp, h->nspans);
 	sort_by_address(h->bounds, tmp, h->nbounds);
-	PyMem_Free(tmp);
+	PyMem_RawFree(tmp);
 	return 0;
 }
 
@@ -1098,17 +1185,47 @@ static void count_hole(struct holes *h, const struct gap *g)
 		h->padding += g->end - g->start;
 }
 
+/* Every scanned section's spans, bounds and holes (H->of, H->gaps). Needs no GIL: 0, or -1 when out of memory. */
+static int find_holes(struct holes *h)
+{
+	Py_ssize_t s, i = 0, j = 0, at = 0;
+
+	h->of = PyMem_RawCalloc(h->nscan + 1, sizeof(*h->of));
+	h->gaps = PyMem_RawMalloc(sizeof(*h->gaps) * (h->nspans + h->nscan + 1));
+	if (!h->of || !h->gaps)
+		return -1;
+	for (s = 0; s < h->nscan; s++) {
+		struct section_holes *o = &h->of[s];
+
+		o->span = i;
+		o->bound = j;
+		for (; i < h->nspans && h->spans[i].slot == s; i++)
+			;
+		for (; j < h->nbounds && h->bounds[j].slot == s; j++)
+			;
+		o->nspans = i - o->span;
+		o->nbounds = j - o->bound;
+		o->gap = at;
+		o->ngaps = uncovered(&h->scan[s], h->spans + o->span, o->nspans, h->gaps + at);
+		at += o->ngaps;
+	}
+	return 0;
+}
+
 /*
- * asm.unsized._count_padding over the N holes G of section S (its bytes DATA, LEN of them): a
+ * asm.unsized._count_padding over the holes of scanned section S (its bytes in H->of[S]): a
  * hole is marked when a bound lies between its start and the next hole's; the unmarked ones
  * are counted as padding when their bytes joined are padding, else one by one, and the rest are
- * left. 0, or -1 with an exception set.
+ * left. Needs no GIL: 0, or -1 when out of memory.
  */
-static int count_padding(struct holes *h, const struct scan *s, const struct mark *b, Py_ssize_t nb,
-			 const uint8_t *data, Py_ssize_t len, struct gap *g, Py_ssize_t n)
+static int count_padding(struct holes *h, Py_ssize_t s)
 {
-	Py_ssize_t i, j = 0, size, total = 0;
-	const uint8_t *p;
+	const struct section_holes *o = &h->of[s];
+	const struct scan *sc = &h->scan[s];
+	const struct mark *b = h->bounds + o->bound;
+	const uint8_t *data = o->bytes.buf, *p;
+	struct gap *g = h->gaps + o->gap;
+	Py_ssize_t i, j = 0, n = o->ngaps, nb = o->nbounds, len = o->bytes.len, size, total = 0;
 	uint8_t *blob;
 	int all;
 
@@ -1120,24 +1237,22 @@ static int count_padding(struct holes *h, const struct scan *s, const struct mar
 	}
 	for (i = 0; i < n; i++)
 		if (!g[i].marked) {
-			bytes_of(data, len, s->base, g[i].start, g[i].end, &size);
+			bytes_of(data, len, sc->base, g[i].start, g[i].end, &size);
 			total += size;
 		}
-	blob = PyMem_Malloc(total + 1);
-	if (!blob) {
-		PyErr_NoMemory();
+	blob = PyMem_RawMalloc(total + 1);
+	if (!blob)
 		return -1;
-	}
 	for (i = 0, total = 0; i < n; i++)
 		if (!g[i].marked) {
-			p = bytes_of(data, len, s->base, g[i].start, g[i].end, &size);
+			p = bytes_of(data, len, sc->base, g[i].start, g[i].end, &size);
 			memcpy(blob + total, p, size);
 			total += size;
 		}
 	all = is_padding(&h->pad, blob, total);
-	PyMem_Free(blob);
+	PyMem_RawFree(blob);
 	for (i = 0; i < n; i++) {
-		p = bytes_of(data, len, s->base, g[i].start, g[i].end, &size);
+		p = bytes_of(data, len, sc->base, g[i].start, g[i].end, &size);
 		if (!g[i].marked && (all || is_padding(&h->pad, p, size))) {
 			count_hole(h, &g[i]);
 			g[i].left = 0;
@@ -1225,10 +1340,13 @@ done:
  * and no bound cuts it and its bytes are padding, else (index, cuts, stubs) appended to LIST.
  * 0, or -1 with an exception set.
  */
-static int left_hole(const struct elf *e, struct holes *h, const struct scan *s, const struct mark *b, Py_ssize_t nb,
-		     const struct gap *g, const uint8_t *data, Py_ssize_t len, int count, PyObject *list)
+static int left_hole(const struct elf *e, struct holes *h, Py_ssize_t s, const struct gap *g, int count,
+		     PyObject *list)
 {
-	Py_ssize_t first = first_bound(b, nb, g->start), i, ninner = 0, size;
+	const struct section_holes *o = &h->of[s];
+	const struct scan *sc = &h->scan[s];
+	const struct mark *b = h->bounds + o->bound;
+	Py_ssize_t nb = o->nbounds, first = first_bound(b, nb, g->start), i, ninner = 0, size;
 	const uint8_t *p;
 	PyObject *t;
 	int rc;
@@ -1237,13 +1355,13 @@ static int left_hole(const struct elf *e, struct holes *h, const struct scan *s,
 		if (b[i].start > g->start && (i == first || b[i].start != b[i - 1].start))
 			ninner++;
 	if (count && !ninner) {
-		p = bytes_of(data, len, s->base, g->start, g->end, &size);
+		p = bytes_of(o->bytes.buf, o->bytes.len, sc->base, g->start, g->end, &size);
 		if (is_padding(&h->pad, p, size)) {
 			count_hole(h, g);
 			return 0;
 		}
 	}
-	t = hole_tuple(e, h, s, b + first, nb - first, g, ninner);
+	t = hole_tuple(e, h, sc, b + first, nb - first, g, ninner);
 	if (!t)
 		return -1;
 	rc = PyList_Append(list, t);
@@ -1251,64 +1369,45 @@ static int left_hole(const struct elf *e, struct holes *h, const struct scan *s,
 	return rc;
 }
 
-/*
- * The holes of scanned section S (its NSPANS spans and NB bounds): with COUNT, its bytes asked
- * of READ(index) (bytes) and the padding among them counted; the rest appended to LIST. 0, or
- * -1 with an exception set.
- */
-static int section_holes(const struct elf *e, struct holes *h, const struct scan *s, const struct mark *spans,
-			 Py_ssize_t nspans, const struct mark *b, Py_ssize_t nb, PyObject *read, int count, PyObject *list)
+/* With COUNT, the bytes of every scanned section with holes, asked of READ(index) once. 0, or -1 with an exception set. */
+static int read_sections(struct holes *h, PyObject *read)
 {
-	struct gap *g = PyMem_Malloc(sizeof(*g) * (nspans + 1));
-	PyObject *data = NULL;
-	const uint8_t *bytes = NULL;
-	Py_ssize_t n, i, len = 0;
-	int rc = -1;
+	Py_ssize_t s;
 
-	if (!g) {
-		PyErr_NoMemory();
-		return -1;
-	}
-	n = uncovered(s, spans, nspans, g);
-	if (count && n) {
-		data = PyObject_CallFunction(read, "n", s->index);
+	for (s = 0; s < h->nscan; s++) {
+		PyObject *data;
+		int rc;
+
+		if (!h->of[s].ngaps)
+			continue;
+		data = PyObject_CallFunction(read, "n", h->scan[s].index);
 		if (!data)
-			goto done;
-		if (!PyBytes_Check(data)) {
-			PyErr_SetString(PyExc_TypeError, "read(index): a section's bytes");
-			goto done;
+			return -1;
+		rc = PyObject_GetBuffer(data, &h->of[s].bytes, PyBUF_SIMPLE);
+		Py_DECREF(data);
+		if (rc < 0) {
+			PyErr_SetString(PyExc_TypeError, "read(index): a section's bytes (bytes or a memoryview)");
+			return -1;
 		}
-		bytes = (const uint8_t *)PyBytes_AS_STRING(data);
-		len = PyBytes_GET_SIZE(data);
-		if (count_padding(h, s, b, nb, bytes, len, g, n) < 0)
-			goto done;
 	}
-	for (i = 0; i < n; i++)
-		if (g[i].left && left_hole(e, h, s, b, nb, &g[i], bytes, len, count, list) < 0)
-			goto done;
-	rc = 0;
-done:
-	Py_XDECREF(data);
-	PyMem_Free(g);
-	return rc;
+	return 0;
 }
 
-/* Every scanned section's holes: (padding, fill, holes), or NULL with an exception set. */
-static PyObject *all_holes(const struct elf *e, struct holes *h, PyObject *read, int count)
+/* The holes left in every scanned section, in section order: (padding, fill, holes), or NULL with an exception set. */
+static PyObject *left_holes(const struct elf *e, struct holes *h, int count)
 {
 	PyObject *list = PyList_New(0), *out = NULL;
-	Py_ssize_t s, i = 0, j = 0, i1, j1;
+	Py_ssize_t s, i;
 
 	if (!list)
 		return NULL;
-	for (s = 0; s < h->nscan; s++, i = i1, j = j1) {
-		for (i1 = i; i1 < h->nspans && h->spans[i1].slot == s; i1++)
-			;
-		for (j1 = j; j1 < h->nbounds && h->bounds[j1].slot == s; j1++)
-			;
-		if (section_holes(e, h, &h->scan[s], h->spans + i, i1 - i, h->bounds + j, j1 - j, read, count, list) < 0)
-			goto done;
-	}
+	for (s = 0; s < h->nscan; s++)
+		for (i = 0; i < h->of[s].ngaps; i++) {
+			struct gap *g = &h->gaps[h->of[s].gap + i];
+
+			if (g->left && left_hole(e, h, s, g, count, list) < 0)
+				goto done;
+		}
 	out = Py_BuildValue("(KKO)", h->padding, h->fill, list);
 done:
 	Py_DECREF(list);
@@ -1323,8 +1422,9 @@ PyDoc_STRVAR(code_holes_doc,
 "stub symbols (\"__\" target and one of SUFFIXES, bytes) and labels (unsized, not mapping\n"
 "symbols or .L) cut the holes. With COUNT, the holes that are padding (PADDING: asm.unsized's\n"
 "_padding_spec) are counted, padding runs of RUN bytes or more apart as fill, reading a section's\n"
-"bytes with READ(index) once; HOLES, the rest in section order: (index, cuts, stubs), CUTS the\n"
-"hole's start, the bounds inside it and its end, STUBS {address: (size, target)}.");
+"bytes (any buffer) with READ(index) once; HOLES, the rest in section order: (index, cuts, stubs), CUTS the\n"
+"hole's start, the bounds inside it and its end, STUBS {address: (size, target)}. The GIL is\n"
+"released while symbols are listed and sorted and bytes scanned: two members at once on two threads.");
 
 static PyObject *code_holes(PyObject *self, PyObject *args)
 {
@@ -1333,7 +1433,8 @@ static PyObject *code_holes(PyObject *self, PyObject *args)
 	struct holes h = { 0 };
 	struct rules r;
 	struct elf e;
-	int count;
+	Py_ssize_t s;
+	int count, ok;
 
 	if (!PyArg_ParseTuple(args, "OOO!OO!Op", &view, &rules_tuple, &PyTuple_Type, &sections, &spec, &PyTuple_Type,
 			      &suffixes, &read, &count))
@@ -1341,9 +1442,34 @@ static PyObject *code_holes(PyObject *self, PyObject *args)
 	if (elf_and_rules_from(view, rules_tuple, &e, &r) < 0)
 		return NULL;
 	h.l = &l;
-	if (holes_from(&h, &e, sections, spec, suffixes) == 0 && listing_alloc(&l, &e, 1, 0) == 0 &&
-	    list_symbols(&e, &r, &l, 0, 1) == 0 && sort_marks(&e, &h) == 0)
-		out = all_holes(&e, &h, read, count);
+	if (holes_from(&h, &e, sections, spec, suffixes) < 0)
+		goto done;
+	Py_BEGIN_ALLOW_THREADS
+	e.nogil = 1;
+	ok = listing_alloc(&l, &e, 1, 0) == 0 && list_symbols(&e, &r, &l, 0, 1) == 0;
+	ok = ok && sort_marks(&e, &h) == 0 && find_holes(&h) == 0;
+	e.nogil = 0;
+	Py_END_ALLOW_THREADS
+	if (!ok) {	/* list again with the GIL: the same error, now as an exception */
+		listing_free(&l);
+		if (listing_alloc(&l, &e, 1, 0) == 0 && list_symbols(&e, &r, &l, 0, 1) == 0)
+			PyErr_NoMemory();
+		goto done;
+	}
+	if (count) {
+		if (read_sections(&h, read) < 0)
+			goto done;
+		Py_BEGIN_ALLOW_THREADS
+		for (s = 0; ok && s < h.nscan; s++)
+			ok = !h.of[s].ngaps || count_padding(&h, s) == 0;
+		Py_END_ALLOW_THREADS
+		if (!ok) {
+			PyErr_NoMemory();
+			goto done;
+		}
+	}
+	out = left_holes(&e, &h, count);
+done:
 	holes_free(&h);
 	listing_free(&l);
 	rules_release(&r);
@@ -1351,11 +1477,41 @@ static PyObject *code_holes(PyObject *self, PyObject *args)
 	return out;
 }
 
+PyDoc_STRVAR(padding_prefix_doc,
+"padding_prefix(padding, raw) -> int\n\n"
+"How many bytes RAW starts with that are padding (PADDING: asm.unsized's _padding_spec): x86's\n"
+"fill bytes and NOPs, or whole tokens; _padding_regex(target).match(raw).end(), without importing re.");
+
+static PyObject *padding_prefix(PyObject *self, PyObject *args)
+{
+	PyObject *spec;
+	struct padding pad;
+	Py_buffer raw;
+	Py_ssize_t n;
+
+	if (!PyArg_ParseTuple(args, "Oy*", &spec, &raw))
+		return NULL;
+	if (padding_from(spec, &pad) < 0) {
+		if (pad.b_fill.obj)
+			PyBuffer_Release(&pad.b_fill);
+		if (pad.b_tokens.obj)
+			PyBuffer_Release(&pad.b_tokens);
+		PyBuffer_Release(&raw);
+		return NULL;
+	}
+	n = padding_head(&pad, raw.buf, raw.len);
+	PyBuffer_Release(&pad.b_fill);
+	PyBuffer_Release(&pad.b_tokens);
+	PyBuffer_Release(&raw);
+	return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef methods[] = {
 	{ "symbols", (PyCFunction)(void (*)(void))symbols, METH_VARARGS | METH_KEYWORDS, symbols_doc },
 	{ "entries", entries, METH_O, entries_doc },
 	{ "section_sizes", section_sizes, METH_VARARGS, section_sizes_doc },
 	{ "code_holes", code_holes, METH_VARARGS, code_holes_doc },
+	{ "padding_prefix", padding_prefix, METH_VARARGS, padding_prefix_doc },
 	{ "scan_pair", scan_pair, METH_VARARGS, scan_pair_doc },
 	{ NULL, NULL, 0, NULL },
 };

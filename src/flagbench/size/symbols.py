@@ -51,7 +51,7 @@ def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
                             letters._name_code, COMMON_INDICES, extras, SECTION_GROUPS)
     if got is None:
         return None
-    sides = []
+    sides, linked_jobs = [], []
     for path, summaries, (machine, is64, sections, groups, covered, padding, rel_padding, rel_other, linked) \
             in zip((old_path, new_path), made, got):
         side = {"machine": (machine, bool(is64)), "sections": sections, "groups": dict(zip(GROUPS, groups)),
@@ -59,9 +59,42 @@ def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
                 "skipped": sum(s.skipped for s in summaries),
                 "unsized": {"stub": 0, "padding": rel_padding, "fill": 0, "other": rel_other, "stubs": 0}}
         if linked:   # linked members' code outside symbols: classified by asm.unsized
-            _linked_unsized(path, set(linked), side["unsized"])
+            linked_jobs.append((path, set(linked), side["unsized"]))
         sides.append(side)
+    if linked_jobs:   # imported here, not by two threads at once
+        import flagbench.asm.unsized  # noqa: F401
+        import flagbench.elf.tables  # noqa: F401
+    _on_two_threads(_linked_unsized, linked_jobs)
     return sides
+
+
+def _on_two_threads(func, jobs: list[tuple]) -> None:
+    """func(*job) for every job; the first of two on a thread of its own, since `code_holes`
+    (most of a vmlinux's time here) lets go of the GIL. The first job's error wins, as in order.
+    (`_thread`: `threading` and the functools it imports cost more than a vmlinux's holes.)"""
+    if len(jobs) != 2:
+        for job in jobs:
+            func(*job)
+        return
+    import _thread
+    errors: list[BaseException] = []
+    finished = _thread.allocate_lock()
+    finished.acquire()
+
+    def first() -> None:
+        try:
+            func(*jobs[0])
+        except BaseException as e:  # noqa: BLE001 - raised below, in the calling thread
+            errors.append(e)
+        finally:
+            finished.release()
+    _thread.start_new_thread(first, ())
+    try:
+        func(*jobs[1])
+    finally:   # the old file's error, when it has one, comes first
+        with finished:
+            if errors:
+                raise errors[0]
 
 
 def _summaries(tables) -> tuple:
