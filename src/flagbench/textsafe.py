@@ -10,6 +10,8 @@ an escape sequence; a CSV cell may start like a spreadsheet formula.
 ("'=cmd()", "'-12", -12)
 >>> term_text("a\\x1b[31mb\\n")
 'a\\\\x1b[31mb\\\\n'
+>>> last_line("ssh: warning\\n  Connection refused  \\n\\n"), last_line("", "no answer")
+('Connection refused', 'no answer')
 """
 from __future__ import annotations
 
@@ -79,3 +81,10 @@ def csv_cell(value):
     if isinstance(value, str) and value.startswith(_FORMULA_START):
         return "'" + value
     return value
+
+
+def last_line(text: str, default: str = "") -> str:
+    """The last line of TEXT that is not blank, stripped (a program's stderr as one line of a
+    message: the cause comes last), or DEFAULT."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else default

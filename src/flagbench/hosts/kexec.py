@@ -40,7 +40,8 @@ from flagbench import procs
 from flagbench.cache import cache_dir
 from flagbench.errors import NotHere, PlaceLost
 from flagbench.hosts.remote import SshHost, connection
-from flagbench.hosts.ssh import Connection, HostError, _last_line
+from flagbench.hosts.ssh import Connection, HostError
+from flagbench.textsafe import last_line
 
 WAIT_S = 300                 # kexec -e to ssh answering on the new kernel (≈3 s on the test box, minutes on servers)
 STILL_OLD_S = 60             # the old kernel still answering this long after kexec -e: it did not take
@@ -216,7 +217,7 @@ class Kexec:
             done = self.conn.shell(SBIN + 'exec kexec "$@"', *syscall, "-l", *args, timeout=120)
             if not done.failure:
                 return
-            errors.append(_last_line(done.stderr) or done.failure)
+            errors.append(last_line(done.stderr) or done.failure)
         raise HostError(f"host {self.conn.dest}: kexec cannot load {image.name}: {' / '.join(errors)}")
 
     def _wait(self, started: float, answered: Callable[[str], bool], what: str) -> float:

@@ -27,7 +27,7 @@ from typing import Callable
 from flagbench import procs
 from flagbench.cache import cache_dir
 from flagbench.errors import PlaceLost
-from flagbench.hosts.labgrid import Lease, LabError, _one_line
+from flagbench.hosts.labgrid import Lease, LabError, one_line
 from flagbench.hosts.remote import SshHost
 from flagbench.hosts.ssh import Connection, HostError, label
 
@@ -71,7 +71,7 @@ class Board:
             drv.on()
         except Exception as e:
             raise LabError(f"place {self.lease.place}: cannot boot {Path(self.images[drv.kernel]).name}: "
-                           f"{_one_line(e)}") from None
+                           f"{one_line(e)}") from None
         self.moved = image is not None
 
     def read_console(self) -> None:

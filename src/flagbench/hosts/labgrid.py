@@ -33,6 +33,7 @@ from typing import Callable
 from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.hosts.ssh import HostError, ssh_command
+from flagbench.textsafe import last_line
 
 COORDINATOR_VAR = "LG_COORDINATOR"
 ENV_VAR = "LG_ENV"
@@ -332,7 +333,7 @@ class Lease:
         try:
             getattr(drv, action)()
         except Exception as e:      # the driver's own error: a switch that refused, a command that failed
-            raise LabError(f"place {self.place}: power {action} failed ({type(drv).__name__}): {_one_line(e)}") from None
+            raise LabError(f"place {self.place}: power {action} failed ({type(drv).__name__}): {one_line(e)}") from None
         return True
 
     def power_on(self) -> None:
@@ -398,9 +399,9 @@ POWER_DRIVERS = {"NetworkPowerPort": "NetworkPowerDriver", "NetworkUSBPowerPort"
                  "TasmotaPowerPort": "TasmotaPowerDriver", "NetworkYKUSHPowerPort": "YKUSHPowerDriver"}
 
 
-def _one_line(e: BaseException) -> str:
-    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return lines[-1] if lines else type(e).__name__
+def one_line(e: BaseException) -> str:
+    """An exception from labgrid or gRPC as one line of a message: its last line, or its type."""
+    return last_line(str(e), type(e).__name__)
 
 
 def _ago(seconds: float) -> str:

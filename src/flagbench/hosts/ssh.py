@@ -56,6 +56,7 @@ from typing import Sequence
 from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.hosts import checks
+from flagbench.textsafe import last_line
 
 ENV_VAR = "FLAGBENCH_SSH"
 CONNECT_TIMEOUT_S = 15     # TCP connect + authentication; a dead host fails well within 60 s
@@ -240,7 +241,7 @@ class Connection:
         master, self._master = self._master, None
         master.stop()
         err = master.output()[1]
-        raise HostError(f"host {self.dest}: unreachable: {_last_line(err) or 'no answer'}")
+        raise HostError(f"host {self.dest}: unreachable: {last_line(err) or 'no answer'}")
 
     def _check(self) -> bool:
         done = procs.run([*self.ssh, *self._options(), "-O", "check", "--", self.where.target], timeout=5)
@@ -284,7 +285,7 @@ class Connection:
         noise = checks.login_noise(text.split("\n"))
         if noise:
             raise HostError(checks.noise_refusal(self.dest, noise))
-        err = _last_line(keeper.output()[1])
+        err = last_line(keeper.output()[1])
         if keeper.popen.returncode in (None, -9) and not err:   # connected, but the command never started
             raise HostError(f"host {self.dest}: connected, but a command there did not start within {waited:g} s: "
                             f"its login is slow (a .bashrc or profile that waits?)")
@@ -340,7 +341,7 @@ class Connection:
 
     def _result(self, argv, code, out, err, wall, timeout, guard) -> Done:
         if not guard:
-            lost = f"host {self.dest}: {_last_line(err) or 'connection lost'}" if code == LOST_STATUS else None
+            lost = f"host {self.dest}: {last_line(err) or 'connection lost'}" if code == LOST_STATUS else None
             return Done(argv, code, out, err, wall, timeout, lost)
         head, sep, tail = err.rpartition(f"\n{_MARK} ")
         if sep:
@@ -357,7 +358,7 @@ class Connection:
         if not self.alive():
             return Done(argv, code, out, err, wall, timeout, f"host {self.dest}: connection lost")
         return Done(argv, code, out, err, wall, timeout,
-                    f"host {self.dest}: {_last_line(err) or f'ssh exit status {code}'}")
+                    f"host {self.dest}: {last_line(err) or f'ssh exit status {code}'}")
 
     def shell(self, script: str, *args: str, timeout: float = 30) -> Done:
         """A fixed sh SCRIPT with ARGS ($1...) there, unguarded (short probes)."""
@@ -371,7 +372,7 @@ class Connection:
                              timeout=timeout, stdin=f)
         if done.returncode != 0:
             raise _file_error(done.returncode)(f"host {self.dest}: cannot copy {Path(local).name} to {remote}: "
-                            f"{_last_line(done.stderr) or done.failure}")
+                            f"{last_line(done.stderr) or done.failure}")
 
     def fetch(self, remote: str, local: Path, timeout: float = 600) -> None:
         """REMOTE's bytes into LOCAL (written to a temporary name, then renamed)."""
@@ -383,7 +384,7 @@ class Connection:
         if code != 0:
             tmp.unlink(missing_ok=True)
             raise _file_error(code)(f"host {self.dest}: cannot fetch {remote}: "
-                            f"{_last_line(err) or ('timeout' if code is None else f'exit status {code}')}")
+                            f"{last_line(err) or ('timeout' if code is None else f'exit status {code}')}")
         os.replace(tmp, local)
 
     def stage(self, local: Path) -> str:
@@ -424,6 +425,3 @@ def _loads(words: list[str]) -> tuple[float, float] | None:
     return before, after
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""

@@ -62,8 +62,8 @@ def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
             linked_jobs.append((path, set(linked), side["unsized"]))
         sides.append(side)
     if linked_jobs:   # imported here, not by two threads at once
-        import flagbench.asm.unsized  # noqa: F401
-        import flagbench.elf.tables  # noqa: F401
+        for module in ("flagbench.asm.unsized", "flagbench.elf.tables"):
+            __import__(module)
     _on_two_threads(_linked_unsized, linked_jobs)
     return sides
 
