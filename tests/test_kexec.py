@@ -31,17 +31,13 @@ BOOT_FRAGMENT = ROOT / "src" / "flagbench" / "run" / "guest" / "boot-x86_64.conf
 EXPERIMENT = DATA / "kexec"
 
 
-def _experiment(dir: Path | None = None, config: str = "host", guest: bool = True) -> Path:
+def _experiment(dir: Path | None = None, config: str = "host") -> Path:
     """The test experiment: tests/data/kexec itself (its kernels built once for every test and
-    session), or a copy in DIR with another config (nothing built from it), or without the
-    bench's guest counts (GUEST false: the same kernels, measured on the box alone)."""
+    session), or a copy in DIR with another config (nothing built from it)."""
     if dir is None:
         return EXPERIMENT
     dir.mkdir(parents=True, exist_ok=True)
     text = (EXPERIMENT / "experiment.toml").read_text().replace('config = "host"', f'config = "{config}"')
-    if not guest:
-        assert "guest = true" in text
-        text = text.replace("guest = true", "guest = false")
     for rel in ("../../../src/flagbench/run/guest/boot-x86_64.config", "../kernel/one-function.patch",
                 "../wis_getppid.c"):
         text = text.replace(f'"{rel}"', f'"{(EXPERIMENT / rel).resolve()}"')
@@ -99,10 +95,8 @@ def _kexec_samples(db: Path) -> int:
 def test_killed_run_leaves_the_box_restored(tmp_path):
     """SIGTERM mid-run: flagbench restores the box before it exits 143. kill -9 mid-run, after
     the first samples on the box: the box stays on the variant, and the same command again
-    restores it first and resumes the run to the exact sample count. (Without the guest counts,
-    which tests/test_labgrid.py takes beside the box's times: three runs of TCG boots cost
-    minutes of the suite and say nothing about restoring the box.)"""
-    exp = _experiment(tmp_path / "exp", guest=False)
+    restores it first and resumes the run to the exact sample count."""
+    exp = _experiment()
     with booted_box(tmp_path / "box", alias="box-killed") as box:
         original = box.version()
         _identities(exp, box)        # built (and cached) before the clock matters
