@@ -12,7 +12,7 @@ demo: deps venv
 # Everything: kernel builds, qemu boots, the ssh and kexec test boxes, the browser. Tests of one
 # module go to one xdist worker (--dist loadfile), so a module's shared kernel builds once.
 test: deps venv
-	$(BIN)/python -m pytest -n 2 --dist loadfile -q --durations=25
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -q --durations=25
 
 # The fast loop while editing: everything but the tests marked slow (under two minutes here).
 check: deps venv

@@ -108,10 +108,12 @@ def _procs_is_per_test():
 
 
 # The modules that build and boot kernels, longest first (durations of a clean clone's run):
-# xdist hands modules out in collection order (--dist loadfile), so these start at once and the
-# many short modules fill in beside them, instead of one long module running alone at the end.
-LONGEST_FIRST = ("test_kernel_build.py", "test_kexec.py", "test_bisect.py", "test_series.py", "test_guest.py",
-                 "test_distcc.py", "test_labgrid.py", "test_box.py", "test_hosts_run.py")
+# xdist hands modules out in collection order (--dist loadfile with --no-loadscope-reorder, as
+# `make test` runs it: by default xdist reorders them by their number of tests, which put these,
+# with few tests each, last), so these start first and the many short modules fill in beside
+# them, instead of one long module running alone at the end.
+LONGEST_FIRST = ("test_labgrid.py", "test_series.py", "test_kexec.py", "test_kernel_build.py", "test_stubs.py",
+                 "test_guest.py", "test_bisect.py", "test_distcc.py", "test_hosts_run.py", "test_box.py")
 
 
 def pytest_collection_modifyitems(items):
