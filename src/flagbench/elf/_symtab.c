@@ -28,6 +28,39 @@
 #include "_summary.h"
 #include "_elf.h"
 
+/*
+ * NAME(a, tmp, n): a stable sort of the N records of TYPE at A (TMP: room for N more) by their
+ * key bytes BYTE(record, pass), least significant first, PASSES of them: a counting pass per
+ * byte, skipped where every record has the same one (a vmlinux's symbols in a qsort took
+ * 600,000 calls of a comparison).
+ */
+#define RADIX_SORT(NAME, TYPE, BYTE, PASSES)						\
+static void NAME(TYPE *a, TYPE *tmp, Py_ssize_t n)					\
+{											\
+	TYPE *from = a, *to = tmp, *swap;						\
+	Py_ssize_t count[256], i, at, c;						\
+	int pass;									\
+											\
+	for (pass = 0; pass < (PASSES) && n > 0; pass++) {				\
+		memset(count, 0, sizeof(count));					\
+		for (i = 0; i < n; i++)							\
+			count[BYTE(&from[i], pass)]++;					\
+		if (count[BYTE(&from[0], pass)] == n)					\
+			continue;							\
+		for (i = 0, at = 0; i < 256; i++, at += c) {				\
+			c = count[i];							\
+			count[i] = at;							\
+		}									\
+		for (i = 0; i < n; i++)							\
+			to[count[BYTE(&from[i], pass)]++] = from[i];			\
+		swap = from;								\
+		from = to;								\
+		to = swap;								\
+	}										\
+	if (from != a)									\
+		memcpy(a, from, sizeof(*a) * n);					\
+}
+
 
 /* Fill E from VIEW; 0, or -1 with an exception set. elf_release undoes it. */
 static int elf_from(PyObject *view, struct elf *e)
@@ -278,39 +311,21 @@ static uint8_t span_byte(const struct span *s, int pass)
 	return (uint8_t)(s->sec >> (8 * (pass - 16)));
 }
 
+RADIX_SORT(radix_spans, struct span, span_byte, 20)
+
 /*
- * Sort N spans into span_order: a stable counting pass per key byte where those bytes differ,
- * the spans being in symbol order already (a qsort was a tenth of `flagbench size` on a vmlinux
- * pair). Out of memory for the second array, qsort does it.
+ * Sort N spans into span_order, they being in symbol order already (a qsort was a tenth of
+ * `flagbench size` on a vmlinux pair). Out of memory for the second array, qsort does it.
  */
 static void sort_spans(struct span *spans, Py_ssize_t n)
 {
-	struct span *from = spans, *to = PyMem_RawMalloc(sizeof(*spans) * (n + 1)), *tmp = to, *swap;
-	Py_ssize_t count[256], i, at, c;
-	int pass;
+	struct span *tmp = PyMem_RawMalloc(sizeof(*spans) * (n + 1));
 
-	if (!to) {
+	if (!tmp) {
 		qsort(spans, n, sizeof(*spans), span_order);
 		return;
 	}
-	for (pass = 0; pass < 20 && n > 0; pass++) {
-		memset(count, 0, sizeof(count));
-		for (i = 0; i < n; i++)
-			count[span_byte(&from[i], pass)]++;
-		if (count[span_byte(&from[0], pass)] == n)
-			continue;
-		for (i = 0, at = 0; i < 256; i++, at += c) {
-			c = count[i];
-			count[i] = at;
-		}
-		for (i = 0; i < n; i++)
-			to[count[span_byte(&from[i], pass)]++] = from[i];
-		swap = from;
-		from = to;
-		to = swap;
-	}
-	if (from != spans)
-		memcpy(spans, from, sizeof(*spans) * n);
+	radix_spans(spans, tmp, n);
 	PyMem_RawFree(tmp);
 }
 
@@ -915,37 +930,8 @@ static uint8_t mark_byte(const struct mark *m, int pass)
 	return pass < 8 ? (uint8_t)(m->start >> (8 * pass)) : (uint8_t)(m->slot >> (8 * (pass - 8)));
 }
 
-/*
- * Sort the N marks at M by section and address, keeping their order (symbol order) among
- * equals: a stable counting pass per byte of the address, then of the section's place, where
- * those bytes differ (a vmlinux's symbols in a qsort took 600,000 calls of a comparison).
- * TMP: room for N marks.
- */
-static void sort_by_address(struct mark *m, struct mark *tmp, Py_ssize_t n)
-{
-	struct mark *from = m, *to = tmp, *swap;
-	Py_ssize_t count[256], i, at, c;
-	int pass;
-
-	for (pass = 0; pass < 12 && n > 0; pass++) {
-		memset(count, 0, sizeof(count));
-		for (i = 0; i < n; i++)
-			count[mark_byte(&from[i], pass)]++;
-		if (count[mark_byte(&from[0], pass)] == n)
-			continue;
-		for (i = 0, at = 0; i < 256; i++, at += c) {
-			c = count[i];
-			count[i] = at;
-		}
-		for (i = 0; i < n; i++)
-			to[count[mark_byte(&from[i], pass)]++] = from[i];
-		swap = from;
-		from = to;
-		to = swap;
-	}
-	if (from != m)
-		memcpy(m, from, sizeof(*m) * n);
-}
+/* Sort N marks at M (TMP: room for N) by section and address, symbol order kept among equals. */
+RADIX_SORT(sort_by_address, struct mark, mark_byte, 12)
 
 /* A hole: [start, end); whether a bound marks it (asm.unsized._count_padding), whether it is left. */
 struct gap {
@@ -1038,14 +1024,19 @@ static int holes_from(struct holes *h, const struct elf *e, PyObject *sections, 
 	return 0;
 }
 
+static void padding_release(struct padding *r)
+{
+	if (r->b_fill.obj)
+		PyBuffer_Release(&r->b_fill);
+	if (r->b_tokens.obj)
+		PyBuffer_Release(&r->b_tokens);
+}
+
 static void holes_free(struct holes *h)
 {
 	Py_ssize_t i;
 
-	if (h->pad.b_fill.obj)
-		PyBuffer_Release(&h->pad.b_fill);
-	if (h->pad.b_tokens.obj)
-		PyBuffer_Release(&h->pad.b_tokens);
+	padding_release(&h->pad);
 	for (i = 0; h->of && i < h->nscan; i++)
 		if (h->of[i].bytes.obj)
 			PyBuffer_Release(&h->of[i].bytes);
@@ -1491,19 +1482,10 @@ static PyObject *padding_prefix(PyObject *self, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "Oy*", &spec, &raw))
 		return NULL;
-	if (padding_from(spec, &pad) < 0) {
-		if (pad.b_fill.obj)
-			PyBuffer_Release(&pad.b_fill);
-		if (pad.b_tokens.obj)
-			PyBuffer_Release(&pad.b_tokens);
-		PyBuffer_Release(&raw);
-		return NULL;
-	}
-	n = padding_head(&pad, raw.buf, raw.len);
-	PyBuffer_Release(&pad.b_fill);
-	PyBuffer_Release(&pad.b_tokens);
+	n = padding_from(spec, &pad) < 0 ? -1 : padding_head(&pad, raw.buf, raw.len);
+	padding_release(&pad);
 	PyBuffer_Release(&raw);
-	return PyLong_FromSsize_t(n);
+	return n < 0 ? NULL : PyLong_FromSsize_t(n);
 }
 
 static PyMethodDef methods[] = {
