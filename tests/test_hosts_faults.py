@@ -35,17 +35,38 @@ def sleeping(arg: str) -> list[int]:
     return running("/usr/bin/sleep", arg)
 
 
-def guarded() -> list[int]:
-    """Live processes carrying a host guard's token in their environment."""
+def guarded(box) -> list[int]:
+    """Live processes carrying a host guard's token in their environment, but for those another
+    test's sshd runs (the other xdist worker's tests run guards of their own): under BOX's sshd,
+    or orphaned (what a guard would leave behind)."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                if any(item.startswith(GUARD_VAR) for item in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")):
-                    out.append(int(entry))
+                env = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
             except OSError:
-                pass
+                continue
+            if any(item.startswith(GUARD_VAR) for item in env) and not _under_another_sshd(int(entry), box):
+                out.append(int(entry))
     return out
+
+
+def _under_another_sshd(pid: int, box) -> bool:
+    """Whether an ancestor of PID is an sshd that is not BOX's (nor one BOX's forked)."""
+    others = False
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return others
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])   # ppid, after "(comm) state"
+        if pid == box.proc.pid:
+            return False
+        try:
+            others = others or Path(f"/proc/{pid}/comm").read_text().strip() == "sshd"
+        except OSError:
+            pass
+    return others
 
 
 def wait_for(predicate, within: float = 30) -> bool:
@@ -68,11 +89,11 @@ def test_a_detached_grandchild_ends_with_its_sample_and_its_timeout(box):
     with Connection("box") as host:
         done = host.run(["sh", "-c", detach("4301") + " echo ok"], timeout=20)
         assert (done.returncode, done.stdout) == (0, "ok\n")
-        assert not sleeping("4301") and not guarded()       # checked after the sample, not at close
+        assert not sleeping("4301") and not guarded(box)       # checked after the sample, not at close
         slow = host.run(["sh", "-c", detach("4302") + " exec sleep 30"], timeout=1)
         assert slow.failure == "timeout after 1 s"
         assert wait_for(lambda: not sleeping("4302") and not sleeping("30"), within=10), sleeping("4302")
-        assert not guarded()
+        assert not guarded(box)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
@@ -86,10 +107,11 @@ def test_a_detached_grandchild_ends_when_flagbench_is_killed(box, tmp_path, sig)
                               text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     holder.stdout.readline()
     assert wait_for(lambda: sleeping("4303") and sleeping("778"))
+    assert guarded(box)          # the check below sees this box's guarded programs while they run
     holder.send_signal(sig)
     holder.wait(timeout=60)
     assert wait_for(lambda: not sleeping("4303") and not sleeping("778")), sleeping("4303")
-    assert not guarded()
+    assert not guarded(box)
 
 
 DETACH_C = r"""
@@ -156,7 +178,7 @@ def test_a_micro_bench_that_starts_a_daemon_leaves_nothing_on_the_host(tmp_path)
         assert done.returncode == 1, done.stderr
         failures = json.loads(done.stdout)["failures"]
         assert [(f["bench"], f["reason"]) for f in failures] == [("detach_hang", "timeout after 2 s")]
-        assert not sleeping("4311") and not guarded()
+        assert not sleeping("4311") and not guarded(box)
     assert len([s for s in stored(tmp_path / "fb.db") if s["bench"] == "detach"]) == 2
 
 

@@ -64,8 +64,10 @@ def git(repo: Path, *args: str) -> str:
 
 
 def repo_state(repo: Path) -> tuple:
-    """Everything flagbench must leave alone in the user's repository."""
-    return (git(repo, "status", "--porcelain", "--untracked-files=all"), (repo / ".git" / "index").read_bytes(),
+    """Everything flagbench must leave alone in the user's repository (read without writing it:
+    a plain `git status` refreshes the index of a repository made a second ago, racily clean)."""
+    return (git(repo, "--no-optional-locks", "status", "--porcelain", "--untracked-files=all"),
+            (repo / ".git" / "index").read_bytes(),
             git(repo, "stash", "list"), git(repo, "for-each-ref"), git(repo, "rev-parse", "HEAD"),
             git(repo, "worktree", "list", "--porcelain"), sorted(os.listdir(repo / ".git")))
 
