@@ -336,16 +336,17 @@ def _uncovered(spans: list[tuple[int, int]], lo: int, hi: int):
 class _Padding:
     """TARGET's padding as `_scan` asks about it, in C (`_symtab.padding_prefix`): the length
     of a run of it at the start of some bytes, and whether a granule's bytes are one token."""
-    __slots__ = ("spec", "granule", "tokens")
+    __slots__ = ("spec", "granule", "tokens", "_prefix")
 
     def __init__(self, target: str):
+        from flagbench.elf import _symtab
         self.spec = _padding_spec(target)
         self.granule, tokens = (0, ()) if target == "x86_64" else _tokens(target)
         self.tokens = frozenset(tokens)
+        self._prefix = _symtab.padding_prefix
 
     def head(self, raw: bytes) -> int:
-        from flagbench.elf import _symtab
-        return _symtab.padding_prefix(self.spec, raw)
+        return self._prefix(self.spec, raw)
 
 
 def _scan(target, big, pad: _Padding, index, raw, start, end, by_value) -> list[Piece]:
