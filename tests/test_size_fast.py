@@ -196,14 +196,15 @@ def test_both_linked_sides_run_and_the_old_files_error_comes_first():
     the GIL): both jobs run, and when both fail the old file's error is the one raised, as when
     they ran one after the other."""
     from flagbench.errors import UserError
+    from flagbench.size.pair import both_threaded
     ran = []
 
     def job(name, fail):
         ran.append(name)
         if fail:
             raise UserError(f"{name}: corrupt ELF")
-    symbols._on_two_threads(job, [("old", False), ("new", False)])
+    both_threaded(job, ("old", False), ("new", False))
     assert sorted(ran) == ["new", "old"]
     for fails, said in (((True, True), "old"), ((False, True), "new"), ((True, False), "old")):
         with pytest.raises(UserError, match=f"^{said}: corrupt ELF$"):
-            symbols._on_two_threads(job, [("old", fails[0]), ("new", fails[1])])
+            both_threaded(job, ("old", fails[0]), ("new", fails[1]))

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from flagbench.asm.model import PADDING, Function
 from flagbench.asm.padding import place_in, symbol_spans
 from flagbench.asm.unsized import PADDING as PADDING_KIND
-from flagbench.asm.unsized import STUB, STUB_SYMBOL, CodeMap
+from flagbench.asm.unsized import STUB, CodeMap, is_stub_symbol
 
 _MADE_UP = re.compile(r".[+-]0x[0-9a-f]+$")   # objdump's name for code before any symbol: "<f-0x10>"
 
@@ -22,7 +22,7 @@ def not_functions(functions: dict[str, Function]) -> list[str]:
     """Blocks named by a linker stub symbol, a PLT entry (objdump's `f@plt`) or objdump's
     made-up label."""
     return [name for name in functions
-            if STUB_SYMBOL.match(name.partition("#")[0]) or _MADE_UP.search(name) or "@plt" in name]
+            if is_stub_symbol(name.partition("#")[0]) or _MADE_UP.search(name) or "@plt" in name]
 
 
 def overrun(d, image, cmap: CodeMap) -> tuple[dict[str, int], list[str], dict]:

@@ -45,15 +45,14 @@ _COMPILED: dict = {}
 def _pattern(name: str):
     if name not in _COMPILED:
         import re
-        _COMPILED.update(STUB_SYMBOL=re.compile(_STUB_PATTERN), _STUB_LINES=re.compile(_STUB_PATTERN, re.M),
-                         _NOT_LABEL=re.compile(_NOT_LABEL_PATTERN))
+        _COMPILED.update(stub=re.compile(_STUB_PATTERN), stub_lines=re.compile(_STUB_PATTERN, re.M),
+                         not_label=re.compile(_NOT_LABEL_PATTERN))
     return _COMPILED[name]
 
 
-def __getattr__(name: str):   # STUB_SYMBOL, compiled when a module first asks for it
-    if name == "STUB_SYMBOL":
-        return _pattern(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def is_stub_symbol(name: str) -> bool:
+    """NAME is a linker stub's symbol ("__" target and one of the stub suffixes)."""
+    return _pattern("stub").match(name) is not None
 
 
 def _is_plt(name: str) -> bool:
@@ -207,7 +206,7 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
             stub_syms.setdefault(shndx, []).append((value, size, stub_names[name]))
         elif size:
             sized[shndx].append((value, value + size))
-        elif not _pattern("_NOT_LABEL").match(name):
+        elif not _pattern("not_label").match(name):
             labels[shndx].append(value)
     pad = _padding_regex(target)
     left = []    # (index, cuts, stubs) of the holes to cut into pieces
@@ -260,14 +259,14 @@ def _stub_names(rows) -> dict[str, str]:
     """{name: target} of the rows' stub symbols, found by one regex over all names (a vmlinux
     has 40,000)."""
     joined = "\n".join([r[0] for r in rows])
-    return {m.group(0): m.group(1) for m in _pattern("_STUB_LINES").finditer(joined)} if "__" in joined else {}
+    return {m.group(0): m.group(1) for m in _pattern("stub_lines").finditer(joined)} if "__" in joined else {}
 
 
 def _by_value(rows, stub_names) -> dict[int, str]:
     """A name per address, for hppa's stub targets."""
     by_value: dict[int, str] = {}
     for name, value, size, _ in rows:
-        if name not in stub_names and (size or not _pattern("_NOT_LABEL").match(name)):
+        if name not in stub_names and (size or not _pattern("not_label").match(name)):
             by_value.setdefault(value, name)
     return by_value
 

@@ -49,24 +49,26 @@ class Input:
         return self.members[0].machine, self.members[0].is64
 
     def read(self, offset: int, size: int) -> bytes:
-        if offset < 0 or size < 0:
-            raise UserError(f"{self.path}: corrupt ELF (negative offset or size)")
+        self._check(offset, size, size)
         data = os.pread(self.fd, size, offset) if size else b""
-        if len(data) != size:
-            raise UserError(f"{self.path}: truncated file (wanted {size} bytes at {offset})")
+        self._check(offset, size, len(data))
         return data
 
     def view(self, offset: int, size: int) -> memoryview:
         """The bytes `read(offset, size)` returns, as a read-only window on the mapped file."""
-        if offset < 0 or size < 0:
-            raise UserError(f"{self.path}: corrupt ELF (negative offset or size)")
-        if offset + size > self.size:
-            raise UserError(f"{self.path}: truncated file (wanted {size} bytes at {offset})")
+        self._check(offset, size, min(size, self.size - offset))
         if not size:
             return memoryview(b"")
         if self._map is None:
             self._map = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
         return memoryview(self._map)[offset:offset + size]
+
+    def _check(self, offset: int, size: int, there: int) -> None:
+        """A range asked for (SIZE bytes at OFFSET) of which THERE bytes exist, or one line why not."""
+        if offset < 0 or size < 0:
+            raise UserError(f"{self.path}: corrupt ELF (negative offset or size)")
+        if there != size:
+            raise UserError(f"{self.path}: truncated file (wanted {size} bytes at {offset})")
 
     def close(self) -> None:
         if self.fd >= 0:

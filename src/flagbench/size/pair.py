@@ -1,5 +1,6 @@
 """Read the two inputs of `flagbench size` at once: a forked child reads OLD while this process
-reads NEW (most of the work is per file).
+reads NEW (most of the work is per file, in Python); or, where the work is C that lets go of the
+GIL, a thread reads OLD (`both_threaded`).
 
 The child sends its result back through a pipe with `marshal` (plain data; `flagbench size`'s is
 bytes and ints: the fastest serialiser in the standard library, no import cost). Errors keep their meaning: a UserError in
@@ -98,3 +99,28 @@ def _large(inp, threshold: int = PARALLEL_SYMTAB_BYTES) -> bool:
     from flagbench.elf.constants import SHT_SYMTAB
     hdrs = sections.headers(inp, inp.members[0])
     return sum(h[sections.SIZE] for h in hdrs if h[sections.TYPE] == SHT_SYMTAB) >= threshold
+
+
+def both_threaded(func, old: tuple, new: tuple) -> None:
+    """func(*old) on a thread of its own while func(*new) runs here: for work in C that lets go of
+    the GIL (`_symtab.code_holes`). OLD's error wins, as in a sequential run. (`_thread`:
+    `threading` and the functools it imports cost more than a vmlinux's holes.)"""
+    import _thread
+    errors: list[BaseException] = []
+    finished = _thread.allocate_lock()
+    finished.acquire()
+
+    def first() -> None:
+        try:
+            func(*old)
+        except BaseException as e:  # noqa: BLE001 - raised below, in the calling thread
+            errors.append(e)
+        finally:
+            finished.release()
+    _thread.start_new_thread(first, ())
+    try:
+        func(*new)
+    finally:
+        with finished:
+            if errors:
+                raise errors[0]

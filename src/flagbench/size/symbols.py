@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from flagbench.elf import _symtab, letters
 from flagbench.elf.constants import COMMON_INDICES, ET_REL
+from flagbench.size.pair import both_threaded
 from flagbench.size.rules import CODE_LETTERS, SKIP_NAMES, SKIP_PREFIXES
 
 GROUPS = ("text", "rodata", "data", "bss")
@@ -51,50 +52,21 @@ def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
                             letters._name_code, COMMON_INDICES, extras, SECTION_GROUPS)
     if got is None:
         return None
-    sides, linked_jobs = [], []
+    sides = []
     for path, summaries, (machine, is64, sections, groups, covered, padding, rel_padding, rel_other, linked) \
             in zip((old_path, new_path), made, got):
-        side = {"machine": (machine, bool(is64)), "sections": sections, "groups": dict(zip(GROUPS, groups)),
-                "covered": covered, "padding": padding, "tables": list(summaries),
-                "skipped": sum(s.skipped for s in summaries),
-                "unsized": {"stub": 0, "padding": rel_padding, "fill": 0, "other": rel_other, "stubs": 0}}
-        if linked:   # linked members' code outside symbols: classified by asm.unsized
-            linked_jobs.append((path, set(linked), side["unsized"]))
-        sides.append(side)
-    if linked_jobs:   # imported here, not by two threads at once
+        sides.append({"machine": (machine, bool(is64)), "sections": sections, "groups": dict(zip(GROUPS, groups)),
+                      "covered": covered, "padding": padding, "tables": list(summaries),
+                      "skipped": sum(s.skipped for s in summaries), "linked": set(linked),
+                      "unsized": {"stub": 0, "padding": rel_padding, "fill": 0, "other": rel_other, "stubs": 0}})
+    # linked members' code outside symbols, classified by asm.unsized: both files at once
+    # (`code_holes` lets go of the GIL); imported here, not by two threads at once
+    jobs = [(path, side.pop("linked"), side["unsized"]) for path, side in zip((old_path, new_path), sides)]
+    if any(offsets for _, offsets, _ in jobs):
         for module in ("flagbench.asm.unsized", "flagbench.elf.tables"):
             __import__(module)
-    _on_two_threads(_linked_unsized, linked_jobs)
+        both_threaded(_linked_unsized, *jobs)
     return sides
-
-
-def _on_two_threads(func, jobs: list[tuple]) -> None:
-    """func(*job) for every job; the first of two on a thread of its own, since `code_holes`
-    (most of a vmlinux's time here) lets go of the GIL. The first job's error wins, as in order.
-    (`_thread`: `threading` and the functools it imports cost more than a vmlinux's holes.)"""
-    if len(jobs) != 2:
-        for job in jobs:
-            func(*job)
-        return
-    import _thread
-    errors: list[BaseException] = []
-    finished = _thread.allocate_lock()
-    finished.acquire()
-
-    def first() -> None:
-        try:
-            func(*jobs[0])
-        except BaseException as e:  # noqa: BLE001 - raised below, in the calling thread
-            errors.append(e)
-        finally:
-            finished.release()
-    _thread.start_new_thread(first, ())
-    try:
-        func(*jobs[1])
-    finally:   # the old file's error, when it has one, comes first
-        with finished:
-            if errors:
-                raise errors[0]
 
 
 def _summaries(tables) -> tuple:
@@ -103,6 +75,8 @@ def _summaries(tables) -> tuple:
 
 
 def _linked_unsized(path: str, offsets: set, u: dict) -> None:
+    if not offsets:
+        return
     from flagbench.asm import unsized
     from flagbench.elf import open_input
     with open_input(path) as inp:
