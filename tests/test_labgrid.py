@@ -109,8 +109,9 @@ def pipe_holders(proc: subprocess.Popen) -> list[str]:
 
 
 def kernel_cache() -> Path:
-    """The session's cache, where tests/test_kexec.py builds the same experiment's kernels once
-    (a fresh cache per test built them cold again: minutes of the suite's budget)."""
+    """The session's cache, where this module and tests/test_kexec.py build the same experiment's
+    kernels once, whichever comes first (a fresh cache per test built them cold again: minutes of
+    the suite's budget)."""
     from flagbench.build import cache_dir
     return cache_dir()
 

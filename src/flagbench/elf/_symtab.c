@@ -852,33 +852,6 @@ static Py_ssize_t fill_bytes(const struct padding *r, const uint8_t *p, Py_ssize
 	return i;
 }
 
-/* Whether the N bytes at P are padding, as asm.unsized tests a hole's bytes. */
-static int is_padding(const struct padding *r, const uint8_t *p, Py_ssize_t n)
-{
-	Py_ssize_t i = fill_bytes(r, p, n), m, t;
-
-	if (i == n)
-		return 1;
-	if (!r->granule) {	/* x86's fill bytes are one-byte NOPs: runs of them are skipped as such */
-		while (i < n) {
-			if (!(m = x86_nop(p + i, n - i)))
-				return 0;
-			i += m;
-			i += fill_bytes(r, p + i, n - i);
-		}
-		return 1;
-	}
-	if (n % r->granule)
-		return 0;
-	for (i = 0; i < n; i += r->granule) {
-		for (t = 0; t < r->ntokens && memcmp(p + i, r->tokens + t * r->granule, r->granule); t++)
-			;
-		if (t == r->ntokens)
-			return 0;
-	}
-	return 1;
-}
-
 /*
  * How many bytes from P on (N of them) are padding read left to right: x86's fill bytes and
  * NOPs, else whole tokens; what asm.unsized._padding_regex's match() takes (no spelling is the
@@ -903,6 +876,14 @@ static Py_ssize_t padding_head(const struct padding *r, const uint8_t *p, Py_ssi
 			break;
 	}
 	return i;
+}
+
+/* Whether the N bytes at P are padding, as asm.unsized tests a hole's bytes. */
+static int is_padding(const struct padding *r, const uint8_t *p, Py_ssize_t n)
+{
+	if (!r->granule)	/* x86's fill bytes are one-byte NOPs: the walk takes them */
+		return padding_head(r, p, n) == n;
+	return fill_bytes(r, p, n) == n || padding_head(r, p, n) == n;
 }
 
 /* One scanned section: its index, the address its bytes start at (0 in an object), its size. */
