@@ -280,7 +280,7 @@ def test_cli_text_output_and_progress(tmp_path, cache):
     assert "flagbench build: cc v/hppa/gcc a.c" in first.stderr
     lines = first.stdout.splitlines()
     assert lines[0].startswith("v/hppa/gcc  built   ") and lines[1].split() == ["objects", "a.o"]
-    assert "hppa-linux-gnu-gcc: hppa-linux-gnu-gcc (Debian" in first.stdout
+    assert "  tool    hppa-linux-gnu-gcc: hppa-linux-gnu-gcc (Debian" in first.stdout   # labelled: the stats line also starts "ccache:"
     assert lines[-1] == "note: skipped hppa/clang: clang has no hppa backend"
     again = flagbench("build", d, cache=cache)
     assert again.stdout.splitlines()[0].startswith("v/hppa/gcc  cached  ")

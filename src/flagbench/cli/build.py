@@ -61,7 +61,7 @@ def run(args) -> int:
             print(f"{'':<{width}}  objects {' '.join(o.name for o in b.objects)}")
             print(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
             for tool, version in b.tools.items():
-                print(f"{'':<{width}}  {tool}: {version}")
+                print(f"{'':<{width}}  tool    {tool}: {version}")
             if b.ccache:
                 print(f"{'':<{width}}  {b.ccache.line()}")
             if b.distcc:
@@ -104,4 +104,4 @@ def _print_kernels(kernels, quiet: bool = False) -> None:
         if k.distcc:
             print(f"{'':<{width}}  {k.distcc.line()}")
         for tool, version in k.tools.items():
-            print(f"{'':<{width}}  {tool}: {version}")
+            print(f"{'':<{width}}  tool    {tool}: {version}")
