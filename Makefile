@@ -25,7 +25,7 @@ venv: $(VENV)/.installed
 
 # setup.py builds the one C extension (src/flagbench/elf/_symtab.c, _summary.c): a change to it re-installs.
 $(VENV)/.installed: pyproject.toml setup.py src/flagbench/elf/_symtab.c src/flagbench/elf/_summary.c src/flagbench/elf/_summary.h \
-		src/flagbench/elf/_scan.c src/flagbench/elf/_elf.h
+		src/flagbench/elf/_scan.c src/flagbench/elf/_holes.c src/flagbench/elf/_elf.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,lab]'

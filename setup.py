@@ -4,6 +4,6 @@ comment). Everything else is in pyproject.toml."""
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("flagbench.elf._symtab", ["src/flagbench/elf/_symtab.c", "src/flagbench/elf/_summary.c",
-                                                      "src/flagbench/elf/_scan.c"],
+                                                      "src/flagbench/elf/_scan.c", "src/flagbench/elf/_holes.c"],
                              depends=["src/flagbench/elf/_summary.h", "src/flagbench/elf/_elf.h"],
                              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"])])

@@ -1,6 +1,7 @@
 /*
- * _elf.h: what _symtab.c shares with scan.c (the reader of `flagbench size` without the GIL):
- * one member's tables, nm's rules, the listing of its symbols and the loops that fill it.
+ * _elf.h: what _symtab.c shares with _scan.c (the reader of `flagbench size` without the GIL)
+ * and _holes.c (the code outside sized symbols): one member's tables, nm's rules, the listing
+ * of its symbols and the loops that fill it.
  */
 #ifndef FLAGBENCH_ELF_H
 #define FLAGBENCH_ELF_H
@@ -99,15 +100,56 @@ static inline uint64_t sh(const struct elf *e, Py_ssize_t i, int field)
 	return rd(e->shdrs + 40 * i + 4 * field, 4, e->big);
 }
 
+/*
+ * NAME(a, tmp, n): a stable sort of the N records of TYPE at A (TMP: room for N more) by their
+ * key bytes BYTE(record, pass), least significant first, PASSES of them: a counting pass per
+ * byte, skipped where every record has the same one (a vmlinux's symbols in a qsort took
+ * 600,000 calls of a comparison).
+ */
+#define RADIX_SORT(NAME, TYPE, BYTE, PASSES)						\
+static void NAME(TYPE *a, TYPE *tmp, Py_ssize_t n)					\
+{											\
+	TYPE *from = a, *to = tmp, *swap;						\
+	Py_ssize_t count[256], i, at, c;						\
+	int pass;									\
+											\
+	for (pass = 0; pass < (PASSES) && n > 0; pass++) {				\
+		memset(count, 0, sizeof(count));					\
+		for (i = 0; i < n; i++)							\
+			count[BYTE(&from[i], pass)]++;					\
+		if (count[BYTE(&from[0], pass)] == n)					\
+			continue;							\
+		for (i = 0, at = 0; i < 256; i++, at += c) {				\
+			c = count[i];							\
+			count[i] = at;							\
+		}									\
+		for (i = 0; i < n; i++)							\
+			to[count[BYTE(&from[i], pass)]++] = from[i];			\
+		swap = from;								\
+		from = to;								\
+		to = swap;								\
+	}										\
+	if (from != a)									\
+		memcpy(a, from, sizeof(*a) * n);					\
+}
+
 const char *string_at(const uint8_t *table, Py_ssize_t size, uint64_t offset, Py_ssize_t *len);
 int section_code(const struct elf *e, const struct rules *r, uint8_t *codes, Py_ssize_t i);
 int listing_alloc(struct listing *l, const struct elf *e, int full, int spans);
 void listing_free(struct listing *l);
 int list_symbols(const struct elf *e, const struct rules *r, struct listing *l, int sized_only, int full);
 int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *summaries);
+int elf_and_rules_from(PyObject *view, PyObject *rules, struct elf *e, struct rules *r);
+void elf_release(struct elf *e);
+void rules_release(struct rules *r);
 
 /* _scan.c: both inputs of `flagbench size` at once, without the GIL */
 PyObject *scan_pair(PyObject *self, PyObject *args);
 extern const char scan_pair_doc[];
+
+/* _holes.c: the code outside sized symbols, for asm.unsized */
+PyObject *code_holes(PyObject *self, PyObject *args);
+PyObject *padding_prefix(PyObject *self, PyObject *args);
+extern const char code_holes_doc[], padding_prefix_doc[];
 
 #endif
