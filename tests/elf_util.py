@@ -152,3 +152,43 @@ def code_maps(path) -> list[tuple]:
         inp.close()
     return out
 
+
+
+def size_sums(path) -> tuple:
+    """PATH's code outside sized symbols summed as `flagbench size` reads it (`size.symbols.read_pair`,
+    where the C reader sums a linked x86-64 member's itself), whether that C reader summed every
+    linked member, and the sums of the Python model (`code_map`'s walk, its CodeMap's totals);
+    the error each raised instead. For linked members (a relocatable one has its own sums)."""
+    from flagbench import elf
+    from flagbench.asm import unsized
+    from flagbench.elf.constants import ET_REL
+    from flagbench.errors import UserError
+    from flagbench.size import symbols
+    from flagbench.size.rules import DEFAULT_TYPES
+
+    left = []
+    python_walk = symbols._linked_unsized
+
+    def recorded(p, offsets, u):
+        left.extend(offsets)
+        python_walk(p, offsets, u)
+    symbols._linked_unsized = recorded
+    try:
+        sides = symbols.read_pair(str(path), str(path), (("Function", DEFAULT_TYPES),), True)
+        fast = None if sides is None else sides[0]["unsized"]
+    except UserError as e:
+        fast = ("UserError", str(e))
+    finally:
+        symbols._linked_unsized = python_walk
+    model = dict.fromkeys(fast if isinstance(fast, dict) else symbols.UNSIZED, 0)
+    inp = elf.open_input(str(path))
+    try:
+        for m in inp.members:
+            cmap = unsized._of_member_in_python(inp, m) if m.etype != ET_REL else None
+            for kind, n in (cmap.totals() if cmap else {}).items():
+                model[kind] += n
+    except UserError as e:
+        model = ("UserError", str(e))
+    finally:
+        inp.close()
+    return fast, not left, model

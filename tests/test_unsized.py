@@ -1,7 +1,8 @@
 """The code outside sized symbols as `flagbench size` finds it: `asm.unsized.of_member`, whose holes
-are found and their padding counted in C (`_symtab.code_holes`), against its Python model (the
-walk of `asm.unsized.code_map`), on objects of every target and a linked program whose code,
-symbol addresses, sizes and names are rewritten at random; and the C function's arguments."""
+are found and their padding counted in C (`_symtab.code_holes`), and for a linked x86-64 file
+the sums the C reader makes itself (`_symtab.scan_pair`), against their Python model (the walk
+of `asm.unsized.code_map`), on objects of every target and linked programs whose code, symbol
+addresses, sizes and names are rewritten at random; and the C function's arguments."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ import tempfile
 
 import pytest
 
-from elf_util import FLAVOURS, code_maps, compile_object
+from elf_util import FLAVOURS, code_maps, compile_object, size_sums
 from flagbench import elf
 from flagbench.asm import unsized
 from flagbench.elf import _symtab, sections, tables
@@ -49,7 +50,8 @@ SOURCE = "".join(f"int {'function_' + 'n' * (i % 9) if i % 6 else 'f'}_{i}(int x
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, bytes]:
     """target -> an object of SOURCE; "sections": one with a section per function (offsets in
-    each); "linked": a program linked from it (addresses, not offsets)."""
+    each); "linked": a program linked from it (addresses, not offsets); "dynamic": one linked
+    with the C library's shared object (PLT sections)."""
     d = tmp_path_factory.mktemp("unsized")
     (d / "f.c").write_text(SOURCE)
     out = {}
@@ -64,7 +66,17 @@ def inputs(tmp_path_factory) -> dict[str, bytes]:
     subprocess.run(["gcc", "-O2", "-nostdlib", "-static", "-Wl,-e,f_0", str(d / "f.c"), "-o", str(prog)],
                    check=True, capture_output=True)
     out["linked"] = prog.read_bytes()
+    (d / "main.c").write_text('#include <stdio.h>\nint main(int c, char **v) { puts(v[0]); return printf("%d", c); }\n')
+    subprocess.run(["gcc", "-O2", str(d / "f.c"), str(d / "main.c"), "-o", str(d / "dynamic")], check=True,
+                   capture_output=True)
+    out["dynamic"] = (d / "dynamic").read_bytes()
     return out
+
+
+def sums_agree(path) -> None:
+    """`flagbench size`'s sums of PATH's code outside sized symbols are the Python model's."""
+    fast, in_c, model = size_sums(path)
+    assert fast == model
 
 
 def rewritten(data: bytes, code: bytes | None, edits) -> bytes:
@@ -111,18 +123,20 @@ EDITS = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 200),
                            st.integers(0, 15)), max_size=8)
 
 
-@pytest.mark.parametrize("target", [t for t, _ in FLAVOURS] + ["sections", "linked"])
+@pytest.mark.parametrize("target", [t for t, _ in FLAVOURS] + ["sections", "linked", "dynamic"])
 @settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_c_hole_finder_agrees_with_its_python_model(tmp_path, inputs, target, data):
     if target not in inputs:
         pytest.skip(f"no compiler for {target} here")
-    atoms = alphabet("x86_64" if target in ("sections", "linked") else target)
+    atoms = alphabet("x86_64" if target in ("sections", "linked", "dynamic") else target)
     code = b"".join(data.draw(st.lists(st.sampled_from(atoms), min_size=1, max_size=40), label="code"))
     path = tmp_path / "x.o"
     path.write_bytes(rewritten(inputs[target], code, data.draw(EDITS, label="edits")))
     for c, model in code_maps(path):
         assert c == model
+    if target in ("linked", "dynamic"):
+        sums_agree(path)
 
 
 @pytest.mark.parametrize("pattern", range(len(NAMES)), ids=[n.format("f").replace("\n", "NL") for n in NAMES])
@@ -130,7 +144,7 @@ def test_every_name_rule_agrees(tmp_path, inputs, pattern):
     """Every symbol renamed to the pattern where its name is long enough, every other one made
     a label at the address of the one before, the pair moved into the padding after it: the real
     code, cut at names of each kind, twice at some addresses."""
-    for target in ("x86_64", "aarch64", "arm", "sections", "linked"):
+    for target in ("x86_64", "aarch64", "arm", "sections", "linked", "dynamic"):
         if target not in inputs:
             continue
         for move in (0, 3, 6):
@@ -139,6 +153,8 @@ def test_every_name_rule_agrees(tmp_path, inputs, pattern):
                                                                for k in range(24)]))
             for c, model in code_maps(path):
                 assert c == model, (target, move)
+            if target in ("linked", "dynamic"):
+                sums_agree(path)
 
 
 def test_every_x86_spelling_whole_and_cut_short(tmp_path, inputs):
@@ -151,6 +167,8 @@ def test_every_x86_spelling_whole_and_cut_short(tmp_path, inputs):
                 path.write_bytes(rewritten(inputs[target], code + tail, ()))
                 (c, model), = code_maps(path)
                 assert c == model, (target, code + tail)
+                if target == "linked":
+                    sums_agree(path)
 
 
 def test_holes_are_tested_joined_first(tmp_path, inputs):
@@ -194,11 +212,12 @@ def test_a_padding_run_of_fill_length_is_fill(inputs, tmp_path):
     for size, want in ((unsized.FILL, (0, unsized.FILL, [])), (unsized.FILL - 1, (unsized.FILL - 1, 0, []))):
         far = ((text, 1 << 40, size),)   # past every symbol: one hole
         assert _symtab.code_holes(view, tables.rules(m.machine), far, unsized._padding_spec("x86_64"),
-                                  unsized._SUFFIX_BYTES, lambda i: b"\xcc" * size, True) == want
+                                  lambda i: b"\xcc" * size, True) == want
 
 
 def test_the_real_inputs_agree(inputs, tmp_path):
-    """As compiled and linked: most holes padding, counted without a piece."""
+    """As compiled and linked: most holes padding, counted without a piece; the linked programs'
+    sums made by the C reader itself, the dynamic one's PLT stubs too."""
     for target, data in inputs.items():
         path = tmp_path / target
         path.write_bytes(data)
@@ -206,6 +225,10 @@ def test_the_real_inputs_agree(inputs, tmp_path):
         assert c == model, target
         if target in ("x86_64", "linked"):   # one section per function: no padding between
             assert c[1] and dict(c[1])["padding"] > 0, target
+        if target in ("linked", "dynamic"):
+            fast, in_c, model = size_sums(path)
+            assert fast == model and in_c, target
+            assert fast["padding"] > 0 and (fast["stubs"] > 0) == (target == "dynamic"), target
 
 
 def test_a_code_section_ending_past_2_64_is_walked_in_python(inputs, tmp_path):
@@ -220,6 +243,8 @@ def test_a_code_section_ending_past_2_64_is_walked_in_python(inputs, tmp_path):
     path.write_bytes(_with_addr(data, text, (1 << 64) - 16))
     (c, model), = code_maps(path)
     assert c == model
+    fast, in_c, model = size_sums(path)
+    assert fast == model and not in_c
 
 
 def _with_addr(data: bytes, index: int, value: int) -> bytes:
@@ -232,10 +257,10 @@ def _with_addr(data: bytes, index: int, value: int) -> bytes:
 
 def test_code_holes_refuses_bad_arguments(inputs, tmp_path):
     m, view, text, data = _x86_text(inputs, tmp_path)
-    rules, spec, sfx = tables.rules(m.machine), unsized._padding_spec("x86_64"), unsized._SUFFIX_BYTES
+    rules, spec = tables.rules(m.machine), unsized._padding_spec("x86_64")
 
-    def holes(scan=((text, 0, len(data)),), spec=spec, sfx=sfx, read=lambda i: data, count=True):
-        return _symtab.code_holes(view, rules, scan, spec, sfx, read, count)
+    def holes(scan=((text, 0, len(data)),), spec=spec, read=lambda i: data, count=True):
+        return _symtab.code_holes(view, rules, scan, spec, read, count)
 
     padding, fill, left = holes()
     assert padding > 0 and fill == 0 and isinstance(left, list)
@@ -252,13 +277,19 @@ def test_code_holes_refuses_bad_arguments(inputs, tmp_path):
         holes(scan=((text, 0),))
     with pytest.raises(ValueError, match="GRANULE"):
         holes(spec=(b"\0", 4, b"\0\0", 4096))
-    with pytest.raises(TypeError, match="suffixes"):
-        holes(sfx=("_veneer",))
     with pytest.raises(TypeError, match="read"):
         holes(read=lambda i: "not bytes")
     with pytest.raises(ZeroDivisionError):
         holes(read=lambda i: 1 // 0)
     assert holes(read=lambda i: 1 // 0, count=False)[:2] == (0, 0)   # nothing is read without counting
+
+
+def test_the_c_code_spells_the_rules_as_asm_unsized():
+    """The rules both spell: the stub symbols' endings, the PLT sections' names, x86's padding."""
+    assert _symtab.STUB_SUFFIXES == tuple(s.encode() for s in unsized._STUB_SUFFIXES)
+    assert set(_symtab.PLT_NAMES) == {n.encode() for n in unsized._PLT_NAMES}
+    assert _symtab.PLT_RELOCS == tuple(n.encode() for n in unsized._PLT_RELOCS)
+    assert _symtab.X86_PADDING == unsized._padding_spec("x86_64")
 
 
 @pytest.mark.parametrize("target", ["x86_64", "aarch64", "arm", "riscv64", "loongarch64", "hppa"])

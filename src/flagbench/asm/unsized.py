@@ -13,8 +13,9 @@ every sized symbol is one of:
 stub, `profile` attributes executed stub instructions to stubs. Plain classes and tuples only:
 `flagbench size` imports this and its start-up is measured. For `size`, the holes of a member
 are found and their padding counted in C (`of_member`: `_symtab.code_holes`, 20,000 holes in a
-vmlinux); `code_map` is the same walk in Python, for `asm` and `profile`, and the model the
-tests hold the C code to.
+vmlinux); a linked x86-64 file's are summed whole in C by size's own reader (`_symtab.scan_pair`),
+which then needs nothing of this module. `code_map` is the same walk in Python, for `asm` and
+`profile`, and the model the tests hold both C paths to.
 """
 from __future__ import annotations
 
@@ -496,7 +497,7 @@ def of_member(inp, m) -> CodeMap | None:
     count = target not in _PIECES_ALWAYS
     try:
         padding, fill, holes = _symtab.code_holes(view, elf_tables.rules(m.machine), scan, _padding_spec(target),
-                                                  _SUFFIX_BYTES, whole, count)
+                                                  whole, count)
     except ValueError as e:
         raise UserError(f"{m.name}: corrupt ELF ({e})") from None
     by_value = {}
@@ -509,9 +510,6 @@ def of_member(inp, m) -> CodeMap | None:
         return bytes(whole(index)[offset:offset + size])
     pieces = _pieces(target, m.big, exec_sections, plt_entries, holes, read, by_value)
     return CodeMap(pieces, {PADDING: padding, FILL_KEY: fill} if count else None)
-
-
-_SUFFIX_BYTES = tuple(s.encode() for s in _STUB_SUFFIXES)
 
 
 def _section_rows(names, hdrs) -> list[tuple]:

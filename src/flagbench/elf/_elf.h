@@ -63,7 +63,7 @@ struct listing {
 };
 
 /* Section header fields (sh()). */
-enum { SH_NAME, SH_TYPE, SH_FLAGS, SH_ADDR, SH_OFFSET, SH_SIZE, SH_LINK };
+enum { SH_NAME, SH_TYPE, SH_FLAGS, SH_ADDR, SH_OFFSET, SH_SIZE, SH_LINK, SH_INFO, SH_ADDRALIGN, SH_ENTSIZE };
 
 /* Little- or big-endian fields, N bytes at P (x86's hosts: little-endian memcpy loads). */
 static inline uint64_t rd(const uint8_t *p, int n, int big)
@@ -91,7 +91,8 @@ static inline uint64_t rd(const uint8_t *p, int n, int big)
 }
 
 /* Section header fields: Elf64 and Elf32 put them at different offsets and widths. */
-static const int sh64_off[] __attribute__((unused)) = { 0, 4, 8, 16, 24, 32, 40 }, sh64_len[] = { 4, 4, 8, 8, 8, 8, 4 };
+static const int sh64_off[] __attribute__((unused)) = { 0, 4, 8, 16, 24, 32, 40, 44, 48, 56 },
+		 sh64_len[] = { 4, 4, 8, 8, 8, 8, 4, 4, 8, 8 };
 
 static inline uint64_t sh(const struct elf *e, Py_ssize_t i, int field)
 {
@@ -147,9 +148,17 @@ void rules_release(struct rules *r);
 PyObject *scan_pair(PyObject *self, PyObject *args);
 extern const char scan_pair_doc[];
 
-/* _holes.c: the code outside sized symbols, for asm.unsized */
+/* _holes.c: the code outside sized symbols, for asm.unsized and, x86-64's summed, for _scan.c */
 PyObject *code_holes(PyObject *self, PyObject *args);
 PyObject *padding_prefix(PyObject *self, PyObject *args);
 extern const char code_holes_doc[], padding_prefix_doc[];
+int add_holes_constants(PyObject *module);
+
+/* Bytes of code outside sized symbols by kind, and how many stubs: asm.unsized.CodeMap.totals(). */
+struct unsized {
+	unsigned long long stub, padding, fill, other, stubs;
+};
+
+int x86_unsized(const struct elf *e, const struct listing *l, const uint8_t *bytes, uint64_t size, struct unsized *u);
 
 #endif

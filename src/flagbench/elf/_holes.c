@@ -5,7 +5,8 @@
  * kinds, and in Python the walk over its symbols, holes and their bytes took about 75 ms a side,
  * more than the rest of its default format. This finds the holes, counts those that are all
  * padding, and hands the rest back cut at their labels and stub symbols, to be sorted into
- * pieces in Python.
+ * pieces in Python (code_holes); a linked x86-64 member's it sorts and sums itself, for the
+ * reader of `flagbench size` (x86_unsized, for _scan.c).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -117,6 +118,7 @@ static int is_padding(const struct padding *r, const uint8_t *p, Py_ssize_t n)
 struct scan {
 	Py_ssize_t index;
 	uint64_t base, size;
+	const uint8_t *bytes;	/* x86_unsized: its bytes (code_holes asks READ for them) */
 };
 
 /* A listed symbol of a scanned section: a sized one's span, or a bound (a label, a stub symbol) that cuts a hole. */
@@ -150,22 +152,30 @@ struct gap {
 /* The holes of one scanned section: its spans, bounds and gaps, as places in the arrays of struct holes. */
 struct section_holes {
 	Py_ssize_t span, nspans, bound, nbounds, gap, ngaps;
-	Py_buffer bytes;		/* with COUNT, the section's bytes from READ(index), when it has holes */
+	const uint8_t *bytes;		/* with COUNT, the section's bytes, when it has holes */
+	Py_ssize_t nbytes;
+	Py_buffer view;			/* code_holes: where BYTES are, from READ(index) */
 };
 
-/* All that code_holes() works with, besides the member's tables. */
+/* All that code_holes() and x86_unsized() work with, besides the member's tables. */
 struct holes {
 	const struct listing *l;
 	struct padding pad;
-	PyObject *suffixes;		/* a tuple of bytes: the stub symbols' name endings */
 	struct scan *scan;
 	Py_ssize_t nscan, *slot;	/* SLOT: a section index's place in SCAN, or -1 */
 	struct mark *spans, *bounds;
 	Py_ssize_t nspans, nbounds;
 	struct section_holes *of;	/* per scanned section */
 	struct gap *gaps;
-	unsigned long long padding, fill;
+	struct unsized sum;		/* code_holes counts only padding and fill */
 };
+
+/* The linker's stub symbols end so (asm.unsized._STUB_SUFFIXES: a test holds the two together). */
+static const char *const stub_suffixes[] = { "_veneer", "_from_arm", "_from_thumb", "_change_to_arm", NULL };
+
+/* x86's padding bytes of any length and the run that is alignment fill: asm.unsized._padding_spec("x86_64"). */
+static const char x86_fill[] = "\xcc\x90\x00";
+#define FILL_RUN 4096
 
 static int padding_from(PyObject *spec, struct padding *r)
 {
@@ -190,28 +200,43 @@ static int padding_from(PyObject *spec, struct padding *r)
 	return 0;
 }
 
+/* x86's padding (granule 0: its NOPs), as padding_from makes it of asm.unsized._padding_spec("x86_64"). */
+static void x86_padding(struct padding *r)
+{
+	size_t i;
+
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < sizeof(x86_fill) - 1; i++)
+		r->fill[(uint8_t)x86_fill[i]] = 1;
+	r->run = FILL_RUN;
+}
+
+/* Room in H for NSCAN sections of a member of SHNUM, none placed yet; 0, or -1 when out of memory (no GIL needed). */
+static int holes_alloc(struct holes *h, Py_ssize_t nscan, Py_ssize_t shnum)
+{
+	Py_ssize_t i;
+
+	h->scan = PyMem_RawCalloc(nscan + 1, sizeof(*h->scan));
+	h->slot = PyMem_RawMalloc(sizeof(*h->slot) * (shnum + 1));
+	if (!h->scan || !h->slot)
+		return -1;
+	for (i = 0; i < shnum; i++)
+		h->slot[i] = -1;
+	return 0;
+}
+
 /* H's sections and rules from the arguments; 0, or -1 with an exception set (holes_free undoes it). */
-static int holes_from(struct holes *h, const struct elf *e, PyObject *sections, PyObject *spec, PyObject *suffixes)
+static int holes_from(struct holes *h, const struct elf *e, PyObject *sections, PyObject *spec)
 {
 	Py_ssize_t i;
 
 	if (padding_from(spec, &h->pad) < 0)
 		return -1;
-	for (i = 0; i < PyTuple_GET_SIZE(suffixes); i++)
-		if (!PyBytes_Check(PyTuple_GET_ITEM(suffixes, i))) {
-			PyErr_SetString(PyExc_TypeError, "suffixes: a tuple of bytes");
-			return -1;
-		}
-	h->suffixes = suffixes;
 	h->nscan = PyTuple_GET_SIZE(sections);
-	h->scan = PyMem_Malloc(sizeof(*h->scan) * (h->nscan + 1));
-	h->slot = PyMem_Malloc(sizeof(*h->slot) * (e->shnum + 1));
-	if (!h->scan || !h->slot) {
+	if (holes_alloc(h, h->nscan, e->shnum) < 0) {
 		PyErr_NoMemory();
 		return -1;
 	}
-	for (i = 0; i < e->shnum; i++)
-		h->slot[i] = -1;
 	for (i = 0; i < h->nscan; i++) {
 		PyObject *item = PyTuple_GET_ITEM(sections, i);
 		struct scan *s = &h->scan[i];
@@ -246,10 +271,10 @@ static void holes_free(struct holes *h)
 
 	padding_release(&h->pad);
 	for (i = 0; h->of && i < h->nscan; i++)
-		if (h->of[i].bytes.obj)
-			PyBuffer_Release(&h->of[i].bytes);
-	PyMem_Free(h->scan);
-	PyMem_Free(h->slot);
+		if (h->of[i].view.obj)
+			PyBuffer_Release(&h->of[i].view);
+	PyMem_RawFree(h->scan);
+	PyMem_RawFree(h->slot);
 	PyMem_RawFree(h->spans);
 	PyMem_RawFree(h->bounds);
 	PyMem_RawFree(h->of);
@@ -261,17 +286,16 @@ static void holes_free(struct holes *h)
  * SUFFIX, TARGET not empty and no newline anywhere, as asm.unsized.STUB_SYMBOL matches it (the
  * shortest TARGET: the longest suffix).
  */
-static Py_ssize_t stub_target(const struct holes *h, const char *name, Py_ssize_t len)
+static Py_ssize_t stub_target(const char *name, Py_ssize_t len)
 {
-	Py_ssize_t i, best = 0;
+	const char *const *sfx;
+	Py_ssize_t n, best = 0;
 
 	if (len < 3 || name[0] != '_' || name[1] != '_' || memchr(name, '\n', len))
 		return 0;
-	for (i = 0; i < PyTuple_GET_SIZE(h->suffixes); i++) {
-		PyObject *sfx = PyTuple_GET_ITEM(h->suffixes, i);
-		Py_ssize_t n = PyBytes_GET_SIZE(sfx);
-
-		if (len - 2 - n >= 1 && memcmp(name + len - n, PyBytes_AS_STRING(sfx), n) == 0 && n > best)
+	for (sfx = stub_suffixes; *sfx; sfx++) {
+		n = (Py_ssize_t)strlen(*sfx);
+		if (len - 2 - n >= 1 && memcmp(name + len - n, *sfx, n) == 0 && n > best)
 			best = n;
 	}
 	return best ? len - 2 - best : 0;
@@ -294,7 +318,7 @@ static const char *mark_name(const struct elf *e, const struct holes *h, Py_ssiz
 {
 	const char *name = string_at(e->str, e->strsize, h->l->name[k], len);
 
-	*target = *len ? stub_target(h, name, *len) : 0;
+	*target = *len ? stub_target(name, *len) : 0;
 	return name;
 }
 
@@ -376,12 +400,13 @@ static const uint8_t *bytes_of(const uint8_t *data, Py_ssize_t len, uint64_t bas
 	return data + a;
 }
 
-static void count_hole(struct holes *h, const struct gap *g)
+/* A run of N bytes of padding: alignment fill when it is that long (asm.unsized.FILL). */
+static void count_run(struct holes *h, uint64_t n)
 {
-	if (g->end - g->start >= h->pad.run)
-		h->fill += g->end - g->start;
+	if (n >= h->pad.run)
+		h->sum.fill += n;
 	else
-		h->padding += g->end - g->start;
+		h->sum.padding += n;
 }
 
 /* Every scanned section's spans, bounds and holes (H->of, H->gaps). Needs no GIL: 0, or -1 when out of memory. */
@@ -422,9 +447,9 @@ static int count_padding(struct holes *h, Py_ssize_t s)
 	const struct section_holes *o = &h->of[s];
 	const struct scan *sc = &h->scan[s];
 	const struct mark *b = h->bounds + o->bound;
-	const uint8_t *data = o->bytes.buf, *p;
+	const uint8_t *data = o->bytes, *p;
 	struct gap *g = h->gaps + o->gap;
-	Py_ssize_t i, j = 0, n = o->ngaps, nb = o->nbounds, len = o->bytes.len, size, total = 0;
+	Py_ssize_t i, j = 0, n = o->ngaps, nb = o->nbounds, len = o->nbytes, size, total = 0;
 	uint8_t *blob;
 	int all;
 
@@ -453,7 +478,7 @@ static int count_padding(struct holes *h, Py_ssize_t s)
 	for (i = 0; i < n; i++) {
 		p = bytes_of(data, len, sc->base, g[i].start, g[i].end, &size);
 		if (!g[i].marked && (all || is_padding(&h->pad, p, size))) {
-			count_hole(h, &g[i]);
+			count_run(h, g[i].end - g[i].start);
 			g[i].left = 0;
 		}
 	}
@@ -535,32 +560,48 @@ done:
 }
 
 /*
- * Hole G of section S that was left, with the NB bounds B of the section: counted when COUNT
- * and no bound cuts it and its bytes are padding, else (index, cuts, stubs) appended to LIST.
- * 0, or -1 with an exception set.
+ * Hole G of section S, left by count_padding: counted after all, when COUNT and no bound cuts
+ * it and its bytes are padding (asm.unsized.code_map's test of a hole of two cuts); 1 then,
+ * else 0. In *FIRST the first of the section's bounds at or after its start, in *NINNER how
+ * many distinct addresses inside it they cut it at.
+ */
+static int counted_after_all(struct holes *h, Py_ssize_t s, const struct gap *g, int count, Py_ssize_t *first,
+			     Py_ssize_t *ninner)
+{
+	const struct section_holes *o = &h->of[s];
+	const struct mark *b = h->bounds + o->bound;
+	Py_ssize_t nb = o->nbounds, i, size;
+	const uint8_t *p;
+
+	*first = first_bound(b, nb, g->start);
+	*ninner = 0;
+	for (i = *first; i < nb && b[i].start < g->end; i++)
+		if (b[i].start > g->start && (i == *first || b[i].start != b[i - 1].start))
+			(*ninner)++;
+	if (!count || *ninner)
+		return 0;
+	p = bytes_of(o->bytes, o->nbytes, h->scan[s].base, g->start, g->end, &size);
+	if (!is_padding(&h->pad, p, size))
+		return 0;
+	count_run(h, g->end - g->start);
+	return 1;
+}
+
+/*
+ * Hole G of section S, left by count_padding: counted after all, else (index, cuts, stubs)
+ * appended to LIST. 0, or -1 with an exception set.
  */
 static int left_hole(const struct elf *e, struct holes *h, Py_ssize_t s, const struct gap *g, int count,
 		     PyObject *list)
 {
-	const struct section_holes *o = &h->of[s];
-	const struct scan *sc = &h->scan[s];
-	const struct mark *b = h->bounds + o->bound;
-	Py_ssize_t nb = o->nbounds, first = first_bound(b, nb, g->start), i, ninner = 0, size;
-	const uint8_t *p;
+	const struct mark *b = h->bounds + h->of[s].bound;
+	Py_ssize_t first, ninner;
 	PyObject *t;
 	int rc;
 
-	for (i = first; i < nb && b[i].start < g->end; i++)
-		if (b[i].start > g->start && (i == first || b[i].start != b[i - 1].start))
-			ninner++;
-	if (count && !ninner) {
-		p = bytes_of(o->bytes.buf, o->bytes.len, sc->base, g->start, g->end, &size);
-		if (is_padding(&h->pad, p, size)) {
-			count_hole(h, g);
-			return 0;
-		}
-	}
-	t = hole_tuple(e, h, sc, b + first, nb - first, g, ninner);
+	if (counted_after_all(h, s, g, count, &first, &ninner))
+		return 0;
+	t = hole_tuple(e, h, &h->scan[s], b + first, h->of[s].nbounds - first, g, ninner);
 	if (!t)
 		return -1;
 	rc = PyList_Append(list, t);
@@ -582,12 +623,14 @@ static int read_sections(struct holes *h, PyObject *read)
 		data = PyObject_CallFunction(read, "n", h->scan[s].index);
 		if (!data)
 			return -1;
-		rc = PyObject_GetBuffer(data, &h->of[s].bytes, PyBUF_SIMPLE);
+		rc = PyObject_GetBuffer(data, &h->of[s].view, PyBUF_SIMPLE);
 		Py_DECREF(data);
 		if (rc < 0) {
 			PyErr_SetString(PyExc_TypeError, "read(index): a section's bytes (bytes or a memoryview)");
 			return -1;
 		}
+		h->of[s].bytes = h->of[s].view.buf;
+		h->of[s].nbytes = h->of[s].view.len;
 	}
 	return 0;
 }
@@ -607,18 +650,177 @@ static PyObject *left_holes(const struct elf *e, struct holes *h, int count)
 			if (g->left && left_hole(e, h, s, g, count, list) < 0)
 				goto done;
 		}
-	out = Py_BuildValue("(KKO)", h->padding, h->fill, list);
+	out = Py_BuildValue("(KKO)", h->sum.padding, h->sum.fill, list);
 done:
 	Py_DECREF(list);
 	return out;
 }
 
+/*
+ * x86-64's linked members, as `flagbench size` reads them (_scan.c: no GIL, no Python): their
+ * code outside sized symbols summed by kind here, as asm.unsized.of_member(...).totals() sums
+ * it, so that its default format neither opens the file again nor cuts pieces in Python. The
+ * walk is code_holes', the pieces asm.unsized._pieces' and _scan's for x86; tests hold the sums
+ * to the Python model (_of_member_in_python) on real files.
+ */
+
+/* NAME (LEN bytes) is one of the NULL-ended NAMES. */
+static int name_is(const char *name, Py_ssize_t len, const char *const *names)
+{
+	for (; *names; names++)
+		if ((Py_ssize_t)strlen(*names) == len && memcmp(name, *names, len) == 0)
+			return 1;
+	return 0;
+}
+
+/* asm.unsized's _PLT_NAMES and _PLT_RELOCS; a PLT section's name may end in a newline (its _is_plt). */
+static const char *const plt_names[] = { ".plt", ".plt.sec", ".plt.got", ".plt.bnd", ".iplt", NULL };
+static const char *const plt_relocs[] = { ".rela.plt", ".rel.plt", ".rela.iplt", ".rel.iplt", NULL };
+
+static int is_plt(const char *name, Py_ssize_t len)
+{
+	return name_is(name, len && name[len - 1] == '\n' ? len - 1 : len, plt_names);
+}
+
+/*
+ * The executable sections of linked member E (its BYTES, SIZE of them) into H, as
+ * asm.unsized._exec_sections finds them: PLT sections summed as stubs (all the PLT relocations'
+ * entries counted with the first), the rest to scan. 0, or -1 for Python to do it (a section
+ * name or bytes past their tables, an end past 2^64, out of memory).
+ */
+static int linked_sections(struct holes *h, const struct elf *e, const uint8_t *bytes, uint64_t size)
+{
+	unsigned long long plt_entries = 0;
+	Py_ssize_t i, len;
+	int plt = 0;
+
+	if (holes_alloc(h, e->shnum, e->shnum) < 0)
+		return -1;
+	for (i = 0; i < e->shnum; i++) {
+		uint64_t flags = sh(e, i, SH_FLAGS), addr = sh(e, i, SH_ADDR), n = sh(e, i, SH_SIZE);
+		uint64_t name = sh(e, i, SH_NAME), off = sh(e, i, SH_OFFSET), entsize = sh(e, i, SH_ENTSIZE);
+		const char *s = "";
+		struct scan *sc;
+
+		len = 0;
+		if (name < (uint64_t)e->shstrsize)
+			s = string_at(e->shstr, e->shstrsize, name, &len);
+		else if (i > 0)		/* elf.sections.names refuses it */
+			return -1;
+		if (entsize && name_is(s, len, plt_relocs))
+			plt_entries += n / entsize;
+		if ((flags & (SHF_ALLOC | SHF_EXECINSTR)) != (SHF_ALLOC | SHF_EXECINSTR) ||
+		    sh(e, i, SH_TYPE) == SHT_NOBITS || !n)
+			continue;
+		if (is_plt(s, len)) {
+			h->sum.stub += n;
+			plt = 1;
+			continue;
+		}
+		if (i == 0 || addr + n < addr || off > size || n > size - off)
+			return -1;
+		sc = &h->scan[h->nscan];
+		sc->index = i;
+		sc->base = addr;
+		sc->size = n;
+		sc->bytes = bytes + off;
+		h->slot[i] = h->nscan++;
+	}
+	if (plt)
+		h->sum.stubs += plt_entries;
+	return 0;
+}
+
+/*
+ * asm.unsized._scan of x86, summed: [A, B) of section S with no stub in it, padding in one piece
+ * when its bytes are all padding, else a padding run at each end (x86's fill bytes at the end:
+ * raw.rstrip(b"\xcc\x90\x00")) and other code between.
+ */
+static void sum_x86_piece(struct holes *h, Py_ssize_t s, uint64_t a, uint64_t b)
+{
+	Py_ssize_t n, head, tail;
+	const uint8_t *p = bytes_of(h->of[s].bytes, h->of[s].nbytes, h->scan[s].base, a, b, &n);
+
+	head = padding_head(&h->pad, p, n);	/* x86's fill bytes are one-byte NOPs: all fill is all padding */
+	if (head == n) {
+		count_run(h, b - a);
+		return;
+	}
+	for (tail = n; tail > head && h->pad.fill[p[tail - 1]]; tail--)
+		;
+	if (head)
+		count_run(h, head);
+	h->sum.other += tail - head;
+	if (tail < n)
+		count_run(h, b - a - tail);
+}
+
+/*
+ * asm.unsized._pieces of hole G of section S, summed: cut at its bounds from FIRST on; at each
+ * cut a stub symbol (the last in symbol order there) makes a stub of its size (to the next cut
+ * when unsized or longer), and what follows it is scanned.
+ */
+static void sum_left_hole(struct holes *h, Py_ssize_t s, const struct gap *g, Py_ssize_t first)
+{
+	const struct mark *b = h->bounds + h->of[s].bound, *stub;
+	Py_ssize_t i = first, nb = h->of[s].nbounds;
+	uint64_t a = g->start, from, next;
+
+	while (a < g->end) {
+		for (stub = NULL; i < nb && b[i].start == a; i++)
+			if (b[i].stub)
+				stub = &b[i];
+		next = i < nb && b[i].start < g->end ? b[i].start : g->end;
+		from = a;
+		if (stub) {
+			from = stub->size && stub->size < next - a ? a + stub->size : next;
+			h->sum.stub += from - a;
+			h->sum.stubs++;
+		}
+		if (from < next)
+			sum_x86_piece(h, s, from, next);
+		a = next;
+	}
+}
+
+/*
+ * Linked x86-64 member E's code outside sized symbols (L: its listing, with values and sections;
+ * BYTES: the member's, SIZE of them) summed into U. Needs no GIL: 0, or -1 for Python to do it.
+ */
+
+int x86_unsized(const struct elf *e, const struct listing *l, const uint8_t *bytes, uint64_t size, struct unsized *u)
+{
+	struct holes h = { 0 };
+	Py_ssize_t s, i, first, ninner;
+	int ok;
+
+	h.l = l;
+	x86_padding(&h.pad);
+	ok = linked_sections(&h, e, bytes, size) == 0 && sort_marks(e, &h) == 0 && find_holes(&h) == 0;
+	for (s = 0; ok && s < h.nscan; s++) {
+		h.of[s].bytes = h.scan[s].bytes;
+		h.of[s].nbytes = (Py_ssize_t)h.scan[s].size;
+		ok = !h.of[s].ngaps || count_padding(&h, s) == 0;
+	}
+	for (s = 0; ok && s < h.nscan; s++)
+		for (i = 0; i < h.of[s].ngaps; i++) {
+			struct gap *g = &h.gaps[h.of[s].gap + i];
+
+			if (g->left && !counted_after_all(&h, s, g, 1, &first, &ninner))
+				sum_left_hole(&h, s, g, first);
+		}
+	if (ok)
+		*u = h.sum;
+	holes_free(&h);
+	return ok ? 0 : -1;
+}
+
 const char code_holes_doc[] =
-"code_holes(view, rules, sections, padding, suffixes, read, count) -> (padding, fill, holes)\n\n"
+"code_holes(view, rules, sections, padding, read, count) -> (padding, fill, holes)\n\n"
 "The code no sized symbol covers in SECTIONS ((index, base, size) each: an executable section,\n"
 "where its bytes start, 0 in an object) of one member (VIEW, RULES: as symbols() takes them),\n"
 "from the symbols nm lists with a name, as asm.unsized.code_map takes them: sized ones cover,\n"
-"stub symbols (\"__\" target and one of SUFFIXES, bytes) and labels (unsized, not mapping\n"
+"stub symbols (\"__\" target and one of STUB_SUFFIXES) and labels (unsized, not mapping\n"
 "symbols or .L) cut the holes. With COUNT, the holes that are padding (PADDING: asm.unsized's\n"
 "_padding_spec) are counted, padding runs of RUN bytes or more apart as fill, reading a section's\n"
 "bytes (any buffer) with READ(index) once; HOLES, the rest in section order: (index, cuts, stubs), CUTS the\n"
@@ -627,7 +829,7 @@ const char code_holes_doc[] =
 
 PyObject *code_holes(PyObject *self, PyObject *args)
 {
-	PyObject *view, *rules_tuple, *sections, *spec, *suffixes, *read, *out = NULL;
+	PyObject *view, *rules_tuple, *sections, *spec, *read, *out = NULL;
 	struct listing l = { 0 };
 	struct holes h = { 0 };
 	struct rules r;
@@ -635,13 +837,12 @@ PyObject *code_holes(PyObject *self, PyObject *args)
 	Py_ssize_t s;
 	int count, ok;
 
-	if (!PyArg_ParseTuple(args, "OOO!OO!Op", &view, &rules_tuple, &PyTuple_Type, &sections, &spec, &PyTuple_Type,
-			      &suffixes, &read, &count))
+	if (!PyArg_ParseTuple(args, "OOO!OOp", &view, &rules_tuple, &PyTuple_Type, &sections, &spec, &read, &count))
 		return NULL;
 	if (elf_and_rules_from(view, rules_tuple, &e, &r) < 0)
 		return NULL;
 	h.l = &l;
-	if (holes_from(&h, &e, sections, spec, suffixes) < 0)
+	if (holes_from(&h, &e, sections, spec) < 0)
 		goto done;
 	Py_BEGIN_ALLOW_THREADS
 	e.nogil = 1;
@@ -694,4 +895,46 @@ PyObject *padding_prefix(PyObject *self, PyObject *args)
 	padding_release(&pad);
 	PyBuffer_Release(&raw);
 	return n < 0 ? NULL : PyLong_FromSsize_t(n);
+}
+
+/* The NULL-ended NAMES as a tuple of bytes: a new reference, or NULL with an exception set. */
+static PyObject *bytes_tuple(const char *const *names)
+{
+	Py_ssize_t n = 0, i;
+	PyObject *t;
+
+	while (names[n])
+		n++;
+	t = PyTuple_New(n);
+	for (i = 0; t && i < n; i++) {
+		PyObject *b = PyBytes_FromString(names[i]);
+
+		if (!b)
+			Py_CLEAR(t);
+		else
+			PyTuple_SET_ITEM(t, i, b);
+	}
+	return t;
+}
+
+/*
+ * The rules above that asm.unsized spells too, as module constants for the tests that hold the
+ * two together. 0, or -1 with an exception set.
+ */
+int add_holes_constants(PyObject *module)
+{
+	PyObject *c[4];
+	const char *names[4] = { "STUB_SUFFIXES", "PLT_NAMES", "PLT_RELOCS", "X86_PADDING" };
+	int i, rc = 0;
+
+	c[0] = bytes_tuple(stub_suffixes);
+	c[1] = bytes_tuple(plt_names);
+	c[2] = bytes_tuple(plt_relocs);
+	c[3] = Py_BuildValue("(y#iyi)", x86_fill, (Py_ssize_t)(sizeof(x86_fill) - 1), 0, "", FILL_RUN);
+	for (i = 0; i < 4; i++) {
+		if (rc == 0 && (!c[i] || PyModule_AddObjectRef(module, names[i], c[i]) < 0))
+			rc = -1;
+		Py_XDECREF(c[i]);
+	}
+	return rc;
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #define SHT_STRTAB 3
 #define ET_REL 1
 #define EM_ARM 40
+#define EM_X86_64 62
 #define SHN_COMMON 0xfff2
 #define MAX_GROUPS 64
 #define MAX_OWN 4096		/* distinct section names outside the groups: more, and Python reads */
@@ -66,12 +68,13 @@ struct side {
 	int extras;
 	/* out */
 	int ok, machine, is64, found;
-	unsigned long long kind[4], covered, padding, rel_padding, rel_other;
+	unsigned long long kind[4], covered, padding;
+	struct unsized unsized;	/* relocatable members' padding and other code, linked x86-64 members' code outside symbols */
 	uint64_t group_size[MAX_GROUPS];
 	char group_seen[MAX_GROUPS];	/* a section fell in (of size 0 too) */
 	struct own *own;
 	Py_ssize_t nown;
-	uint64_t *linked;	/* archive offsets of members that are not relocatable */
+	uint64_t *linked;	/* archive offsets of the linked members left to asm.unsized (not x86-64) */
 	Py_ssize_t nlinked, caplinked;
 	/* work */
 	int fd;
@@ -80,6 +83,7 @@ struct side {
 	size_t cap[5];
 	char *longnames;
 	size_t nlongnames;
+	const uint8_t *map;	/* the whole file, mapped when a linked x86-64 member's code is read */
 };
 
 struct member {
@@ -232,6 +236,30 @@ static int section_sizes(struct side *s, const struct elf *e, unsigned long long
 	return 0;
 }
 
+/* Linked member M (E, its listing L): its code outside symbols summed here when it is x86-64's; 1 then, else 0. */
+static int linked_x86(struct side *s, const struct member *m, const struct elf *e, const struct listing *l)
+{
+	struct unsized u;
+
+	if (m->machine != EM_X86_64)
+		return 0;
+	if (!s->map) {
+		void *p = mmap(NULL, s->end, PROT_READ, MAP_PRIVATE, s->fd, 0);
+
+		if (p == MAP_FAILED)
+			return 0;
+		s->map = p;
+	}
+	if (x86_unsized(e, l, s->map + m->offset, m->size, &u) < 0)
+		return 0;
+	s->unsized.stub += u.stub;
+	s->unsized.padding += u.padding;
+	s->unsized.fill += u.fill;
+	s->unsized.other += u.other;
+	s->unsized.stubs += u.stubs;
+	return 1;
+}
+
 /* elf.tables.read_member and size.symbols.read_side's per-member part: 0, or -1 to read in Python. */
 static int read_member(struct side *s, const struct member *m)
 {
@@ -297,10 +325,10 @@ static int read_member(struct side *s, const struct member *m)
 		s->covered += l.covered;
 		s->padding += l.padding;
 		if (m->etype == ET_REL) {	/* size.symbols._unsized: a relocatable member's own sums */
-			s->rel_padding += l.padding;
+			s->unsized.padding += l.padding;
 			if (code > l.covered + l.padding)
-				s->rel_other += code - l.covered - l.padding;
-		} else {			/* classified by asm.unsized, in Python */
+				s->unsized.other += code - l.covered - l.padding;
+		} else if (!linked_x86(s, m, &e, &l)) {	/* classified by asm.unsized, in Python */
 			if (s->nlinked == s->caplinked) {
 				Py_ssize_t cap = 2 * s->caplinked + 8;
 				uint64_t *p = realloc(s->linked, cap * sizeof(*p));
@@ -476,9 +504,11 @@ static void side_free(struct side *s)
 	free(s->own);
 	free(s->linked);
 	free(s->longnames);
+	if (s->map)
+		munmap((void *)s->map, s->end);
 }
 
-/* (machine, is64, sections, (text, rodata, data, bss), covered, padding, rel_padding, rel_other, linked) */
+/* (machine, is64, sections, (text, rodata, data, bss), covered, padding, (stub, ... stubs), linked) */
 static PyObject *side_result(struct side *s, PyObject *groups)
 {
 	PyObject *sections = PyDict_New(), *linked = PyList_New(s->nlinked), *out = NULL;
@@ -516,8 +546,9 @@ static PyObject *side_result(struct side *s, PyObject *groups)
 		if (rc < 0)
 			goto done;
 	}
-	out = Py_BuildValue("(iiO(KKKK)KKKKO)", s->machine, s->is64, sections, s->kind[0], s->kind[1], s->kind[2],
-			    s->kind[3], s->covered, s->padding, s->rel_padding, s->rel_other, linked);
+	out = Py_BuildValue("(iiO(KKKK)KK(KKKKK)O)", s->machine, s->is64, sections, s->kind[0], s->kind[1], s->kind[2],
+			    s->kind[3], s->covered, s->padding, s->unsized.stub, s->unsized.padding, s->unsized.fill,
+			    s->unsized.other, s->unsized.stubs, linked);
 done:
 	Py_XDECREF(sections);
 	Py_XDECREF(linked);
@@ -593,10 +624,12 @@ const char scan_pair_doc[] =
 "on its own thread: what elf.tables.read_members and size.symbols.read_side do, member by\n"
 "member. LETTERS, BASE, NAME_CODE: elf.tables.Rules' fields; COMMON: elf.constants.COMMON_INDICES;\n"
 "GROUPS: as section_sizes takes them. A side: (machine, is64, {section group: bytes}, (text,\n"
-"rodata, data, bss), covered, padding, relocatable members' padding, their other code, [offsets of\n"
-"the members that are not relocatable]), the EXTRAS fields zero without it. None: something in\n"
-"either file is not as this reader expects (damage, an unusual archive): the summaries may hold\n"
-"part of it; the caller makes new ones and reads with the Python reader, which says what.";
+"rodata, data, bss), covered, padding, (stub, padding, fill, other, stubs): the code outside sized\n"
+"symbols of the relocatable members (their own sums) and linked x86-64 members (summed as\n"
+"asm.unsized.CodeMap.totals() sums it), [offsets of the other linked members, for asm.unsized]),\n"
+"the EXTRAS fields zero without it. None: something in either file is not as this reader\n"
+"expects (damage, an unusual archive): the summaries may hold part of it; the caller makes new\n"
+"ones and reads with the Python reader, which says what.";
 
 PyObject *scan_pair(PyObject *self, PyObject *args)
 {

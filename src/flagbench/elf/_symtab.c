@@ -770,7 +770,7 @@ PyMODINIT_FUNC PyInit__symtab(void)
 	if (PyType_Ready(&SummaryType) < 0)
 		return NULL;
 	m = PyModule_Create(&module);
-	if (m && PyModule_AddObjectRef(m, "Summary", (PyObject *)&SummaryType) < 0)
+	if (m && (PyModule_AddObjectRef(m, "Summary", (PyObject *)&SummaryType) < 0 || add_holes_constants(m) < 0))
 		Py_CLEAR(m);
 	return m;
 }

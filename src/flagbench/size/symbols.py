@@ -14,6 +14,8 @@ from flagbench.size.pair import both_threaded
 from flagbench.size.rules import CODE_LETTERS, SKIP_NAMES, SKIP_PREFIXES
 
 GROUPS = ("text", "rodata", "data", "bss")
+# code outside sized symbols: bytes by kind and how many stubs (asm.unsized.CodeMap.totals())
+UNSIZED = ("stub", "padding", "fill", "other", "stubs")
 # Input sections that a linker script gathers into one output section, so that relocatable
 # objects and archives (one .text.NAME per function) give a readable table: (name prefix, group,
 # whole word: the prefix must be followed by '.' or the name's end). The first that fits wins.
@@ -30,7 +32,7 @@ def read_side(inp, tables, extras: bool = False) -> dict:
     from flagbench.elf import tables as elf_tables
     summaries = _summaries(tables)
     side = {"sections": {}, "groups": dict.fromkeys(GROUPS, 0), "covered": 0, "padding": 0,
-            "unsized": dict.fromkeys(("stub", "padding", "fill", "other", "stubs"), 0)}
+            "unsized": dict.fromkeys(UNSIZED, 0)}
     try:
         for t in elf_tables.read_members(inp, full=extras, sized_only=not extras, summaries=summaries):
             if extras:
@@ -44,23 +46,24 @@ def read_side(inp, tables, extras: bool = False) -> dict:
 
 def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
     """Both inputs as read_side reads them, through the C reader (`_symtab.scan_pair`: each file
-    on its own thread, no Python per member); each side's "machine" also, and "tables" holds the
-    `Summary` objects themselves. None when that reader leaves the files to read_side (damage,
-    an unusual archive: the Python reader says what is wrong)."""
+    on its own thread, no Python per member; a linked x86-64 member's code outside symbols is
+    classified there too); each side's "machine" also, and "tables" holds the `Summary` objects
+    themselves. None when that reader leaves the files to read_side (damage, an unusual archive:
+    the Python reader says what is wrong)."""
     made = [_summaries(tables), _summaries(tables)]
     got = _symtab.scan_pair(old_path, new_path, *made, letters._SYMBOL_LETTERS, letters._BASE_CODES,
                             letters._name_code, COMMON_INDICES, extras, SECTION_GROUPS)
     if got is None:
         return None
     sides = []
-    for path, summaries, (machine, is64, sections, groups, covered, padding, rel_padding, rel_other, linked) \
+    for path, summaries, (machine, is64, sections, groups, covered, padding, unsized, linked) \
             in zip((old_path, new_path), made, got):
         sides.append({"machine": (machine, bool(is64)), "sections": sections, "groups": dict(zip(GROUPS, groups)),
                       "covered": covered, "padding": padding, "tables": list(summaries),
                       "skipped": sum(s.skipped for s in summaries), "linked": set(linked),
-                      "unsized": {"stub": 0, "padding": rel_padding, "fill": 0, "other": rel_other, "stubs": 0}})
-    # linked members' code outside symbols, classified by asm.unsized: both files at once
-    # (`code_holes` lets go of the GIL); imported here, not by two threads at once
+                      "unsized": dict(zip(UNSIZED, unsized))})
+    # the linked members the C reader left (not x86-64's), classified by asm.unsized: both files
+    # at once (`code_holes` lets go of the GIL); imported here, not by two threads at once
     jobs = [(path, side.pop("linked"), side["unsized"]) for path, side in zip((old_path, new_path), sides)]
     if any(offsets for _, offsets, _ in jobs):
         for module in ("flagbench.asm.unsized", "flagbench.elf.tables"):
