@@ -94,7 +94,9 @@ static Py_ssize_t padding_head(const struct padding *r, const uint8_t *p, Py_ssi
 			i += fill_bytes(r, p + i, n - i);
 			if (i >= n || !(m = x86_nop(p + i, n - i)))
 				return i;
-			i += m;
+			/* the same NOP again (a vmlinux pads with runs of one 11-byte NOP): no spelling is the start of another */
+			for (i += m; i + m <= n && memcmp(p + i, p + i - m, m) == 0; i += m)
+				;
 		}
 	}
 	for (; i + r->granule <= n; i += r->granule) {
