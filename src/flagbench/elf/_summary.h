@@ -1,5 +1,5 @@
 /*
- * _summary.h: the one declaration _symtab.c needs of _summary.c (bloat-o-meter's table in C).
+ * _summary.h: what _symtab.c needs of _summary.c (bloat-o-meter's table in C).
  */
 #ifndef FLAGBENCH_SUMMARY_H
 #define FLAGBENCH_SUMMARY_H
@@ -16,5 +16,8 @@ int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t 
 /* The same without the GIL: no exception set, -1 when out of memory. */
 int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
 		    uint8_t letter);
+
+/* Room for N more symbols of NAMES bytes of names in all, without the GIL: -1 when out of memory. */
+int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names);
 
 #endif

@@ -448,6 +448,12 @@ int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *sum
 				PyErr_SetString(PyExc_TypeError, "summaries: a tuple of Summary");
 			return -1;
 		}
+	for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
+		if (summary_reserve(PyTuple_GET_ITEM(summaries, i), l->n, e->strsize) < 0) {
+			if (!e->nogil)
+				PyErr_NoMemory();
+			return -1;
+		}
 	for (k = 0; k < l->n; k++) {
 		const char *nm = string_at(e->str, e->strsize, l->name[k], &len);
 
