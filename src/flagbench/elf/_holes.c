@@ -324,45 +324,94 @@ static const char *mark_name(const struct elf *e, const struct holes *h, Py_ssiz
 	return name;
 }
 
+/* Room in H for the marks of L's symbols, none placed yet; 0, or -1 when out of memory. */
+static int marks_alloc(struct holes *h, const struct listing *l)
+{
+	if (!h->spans)
+		h->spans = PyMem_RawMalloc(sizeof(*h->spans) * (l->n + 1));
+	if (!h->bounds)
+		h->bounds = PyMem_RawMalloc(sizeof(*h->bounds) * (l->n + 1));
+	h->nspans = h->nbounds = 0;
+	return h->spans && h->bounds ? 0 : -1;
+}
+
 /*
- * The listing's symbols of the scanned sections into H's spans (the sized ones) and bounds
- * (stub symbols, sized or not, and the unsized that are labels), as asm.unsized.code_map sorts
- * its rows; each sorted by section, address and symbol order. Needs no GIL: 0, or -1 when out
- * of memory.
+ * Listed symbol K, of scanned section SLOT, into H's spans (a sized one) or bounds (a stub
+ * symbol, sized or not, or an unsized label), as asm.unsized.code_map sorts its rows; or left
+ * out (no name, or unsized and starting no code of its own).
+ */
+static void add_mark(const struct elf *e, struct holes *h, Py_ssize_t k, Py_ssize_t slot)
+{
+	const struct listing *l = h->l;
+	Py_ssize_t len, target;
+	const char *name = mark_name(e, h, k, &len, &target);
+	struct mark *m;
+
+	if (!len || (!target && !l->size[k] && not_label(name, len)))
+		return;
+	m = target || !l->size[k] ? &h->bounds[h->nbounds++] : &h->spans[h->nspans++];
+	m->start = l->value[k];
+	m->size = l->size[k];
+	m->k = k;
+	m->slot = (uint32_t)slot;
+	m->stub = target > 0;
+}
+
+/*
+ * The listing's symbols of the scanned sections into H's marks, each kind sorted by section,
+ * address and symbol order. Needs no GIL: 0, or -1 when out of memory.
  */
 static int sort_marks(const struct elf *e, struct holes *h)
 {
 	const struct listing *l = h->l;
-	Py_ssize_t k, slot, len, target;
+	Py_ssize_t k, slot;
 	struct mark *tmp;
 
-	h->spans = PyMem_RawMalloc(sizeof(*h->spans) * (l->n + 1));
-	h->bounds = PyMem_RawMalloc(sizeof(*h->bounds) * (l->n + 1));
-	tmp = PyMem_RawMalloc(sizeof(*tmp) * (l->n + 1));
-	if (!h->spans || !h->bounds || !tmp) {
-		PyMem_RawFree(tmp);
+	if (marks_alloc(h, l) < 0 || !(tmp = PyMem_RawMalloc(sizeof(*tmp) * (l->n + 1))))
 		return -1;
-	}
-	for (k = 0; k < l->n; k++) {
-		const char *name;
-		struct mark *m;
-
-		if (l->sec[k] < 0 || l->sec[k] >= e->shnum || (slot = h->slot[l->sec[k]]) < 0)
-			continue;
-		name = mark_name(e, h, k, &len, &target);
-		if (!len || (!target && !l->size[k] && not_label(name, len)))
-			continue;
-		m = target || !l->size[k] ? &h->bounds[h->nbounds++] : &h->spans[h->nspans++];
-		m->start = l->value[k];
-		m->size = l->size[k];
-		m->k = k;
-		m->slot = (uint32_t)slot;
-		m->stub = target > 0;
-	}
+	for (k = 0; k < l->n; k++)
+		if (l->sec[k] >= 0 && l->sec[k] < e->shnum && (slot = h->slot[l->sec[k]]) >= 0)
+			add_mark(e, h, k, slot);
 	sort_by_address(h->spans, tmp, h->nspans);
 	sort_by_address(h->bounds, tmp, h->nbounds);
 	PyMem_RawFree(tmp);
 	return 0;
+}
+
+/*
+ * sort_marks without a sort, from the listing's code spans that gaps() sorted (by section, start,
+ * the longest first, symbol order), when every scanned section's symbols lie inside it: a span's
+ * start is then its address less the section's, and the marks come out by address. Bounds at one
+ * address are then not in symbol order (sum_left_hole needs none). Needs no GIL: 0, 1 when a
+ * symbol lies outside its section (sort_marks then), or -1 when out of memory.
+ */
+static int marks_in_span_order(const struct elf *e, struct holes *h)
+{
+	const struct listing *l = h->l;
+	Py_ssize_t i, slot;
+
+	if (marks_alloc(h, l) < 0)
+		return -1;
+	for (i = 0; i < l->nspans; i++) {
+		const struct span *sp = &l->spans[i];
+		const struct scan *sc;
+
+		if ((slot = h->slot[sp->sec]) < 0)
+			continue;
+		sc = &h->scan[slot];
+		if (l->value[sp->k] < sc->base || l->value[sp->k] - sc->base != sp->start)
+			return 1;
+		add_mark(e, h, sp->k, slot);
+	}
+	return 0;
+}
+
+/* H's marks, in span order where the listing has its spans sorted, else sorted here. 0, or -1 when out of memory. */
+static int listing_marks(const struct elf *e, struct holes *h)
+{
+	int rc = h->l->spans ? marks_in_span_order(e, h) : 1;
+
+	return rc == 1 ? sort_marks(e, h) : rc;
 }
 
 /* The holes of section S, [base, base + size) less its N SPANS (asm.unsized._uncovered), into G: N + 1 at most. */
@@ -759,8 +808,8 @@ static void sum_x86_piece(struct holes *h, Py_ssize_t s, uint64_t a, uint64_t b)
 
 /*
  * asm.unsized._pieces of hole G of section S, summed: cut at its bounds from FIRST on; at each
- * cut a stub symbol (the last in symbol order there) makes a stub of its size (to the next cut
- * when unsized or longer), and what follows it is scanned.
+ * cut a stub symbol (the last in symbol order there: the highest index) makes a stub of its size
+ * (to the next cut when unsized or longer), and what follows it is scanned.
  */
 static void sum_left_hole(struct holes *h, Py_ssize_t s, const struct gap *g, Py_ssize_t first)
 {
@@ -770,7 +819,7 @@ static void sum_left_hole(struct holes *h, Py_ssize_t s, const struct gap *g, Py
 
 	while (a < g->end) {
 		for (stub = NULL; i < nb && b[i].start == a; i++)
-			if (b[i].stub)
+			if (b[i].stub && (!stub || b[i].k > stub->k))
 				stub = &b[i];
 		next = i < nb && b[i].start < g->end ? b[i].start : g->end;
 		from = a;
@@ -798,7 +847,7 @@ int x86_unsized(const struct elf *e, const struct listing *l, const uint8_t *byt
 
 	h.l = l;
 	x86_padding(&h.pad);
-	ok = linked_sections(&h, e, bytes, size) == 0 && sort_marks(e, &h) == 0 && find_holes(&h) == 0;
+	ok = linked_sections(&h, e, bytes, size) == 0 && listing_marks(e, &h) == 0 && find_holes(&h) == 0;
 	for (s = 0; ok && s < h.nscan; s++) {
 		h.of[s].bytes = h.scan[s].bytes;
 		h.of[s].nbytes = (Py_ssize_t)h.scan[s].size;
