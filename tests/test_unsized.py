@@ -193,6 +193,26 @@ def test_holes_are_tested_joined_first(tmp_path, inputs):
     assert dict(c[0])["padding"] == 4 and dict(c[0])["other"] == 0
 
 
+def test_a_join_across_a_run_of_prefixes(tmp_path, inputs):
+    """A hole that ends in 66/2e prefixes may be padding with the next hole's bytes: the C code
+    joins the holes then (a hole whose walk stopped with eight bytes to spare past the prefixes
+    needs no join): 66 2e six times, then 0f 1f 00 after a function, one 15-byte NOP."""
+    data = inputs["x86_64"]
+    path = tmp_path / "x.o"
+    path.write_bytes(data)
+    inp = elf.open_input(str(path))
+    hdrs = sections.read_headers(inp, inp.members[0])
+    size = hdrs.size[sections.names(inp, inp.members[0], hdrs).index(".text")]
+    inp.close()
+    code = bytes(10) + b"\x66\x2e" * 6 + bytes(8) + b"\x0f\x1f\x00" + bytes(size - 33)
+    # [0,10) [22,30) [33,end) sized: holes [10,22) and [30,33)
+    edits = [(0, None, 0, 10, 99), (1, None, 22, 8, 99)] + [(k, None, 33, size - 33, 99) for k in range(2, 24)]
+    path.write_bytes(rewritten(data, code, edits))
+    (c, model), = code_maps(path)
+    assert c == model
+    assert dict(c[0])["padding"] == 15 and dict(c[0])["other"] == 0
+
+
 def _x86_text(inputs, tmp_path):
     """The x86_64 object's member, View, .text index and .text bytes."""
     path = tmp_path / "x.o"

@@ -488,21 +488,73 @@ static int find_holes(struct holes *h)
 }
 
 /*
+ * Whether x86's padding walk, stopped at P (N bytes left) where no spelling starts, would stop
+ * there whatever bytes followed: it has seen every byte a spelling can need (eight past the
+ * 66/2e prefixes at most).
+ */
+static int x86_stop_is_final(const uint8_t *p, Py_ssize_t n)
+{
+	Py_ssize_t q = 0;
+
+	while (q < n && (p[q] == 0x66 || p[q] == 0x2e))
+		q++;
+	return n - q >= 8;
+}
+
+/*
+ * Whether the unmarked holes of section S are padding joined (asm.unsized._count_padding tests
+ * them so before one by one: a hole may be padding only with the next one's bytes); asked when
+ * FIRST, the first unmarked hole that is not padding on its own, is one. On x86 the walk crosses
+ * the ends of the holes before it in step (no spelling is the start of another), so where its own
+ * walk stopped for good the join stops too, without being made. 1, 0, or -1 when out of memory.
+ */
+static int joined_is_padding(struct holes *h, Py_ssize_t s, const struct gap *first)
+{
+	const struct section_holes *o = &h->of[s];
+	const struct gap *g = h->gaps + o->gap;
+	Py_ssize_t i, size, total = 0, head;
+	const uint8_t *p = bytes_of(o->bytes, o->nbytes, h->scan[s].base, first->start, first->end, &size);
+	uint8_t *blob;
+	int all;
+
+	if (!h->pad.granule) {
+		head = padding_head(&h->pad, p, size);
+		if (x86_stop_is_final(p + head, size - head))
+			return 0;
+	}
+	for (i = 0; i < o->ngaps; i++)
+		if (!g[i].marked) {
+			bytes_of(o->bytes, o->nbytes, h->scan[s].base, g[i].start, g[i].end, &size);
+			total += size;
+		}
+	if (!(blob = PyMem_RawMalloc(total + 1)))
+		return -1;
+	for (i = 0, total = 0; i < o->ngaps; i++)
+		if (!g[i].marked) {
+			p = bytes_of(o->bytes, o->nbytes, h->scan[s].base, g[i].start, g[i].end, &size);
+			memcpy(blob + total, p, size);
+			total += size;
+		}
+	all = is_padding(&h->pad, blob, total);
+	PyMem_RawFree(blob);
+	return all;
+}
+
+/*
  * asm.unsized._count_padding over the holes of scanned section S (its bytes in H->of[S]): a
  * hole is marked when a bound lies between its start and the next hole's; the unmarked ones
  * are counted as padding when their bytes joined are padding, else one by one, and the rest are
- * left. Needs no GIL: 0, or -1 when out of memory.
+ * left. One by one first here: the join decides only when one is not padding on its own. Needs
+ * no GIL: 0, or -1 when out of memory.
  */
 static int count_padding(struct holes *h, Py_ssize_t s)
 {
 	const struct section_holes *o = &h->of[s];
-	const struct scan *sc = &h->scan[s];
 	const struct mark *b = h->bounds + o->bound;
-	const uint8_t *data = o->bytes, *p;
-	struct gap *g = h->gaps + o->gap;
-	Py_ssize_t i, j = 0, n = o->ngaps, nb = o->nbounds, len = o->nbytes, size, total = 0;
-	uint8_t *blob;
-	int all;
+	struct gap *g = h->gaps + o->gap, *first = NULL;
+	Py_ssize_t i, j = 0, n = o->ngaps, nb = o->nbounds, size;
+	const uint8_t *p;
+	int all = 0;
 
 	for (i = 0; i < nb; i++) {	/* bisect_right(starts, bound) - 1, the bounds in order */
 		while (j < n && g[j].start <= b[i].start)
@@ -512,27 +564,18 @@ static int count_padding(struct holes *h, Py_ssize_t s)
 	}
 	for (i = 0; i < n; i++)
 		if (!g[i].marked) {
-			bytes_of(data, len, sc->base, g[i].start, g[i].end, &size);
-			total += size;
+			p = bytes_of(o->bytes, o->nbytes, h->scan[s].base, g[i].start, g[i].end, &size);
+			g[i].left = !is_padding(&h->pad, p, size);
+			if (g[i].left && !first)
+				first = &g[i];
 		}
-	blob = PyMem_RawMalloc(total + 1);
-	if (!blob)
+	if (first && (all = joined_is_padding(h, s, first)) < 0)
 		return -1;
-	for (i = 0, total = 0; i < n; i++)
-		if (!g[i].marked) {
-			p = bytes_of(data, len, sc->base, g[i].start, g[i].end, &size);
-			memcpy(blob + total, p, size);
-			total += size;
-		}
-	all = is_padding(&h->pad, blob, total);
-	PyMem_RawFree(blob);
-	for (i = 0; i < n; i++) {
-		p = bytes_of(data, len, sc->base, g[i].start, g[i].end, &size);
-		if (!g[i].marked && (all || is_padding(&h->pad, p, size))) {
+	for (i = 0; i < n; i++)
+		if (!g[i].marked && (all || !g[i].left)) {
 			count_run(h, g[i].end - g[i].start);
 			g[i].left = 0;
 		}
-	}
 	return 0;
 }
 
