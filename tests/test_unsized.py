@@ -304,6 +304,16 @@ def test_code_holes_refuses_bad_arguments(inputs, tmp_path):
     assert holes(read=lambda i: 1 // 0, count=False)[:2] == (0, 0)   # nothing is read without counting
 
 
+@pytest.mark.parametrize("run", [255, 256, 257, 263, 264, 511, 512, 513, 4095, 4096, 4097])
+def test_a_long_run_of_one_fill_byte(run):
+    """A long run of int3 (the C code reads one 256 bytes at a time) ended by the end, by another
+    fill byte, a NOP or code, or with another fill byte inside it: as long as the regex's match."""
+    regex, spec = unsized._padding_regex("x86_64"), unsized._padding_spec("x86_64")
+    for tail in (b"", b"\x90", b"\x90" * 300, b"\xc3", b"\x66\x90", b"\xcc\xc3", b"\x00" + b"\xcc" * 300 + b"\xc3"):
+        raw = b"\xcc" * run + tail
+        assert _symtab.padding_prefix(spec, raw) == regex.match(raw).end(), (run, tail[:4])
+
+
 def test_the_c_code_spells_the_rules_as_asm_unsized():
     """The rules both spell: the stub symbols' endings, the PLT sections' names, x86's padding."""
     assert _symtab.STUB_SUFFIXES == tuple(s.encode() for s in unsized._STUB_SUFFIXES)

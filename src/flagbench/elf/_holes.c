@@ -68,15 +68,25 @@ static Py_ssize_t x86_nop(const uint8_t *p, Py_ssize_t n)
 	return 0;
 }
 
-/* How many of the N bytes at P are FILL bytes before the first that is not (eight at a time where one repeats). */
+/*
+ * How many of the N bytes at P are FILL bytes before the first that is not: eight at a time where
+ * one repeats, and a long run (megabytes of int3 end a vmlinux's .text) 256 at a time against the
+ * 256 just seen, in libc's vector compare.
+ */
 static Py_ssize_t fill_bytes(const struct padding *r, const uint8_t *p, Py_ssize_t n)
 {
-	Py_ssize_t i = 0;
+	Py_ssize_t i = 0, from;
 	uint64_t same, w;
 
-	while (i < n && r->fill[p[i]])
-		for (same = 0x0101010101010101ULL * p[i++]; i + 8 <= n && (memcpy(&w, p + i, 8), w == same); i += 8)
-			;
+	while (i < n && r->fill[p[i]]) {
+		from = i;
+		same = 0x0101010101010101ULL * p[i++];
+		while (i + 8 <= n && (memcpy(&w, p + i, 8), w == same)) {
+			i += 8;
+			while (i - from >= 256 && i + 256 <= n && memcmp(p + i, p + i - 256, 256) == 0)
+				i += 256;
+		}
+	}
 	return i;
 }
 
