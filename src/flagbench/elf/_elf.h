@@ -102,19 +102,21 @@ static inline uint64_t sh(const struct elf *e, Py_ssize_t i, int field)
 }
 
 /*
- * NAME(a, tmp, n): a stable sort of the N records of TYPE at A (TMP: room for N more) by their
- * key bytes BYTE(record, pass), least significant first, PASSES of them: a counting pass per
- * byte, skipped where every record has the same one (a vmlinux's symbols in a qsort took
- * 600,000 calls of a comparison).
+ * NAME(a, tmp, n, alike): a stable sort of the N records of TYPE at A (TMP: room for N more) by
+ * their key bytes BYTE(record, pass), least significant first, PASSES of them: a counting pass
+ * per byte, skipped where every record has the same one (a vmlinux's symbols in a qsort took
+ * 600,000 calls of a comparison), not even counted where the caller knows so (bit PASS of ALIKE).
  */
 #define RADIX_SORT(NAME, TYPE, BYTE, PASSES)						\
-static void NAME(TYPE *a, TYPE *tmp, Py_ssize_t n)					\
+static void NAME(TYPE *a, TYPE *tmp, Py_ssize_t n, uint32_t alike)			\
 {											\
 	TYPE *from = a, *to = tmp, *swap;						\
 	Py_ssize_t count[256], i, at, c;						\
 	int pass;									\
 											\
 	for (pass = 0; pass < (PASSES) && n > 0; pass++) {				\
+		if (alike >> pass & 1)							\
+			continue;							\
 		memset(count, 0, sizeof(count));					\
 		for (i = 0; i < n; i++)							\
 			count[BYTE(&from[i], pass)]++;					\

@@ -382,8 +382,8 @@ static int sort_marks(const struct elf *e, struct holes *h)
 	for (k = 0; k < l->n; k++)
 		if (l->sec[k] >= 0 && l->sec[k] < e->shnum && (slot = h->slot[l->sec[k]]) >= 0)
 			add_mark(e, h, k, slot);
-	sort_by_address(h->spans, tmp, h->nspans);
-	sort_by_address(h->bounds, tmp, h->nbounds);
+	sort_by_address(h->spans, tmp, h->nspans, 0);
+	sort_by_address(h->bounds, tmp, h->nbounds, 0);
 	PyMem_RawFree(tmp);
 	return 0;
 }
