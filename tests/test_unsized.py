@@ -157,6 +157,52 @@ def test_every_name_rule_agrees(tmp_path, inputs, pattern):
                 sums_agree(path)
 
 
+def gaps_model(path) -> tuple:
+    """The padding after each listed symbol as `_symtab.symbols` documents it: code symbols by
+    section, start, longest first and symbol order (the C code sorts them by place and symbol
+    order only); the bytes from the furthest end of the sized ones so far to the next start (or
+    the section's end) go to the one that reached furthest."""
+    inp = elf.open_input(str(path))
+    m = inp.members[0]
+    t = tables.read_member(inp, m, full=True)
+    hdrs = sections.read_headers(inp, m)
+    inp.close()
+    spans = []
+    for k, (value, size, sec) in enumerate(zip(t.values, t.sizes, t.sections)):
+        if 0 < sec < len(hdrs) and hdrs.flags[sec] & 6 == 6:
+            addr, end_sec = (0 if m.etype == 1 else hdrs.addr[sec]), hdrs.size[sec]
+            start = min(end_sec, value if m.etype == 1 else max(0, value - addr))
+            spans.append((sec, start, -min(end_sec, start + size), k))
+    spans.sort()
+    gaps, covered, padding = [0] * len(t.sizes), 0, 0
+    for i, (sec, start, minus_end, k) in enumerate(spans):
+        end = -minus_end
+        if i == 0 or spans[i - 1][0] != sec:
+            reach, owner = 0, None
+        covered += max(0, end - max(start, reach))
+        if end > start and end >= reach:
+            reach, owner = end, k
+        if reach > start and owner is not None:
+            following = spans[i + 1][1] if i + 1 < len(spans) and spans[i + 1][0] == sec else hdrs.size[sec]
+            if following > reach:
+                gaps[owner] += following - reach
+                padding += following - reach
+    return (t.gaps, t.covered, t.padding), (gaps, covered, padding)
+
+
+def test_the_padding_after_symbols_that_start_together(tmp_path, inputs):
+    """Symbols moved to start where others do, sized or not, shorter or longer, in any symbol
+    order: the padding after each is the documented rule's, whatever order those starting
+    together are walked in."""
+    for target in ("x86_64", "sections", "linked"):
+        for move, size in ((0, 0), (0, 12), (0, 200), (3, 40)):
+            path = tmp_path / f"{target}-{move}-{size}"
+            edits = [(k, k - k % 3, move, size * (k % 3), 99) for k in range(24)]
+            path.write_bytes(rewritten(inputs[target], None, edits))
+            c, model = gaps_model(path)
+            assert c == model, (target, move, size)
+
+
 def test_every_x86_spelling_whole_and_cut_short(tmp_path, inputs):
     """Code that is one spelling (or one cut short) and int3 over and over: the holes' bytes are
     padding, or not, as the regex has it."""

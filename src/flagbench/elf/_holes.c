@@ -389,11 +389,10 @@ static int sort_marks(const struct elf *e, struct holes *h)
 }
 
 /*
- * sort_marks without a sort, from the listing's code spans that gaps() sorted (by section, start,
- * the longest first, symbol order), when every scanned section's symbols lie inside it: a span's
- * start is then its address less the section's, and the marks come out by address. Bounds at one
- * address are then not in symbol order (sum_left_hole needs none). Needs no GIL: 0, 1 when a
- * symbol lies outside its section (sort_marks then), or -1 when out of memory.
+ * sort_marks without a sort, from the listing's code spans that gaps() sorted (by section, start
+ * and symbol order), when every scanned section's symbols lie inside it: a span's start is then
+ * its address less the section's, and the marks come out in sort_marks' order. Needs no GIL: 0,
+ * 1 when a symbol lies outside its section (sort_marks then), or -1 when out of memory.
  */
 static int marks_in_span_order(const struct elf *e, struct holes *h)
 {
@@ -861,8 +860,8 @@ static void sum_x86_piece(struct holes *h, Py_ssize_t s, uint64_t a, uint64_t b)
 
 /*
  * asm.unsized._pieces of hole G of section S, summed: cut at its bounds from FIRST on; at each
- * cut a stub symbol (the last in symbol order there: the highest index) makes a stub of its size
- * (to the next cut when unsized or longer), and what follows it is scanned.
+ * cut a stub symbol (the last in symbol order there) makes a stub of its size (to the next cut
+ * when unsized or longer), and what follows it is scanned.
  */
 static void sum_left_hole(struct holes *h, Py_ssize_t s, const struct gap *g, Py_ssize_t first)
 {
@@ -872,7 +871,7 @@ static void sum_left_hole(struct holes *h, Py_ssize_t s, const struct gap *g, Py
 
 	while (a < g->end) {
 		for (stub = NULL; i < nb && b[i].start == a; i++)
-			if (b[i].stub && (!stub || b[i].k > stub->k))
+			if (b[i].stub)
 				stub = &b[i];
 		next = i < nb && b[i].start < g->end ? b[i].start : g->end;
 		from = a;

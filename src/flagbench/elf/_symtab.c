@@ -254,6 +254,11 @@ int section_code(const struct elf *e, const struct rules *r, uint8_t *codes, Py_
 	return codes[i];
 }
 
+/*
+ * Spans by place, in symbol order where several start at one: gaps() gives the padding to the
+ * last in symbol order of the longest of them whatever order they come in (it once sorted them
+ * longest first, and one byte more of key was a third of the sort).
+ */
 static int span_order(const void *a, const void *b)
 {
 	const struct span *x = a, *y = b;
@@ -262,43 +267,36 @@ static int span_order(const void *a, const void *b)
 		return x->sec < y->sec ? -1 : 1;
 	if (x->start != y->start)
 		return x->start < y->start ? -1 : 1;
-	if (x->end != y->end)
-		return x->end > y->end ? -1 : 1;	/* the longest first */
 	return x->k < y->k ? -1 : x->k > y->k;
 }
 
-/* Byte PASS of span S's sort key, least significant first: the end's bytes complemented (the longest first), the start's, the section's. */
+/* Byte PASS of span S's place, least significant first: the start's bytes, the section's. */
 static uint8_t span_byte(const struct span *s, int pass)
 {
 	if (pass < 8)
-		return (uint8_t)(~s->end >> (8 * pass));
-	if (pass < 16)
-		return (uint8_t)(s->start >> (8 * (pass - 8)));
-	return (uint8_t)(s->sec >> (8 * (pass - 16)));
+		return (uint8_t)(s->start >> (8 * pass));
+	return (uint8_t)(s->sec >> (8 * (pass - 8)));
 }
 
-RADIX_SORT(radix_spans, struct span, span_byte, 20)
+RADIX_SORT(radix_spans, struct span, span_byte, 12)
 
 /*
  * The passes of radix_spans whose byte all N spans share, as a mask: span_byte of what the spans
- * differ in, found in one read of them (a count per pass read them twenty times, where a
- * vmlinux's differ in seven bytes).
+ * differ in, found in one read of them (a count per pass read them a dozen times, where a
+ * vmlinux's differ in four bytes).
  */
 static uint32_t span_bytes_alike(const struct span *s, Py_ssize_t n)
 {
 	struct span differ = { 0 };
-	uint64_t end = 0;
 	uint32_t alike = 0;
 	Py_ssize_t i;
 	int pass;
 
 	for (i = 1; i < n; i++) {
 		differ.start |= s[i].start ^ s[0].start;
-		end |= s[i].end ^ s[0].end;
 		differ.sec |= s[i].sec ^ s[0].sec;
 	}
-	differ.end = ~end;	/* span_byte complements it back */
-	for (pass = 0; pass < 20; pass++)
+	for (pass = 0; pass < 12; pass++)
 		if (!span_byte(&differ, pass))
 			alike |= 1u << pass;
 	return alike;
