@@ -42,9 +42,6 @@ static Py_ssize_t x86_nop(const uint8_t *p, Py_ssize_t n)
 	static const char *const fixed[] = { "\x8d\x76\x00", "\x8d\xb4\x26\x00\x00\x00\x00", "\x8d\x74\x26\x00",
 					     "\x8d\xb6\x00\x00\x00\x00", "\x87\xdb", "\x87\xc9" };
 	static const Py_ssize_t fixed_len[] = { 3, 7, 4, 6, 2, 2 };
-	static const char *const modrm[] = { "\x00", "\x40\x00", "\x44\x00\x00", "\x80\x00\x00\x00\x00",
-					     "\x84\x00\x00\x00\x00\x00" };
-	static const Py_ssize_t modrm_len[] = { 1, 2, 3, 5, 6 };
 	Py_ssize_t q = 0, i, m;
 	int only_66 = 1;
 
@@ -60,12 +57,39 @@ static Py_ssize_t x86_nop(const uint8_t *p, Py_ssize_t n)
 		only_66 &= p[q] == 0x66;
 	if (q > 0 && q < n && p[q] == 0x90 && only_66)
 		return q + 1;
-	if (n - q < 2 || p[q] != 0x0f || p[q + 1] != 0x1f)
+	if (n - q < 3 || p[q] != 0x0f || p[q + 1] != 0x1f)
 		return 0;
-	for (i = 0; i < 5; i++)
-		if ((m = starts_with(p + q + 2, n - q - 2, modrm[i], modrm_len[i])))
-			return q + 2 + m;
-	return 0;
+	switch (p[q + 2]) {	/* nopl/nopw, all zero after the modrm: 00, 40 disp8, 44 sib disp8, 80 disp32, 84 sib disp32 */
+	case 0x00: m = 1; break;
+	case 0x40: m = 2; break;
+	case 0x44: m = 3; break;
+	case 0x80: m = 5; break;
+	case 0x84: m = 6; break;
+	default: return 0;
+	}
+	if (n - q - 2 < m)
+		return 0;
+	for (i = 1; i < m; i++)
+		if (p[q + 2 + i])
+			return 0;
+	return q + 2 + m;
+}
+
+/* Whether the M bytes at A and B are the same: two overlapping loads where M is 4 to 16 (a NOP's length), else memcmp. */
+static int same_bytes(const uint8_t *a, const uint8_t *b, Py_ssize_t m)
+{
+	uint64_t w[4];
+	uint32_t v[4];
+
+	if (m >= 8 && m <= 16) {
+		memcpy(&w[0], a, 8), memcpy(&w[1], b, 8), memcpy(&w[2], a + m - 8, 8), memcpy(&w[3], b + m - 8, 8);
+		return w[0] == w[1] && w[2] == w[3];
+	}
+	if (m >= 4 && m < 8) {
+		memcpy(&v[0], a, 4), memcpy(&v[1], b, 4), memcpy(&v[2], a + m - 4, 4), memcpy(&v[3], b + m - 4, 4);
+		return v[0] == v[1] && v[2] == v[3];
+	}
+	return memcmp(a, b, m) == 0;
 }
 
 /*
@@ -105,7 +129,7 @@ static Py_ssize_t padding_head(const struct padding *r, const uint8_t *p, Py_ssi
 			if (i >= n || !(m = x86_nop(p + i, n - i)))
 				return i;
 			/* the same NOP again (a vmlinux pads with runs of one 11-byte NOP): no spelling is the start of another */
-			for (i += m; i + m <= n && memcmp(p + i, p + i - m, m) == 0; i += m)
+			for (i += m; i + m <= n && same_bytes(p + i, p + i - m, m); i += m)
 				;
 		}
 	}
