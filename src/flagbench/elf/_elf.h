@@ -83,6 +83,12 @@ static inline uint64_t rd(const uint8_t *p, int n, int big)
 			memcpy(&w, p, 4);
 			return w;
 		}
+		if (n == 2) {	/* a symbol's section index */
+			uint16_t h;
+
+			memcpy(&h, p, 2);
+			return h;
+		}
 	}
 #endif
 	for (i = 0; i < n; i++)
