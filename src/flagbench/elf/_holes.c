@@ -193,6 +193,8 @@ struct section_holes {
 	Py_buffer view;			/* code_holes: where BYTES are, from READ(index) */
 };
 
+#define SHORT_HOLE 64		/* a hole between two functions, padded by the assembler */
+
 /* All that code_holes() and x86_unsized() work with, besides the member's tables. */
 struct holes {
 	const struct listing *l;
@@ -204,6 +206,7 @@ struct holes {
 	struct section_holes *of;	/* per scanned section */
 	struct gap *gaps;
 	struct unsized sum;		/* code_holes counts only padding and fill */
+	const uint8_t *padded[SHORT_HOLE];	/* by length, the bytes of a short hole found to be padding */
 };
 
 /* The linker's stub symbols end so (asm.unsized._STUB_SUFFIXES: a test holds the two together). */
@@ -521,6 +524,24 @@ static int find_holes(struct holes *h)
 }
 
 /*
+ * Whether the N bytes at P are padding (is_padding), for a hole: holes of one length between
+ * functions are mostly padded alike (the assembler's NOPs for that many bytes), so a short one the
+ * same as the last of its length found to be padding is, without its walk (a vmlinux has 19,000).
+ */
+static int hole_is_padding(struct holes *h, const uint8_t *p, Py_ssize_t n)
+{
+	const uint8_t **seen = n < SHORT_HOLE ? &h->padded[n] : NULL;
+
+	if (seen && *seen && memcmp(*seen, p, n) == 0)
+		return 1;
+	if (!is_padding(&h->pad, p, n))
+		return 0;
+	if (seen)
+		*seen = p;
+	return 1;
+}
+
+/*
  * Whether x86's padding walk, stopped at P (N bytes left) where no spelling starts, would stop
  * there whatever bytes followed: it has seen every byte a spelling can need (eight past the
  * 66/2e prefixes at most).
@@ -598,7 +619,7 @@ static int count_padding(struct holes *h, Py_ssize_t s)
 	for (i = 0; i < n; i++)
 		if (!g[i].marked) {
 			p = bytes_of(o->bytes, o->nbytes, h->scan[s].base, g[i].start, g[i].end, &size);
-			g[i].left = !is_padding(&h->pad, p, size);
+			g[i].left = !hole_is_padding(h, p, size);
 			if (g[i].left && !first)
 				first = &g[i];
 		}
