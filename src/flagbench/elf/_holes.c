@@ -330,14 +330,14 @@ static Py_ssize_t stub_target(const char *name, Py_ssize_t len)
 	const char *const *sfx;
 	Py_ssize_t n, best = 0;
 
-	if (len < 3 || name[0] != '_' || name[1] != '_' || memchr(name, '\n', len))
+	if (len < 3 || name[0] != '_' || name[1] != '_')
 		return 0;
 	for (sfx = stub_suffixes; *sfx; sfx++) {
 		n = (Py_ssize_t)strlen(*sfx);
 		if (len - 2 - n >= 1 && memcmp(name + len - n, *sfx, n) == 0 && n > best)
 			best = n;
 	}
-	return best ? len - 2 - best : 0;
+	return best && !memchr(name, '\n', len) ? len - 2 - best : 0;
 }
 
 /* Whether NAME starts no code of its own: asm.unsized._NOT_LABEL (mapping symbols, .L labels). */
@@ -380,9 +380,14 @@ static int marks_alloc(struct holes *h, const struct listing *l)
 static void add_mark(const struct elf *e, struct holes *h, Py_ssize_t k, Py_ssize_t slot)
 {
 	const struct listing *l = h->l;
-	Py_ssize_t len, target;
-	const char *name = mark_name(e, h, k, &len, &target);
+	const char *name = (const char *)e->str + l->name[k];
+	Py_ssize_t room = e->strsize - l->name[k], len, target = 0;
 	struct mark *m;
+
+	/* mark_name's, measuring the name only as far as not_label looks, but where a stub's may start */
+	len = (Py_ssize_t)strnlen(name, room < 4 ? room : 4);
+	if (len >= 3 && name[0] == '_' && name[1] == '_')
+		target = stub_target(name, (Py_ssize_t)strnlen(name, room));
 
 	if (!len || (!target && !l->size[k] && not_label(name, len)))
 		return;
