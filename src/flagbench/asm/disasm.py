@@ -12,10 +12,12 @@ has to come back in about the time objdump itself takes.
 """
 from __future__ import annotations
 
+import gc
 import re
 import shutil
 import subprocess
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 from flagbench.asm import extent, unsized
@@ -41,7 +43,7 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
     """PATH's functions, normalised, with the instruction mix of those whose name falls in
     MIX_PART (i, n): the i-th of n parts by name; `render.Mixes` makes or shares the rest."""
     path = Path(path)
-    with Places(path) as elf:
+    with gc_paused(), Places(path) as elf:
         tool = get_target(elf.target).objdump
         if shutil.which(tool) is None:
             raise UserError(f"{tool} not found: it disassembles {elf.target} "
@@ -57,6 +59,20 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
             if parts == 1 or zlib.crc32(f.name.encode()) % parts == part:
                 f.mix = mix(d.target, f.lines)
         return d
+
+
+@contextmanager
+def gc_paused():
+    """Python's cycle collector off for the block. A vmlinux's disassembly makes millions of
+    objects that live to the end and form no cycles (lines, classified instructions, Functions),
+    and the collector's passes over them were 1.5-1.9 s of CPU of `asm` on the --big pair."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 # Padding runs at least this long are not disassembled: a vmlinux pads .text to 2 MB with int3,

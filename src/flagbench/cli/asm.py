@@ -49,6 +49,13 @@ def _intermixed(parser_class):
 
 
 def run(args) -> int:
+    from flagbench.asm.disasm import gc_paused
+
+    with gc_paused():   # the comparison and its mixes, too, make objects by the million
+        return _run(args)
+
+
+def _run(args) -> int:
     from flagbench.asm import render
     from flagbench.errors import UserError
     from flagbench.cli import is_experiment
