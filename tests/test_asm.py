@@ -9,7 +9,8 @@ import pytest
 
 from flagbench.asm.compare import compare_files as compare
 from flagbench.asm.disasm import disassemble
-from flagbench.asm.mix import mix
+from flagbench.asm.mix import Mix, mix, mix_sum
+from flagbench.asm.render import Mixes
 from flagbench.toolchains import TARGETS
 
 ALL_TARGETS = ("x86_64", "aarch64", "arm", "riscv64", "loongarch64", "hppa", "hppa64")
@@ -109,6 +110,23 @@ def test_loongarch_strict_align_turns_one_8_byte_access_into_eight_1_byte_ones(t
     assert assign["mix"]["old"]["loads"] == {"8": 1} and assign["mix"]["old"]["stores"] == {"8": 1}
     assert assign["mix"]["new"]["loads"] == {"1": 8} and assign["mix"]["new"]["stores"] == {"1": 8}
     assert doc["counts"]["same"] == 5
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS)
+def test_mix_totals_made_from_sums_are_the_sum_of_each_function(tmp_path, target):
+    """`mix_sum` (text and md: one count over all lines) and `Mixes.total` (each side's half,
+    the other side's standing in for the rest) against `mix`, function by function."""
+    old = build(tmp_path, target, "old")
+    # functions added, changed (other flags) and the same, on both halves
+    new = build(tmp_path, target, "new", ["-O1", "-fno-inline"], source=FILLER + CODE)
+    c = compare(old, new, mix_each=False)
+    assert c.old.mix_part != c.new.mix_part and c.counts()["changed"] and c.counts()["added"]
+    for side, d in (("old", c.old), ("new", c.new)):
+        each = Mix()
+        for f in d.functions.values():
+            each += mix(target, f.lines)
+        assert mix_sum(target, [f.lines for f in d.functions.values()]) == each
+        assert Mixes(c).total(side) == each, side
 
 
 def test_aarch64_strict_align_drops_the_8_byte_access(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from flagbench.asm.disasm import Disassembly, Function, disassemble
+from flagbench.asm.mix import Mix
 from flagbench.asm.places import file_target
 from flagbench.asm.padding import loose, same_apart_from_layout
 from flagbench.errors import UserError
@@ -55,8 +56,10 @@ class AsmComparison:
         raise UserError(f"no function {name!r} in {self.old.shown} or {self.new.shown}{hint}")
 
 
-def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tuple[Disassembly, Disassembly, str | None]:
-    """Both files, checked first (so bad input fails before any work), in parallel when large."""
+def disassemble_pair(old: Path, new: Path, parallel: bool | None = None,
+                     mix_each: bool = True) -> tuple[Disassembly, Disassembly, str | None]:
+    """Both files, checked first (so bad input fails before any work), in parallel when large;
+    MIX_EACH: each function's own mix made (else only the sums, see `disasm.disassemble`)."""
     t_old, t_new = file_target(old), file_target(new)
     warning = None
     if t_old != t_new:
@@ -66,16 +69,16 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None) -> tupl
     # Each side makes the mixes of half the functions (by name): where old and new text are the
     # same (most functions), one mix serves both (`render.Mixes`), and the two halves run at once.
     if not parallel:
-        return disassemble(old, (0, 2)), disassemble(new, (1, 2)), warning
+        return disassemble(old, (0, 2), mix_each), disassemble(new, (1, 2), mix_each), warning
     with ProcessPoolExecutor(max_workers=1) as pool:   # the old side here: only one comes through a pipe
-        fn = pool.submit(disassemble, new, (1, 2))
-        return disassemble(old, (0, 2)), fn.result(), warning
+        fn = pool.submit(disassemble, new, (1, 2), mix_each)
+        return disassemble(old, (0, 2), mix_each), fn.result(), warning
 
 
 def compare_files(old: Path | str, new: Path | str, *, parallel: bool | None = None,
-                  rank: bool = True) -> AsmComparison:
-    """Two ELF files, function by function."""
-    d_old, d_new, warning = disassemble_pair(Path(old), Path(new), parallel)
+                  rank: bool = True, mix_each: bool = True) -> AsmComparison:
+    """Two ELF files, function by function; MIX_EACH as in `disassemble_pair`."""
+    d_old, d_new, warning = disassemble_pair(Path(old), Path(new), parallel, mix_each)
     return compare_disassemblies(d_old, d_new, rank=rank, warning=warning)
 
 
@@ -111,7 +114,12 @@ def _merge(parts: list[Disassembly], collide: set[str], label: str) -> Disassemb
     unsized = Counter()
     for d in parts:
         unsized.update(d.unsized)
-    return Disassembly(path, first.target, first.tool, functions, label, dict(unsized))
+    merged = Disassembly(path, first.target, first.tool, functions, label, dict(unsized))
+    if all(d.part_mix is not None and d.mix_part == (0, 1) for d in parts):
+        merged.part_mix = Mix()
+        for d in parts:
+            merged.part_mix += d.part_mix
+    return merged
 
 
 def compare_disassemblies(d_old: Disassembly, d_new: Disassembly, *, rank: bool = True,

@@ -16,13 +16,12 @@ import gc
 import re
 import shutil
 import subprocess
-import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
 from flagbench.asm import extent, unsized
-from flagbench.asm.mix import mix
-from flagbench.asm.model import PADDING, Disassembly, Function, is_local_label  # noqa: F401 - re-exported
+from flagbench.asm.mix import Mix, mix, mix_sum
+from flagbench.asm.model import PADDING, Disassembly, Function, in_part, is_local_label  # noqa: F401 - re-exported
 from flagbench.asm.places import Places
 from flagbench.errors import UserError
 from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
@@ -39,9 +38,10 @@ def objdump_argv(tool: str, path: Path, relocatable: bool, start: int | None = N
     return argv + (["-r"] if relocatable else []) + bounds + [str(path)]
 
 
-def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disassembly:
-    """PATH's functions, normalised, with the instruction mix of those whose name falls in
-    MIX_PART (i, n): the i-th of n parts by name; `render.Mixes` makes or shares the rest."""
+def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1), mix_each: bool = True) -> Disassembly:
+    """PATH's functions, normalised, with the instruction mixes of those whose name falls in
+    MIX_PART (i, n): the i-th of n parts by name; `render.Mixes` makes or shares the rest. Their
+    sum is made always (`Disassembly.part_mix`), each one's own mix only with MIX_EACH."""
     path = Path(path)
     with gc_paused(), Places(path) as elf:
         tool = get_target(elf.target).objdump
@@ -54,10 +54,15 @@ def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1)) -> Disasse
         functions = _functions(tool, path, elf.relocatable, norm, ranges)
         d = Disassembly(path, elf.target, tool_version(tool) or tool, functions, unsized=cmap.totals())
         extent.cut(d, elf.image, cmap)
-        part, parts = mix_part
-        for f in d.functions.values():
-            if parts == 1 or zlib.crc32(f.name.encode()) % parts == part:
+        mine = [f for f in d.functions.values() if in_part(f.name, mix_part)]
+        d.mix_part = mix_part
+        if mix_each:
+            d.part_mix = Mix()
+            for f in mine:
                 f.mix = mix(d.target, f.lines)
+                d.part_mix += f.mix
+        else:
+            d.part_mix = mix_sum(d.target, [f.lines for f in mine])
         return d
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,10 +36,19 @@ class Disassembly:
     # code no sized symbol covers (`unsized.CodeMap.totals`): bytes of "stub", "padding", "other"
     # and "stubs", the number of linker stubs
     unsized: dict[str, int] = field(default_factory=dict)
+    # the functions whose mixes this side made (`in_part`), and the sum of those mixes
+    mix_part: tuple[int, int] = (0, 1)
+    part_mix: object = None
 
     @property
     def shown(self) -> str:
         return self.label or str(self.path)
+
+
+def in_part(name: str, part: tuple[int, int]) -> bool:
+    """Whether the function NAME falls in PART (i, n): the i-th of n parts, by name."""
+    i, n = part
+    return n == 1 or zlib.crc32(name.encode()) % n == i
 
 
 def is_local_label(name: str) -> bool:

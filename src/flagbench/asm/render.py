@@ -8,6 +8,7 @@ import sys
 
 from flagbench.asm.compare import AsmComparison, FunctionDiff, side_by_side
 from flagbench.asm.mix import Mix, mix
+from flagbench.asm.model import in_part
 from flagbench.textsafe import md_code, term_text
 
 FORMATS = ("text", "md", "json")
@@ -41,12 +42,38 @@ class Mixes:
         return self._cache[key]
 
     def total(self, side: str) -> Mix:
+        """Every function's mix on SIDE, summed. From the sums the two sides made of their
+        parts (`Disassembly.part_mix`) where they can: the other side's part stands in for this
+        side's functions of that part, once the functions whose texts differ are set right."""
+        this, other = (self.c.old, self.c.new) if side == "old" else (self.c.new, self.c.old)
         out = Mix()
+        if this.part_mix is not None and this.mix_part == (0, 1):
+            out += this.part_mix
+            return out
+        if not self._complementary():
+            for d in self.c.functions:
+                m = self.of(side, d)
+                if m is not None:
+                    out += m
+            return out
+        out += this.part_mix
+        out += other.part_mix
+        other_side = "new" if side == "old" else "old"
         for d in self.c.functions:
-            m = self.of(side, d)
-            if m is not None:
-                out += m
+            f, g = (d.old, d.new) if side == "old" else (d.new, d.old)
+            if f is not None and g is not None and f.text == g.text or not in_part(d.name, other.mix_part):
+                continue
+            if g is not None:
+                out -= self.of(other_side, d)
+            if f is not None:
+                out += self.of(side, d)
         return out
+
+    def _complementary(self) -> bool:
+        """Whether the two sides' part sums cover every function once, in two halves."""
+        o, n = self.c.old, self.c.new
+        return (self._same_target and o.part_mix is not None and n.part_mix is not None
+                and o.mix_part[1] == n.mix_part[1] == 2 and o.mix_part[0] != n.mix_part[0])
 
 
 def mix_rows(old: Mix | None, new: Mix | None) -> list[tuple[str, int, int]]:

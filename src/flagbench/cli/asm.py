@@ -73,7 +73,7 @@ def _run(args) -> int:
         if len(args.inputs) < 2:
             raise UserError(f"{args.inputs[0]}: give two ELF files (OLD NEW) or an experiment directory")
         functions, notes = args.inputs[2:], []
-        c = compare(args.inputs[0], args.inputs[1])
+        c = compare(args.inputs[0], args.inputs[1], mix_each=_mix_each(args))
     for name in functions:
         c.get(name)   # every named function must exist before anything is printed
     if c.warning and args.format != "text":   # text prints it with the comparison
@@ -89,6 +89,12 @@ def _run(args) -> int:
     return 0
 
 
+def _mix_each(args) -> bool:
+    """Whether every function's own mix is shown (json); text and markdown show the totals and
+    the few functions listed, whose mixes `render.Mixes` makes when asked."""
+    return args.format == "json"
+
+
 def _experiment(args):
     """The comparison of an experiment's two variant builds (all their objects as one set, or
     the two vmlinux function by function), the functions to show and the notes."""
@@ -98,7 +104,7 @@ def _experiment(args):
     p = pair(args.inputs[0], args.variants, args.target, args.compiler)
     labels = {"old_label": p.old.cell.key, "new_label": p.new.cell.key}
     if p.kernel:
-        c = compare(p.old.vmlinux, p.new.vmlinux)
+        c = compare(p.old.vmlinux, p.new.vmlinux, mix_each=_mix_each(args))
         c.old.label, c.new.label = labels["old_label"], labels["new_label"]
     else:
         c = compare_object_sets(p.files(p.old), p.files(p.new), **labels)
