@@ -228,30 +228,39 @@ def mix(target: str, lines: list[str]) -> Mix:
         _classify(target, list(dict.fromkeys(compress(lines, map(_is_none, insns)))), cache)
         insns = list(map(cache.__getitem__, lines))
     _set_counts(m, Counter(chain.from_iterable(map(_keys_of, insns))))
-    _count_calls(m, target, lines, insns)
+    paired = get_target(target).paired_calls
+    for i in compress(range(len(insns)), map(_call_of, insns)):   # where the calls are, found in C
+        _add_call(m, paired, insns, i, lines[i])
     return m
 
 
 def mix_sum(target: str, functions: list[list[str]]) -> Mix:
     """The sum of `mix` over FUNCTIONS (each its lines), made as one: each distinct line is
-    classified and counted once, times the number of its copies; only the functions with a
-    call go line by line (for the call slices). A vmlinux's half is 600,000 lines, 105,000
-    distinct."""
+    classified and counted once, times the number of its copies, and so is a call through no
+    register (its slice is empty); only the functions with a call through a register go line
+    by line, for its slice. A vmlinux's half is 600,000 lines, 105,000 distinct."""
     m = Mix()
     copies = Counter(chain.from_iterable(functions))
     cache = _LINES.setdefault(target, {})
     missed = [line for line in copies if line not in cache]
     if missed:
         _classify(target, missed, cache)
-    keys = Counter()
+    paired = get_target(target).paired_calls
+    keys, sliced = Counter(), set()
     for line, n in copies.items():
-        for key in cache[line].keys:
+        insn = cache[line]
+        for key in insn.keys:
             keys[key] += n
+        if insn.call and insn.target_regs:
+            sliced.add(line)
+        elif insn.call:
+            _add_call(m, paired, [insn], 0, line, n)
     _set_counts(m, keys)
-    calls = {line for line in copies if cache[line].call}
     for lines in functions:
-        if not calls.isdisjoint(lines):
-            _count_calls(m, target, lines, list(map(cache.__getitem__, lines)))
+        if not sliced.isdisjoint(lines):
+            insns = list(map(cache.__getitem__, lines))
+            for i in compress(range(len(lines)), map(sliced.__contains__, lines)):
+                _add_call(m, paired, insns, i, lines[i])
     return m
 
 
@@ -269,23 +278,21 @@ def _set_counts(m: Mix, keys: Counter) -> None:
             {"load": m.loads, "store": m.stores, "string": m.string_ops}[kind][what] = k
 
 
-def _count_calls(m: Mix, target: str, lines: list[str], insns: list) -> None:
-    """Add the calls of one function (its LINES, classified as INSNS) to M."""
-    paired = get_target(target).paired_calls
-    for i in compress(range(len(insns)), map(_call_of, insns)):   # where the calls are, found in C
-        insn = insns[i]
-        seq = call_sequence(insns, i)
-        m.call_seq_insns += len(seq) + 1
-        # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
-        direct = insn.call == "direct" or (
-            paired and seq and not any(insns[j].loads for j in seq)
-            and any(insns[j].symbolic for j in seq))
-        if direct:
-            m.calls_direct += 1
-            if "<stub:" in lines[i]:
-                m.calls_stub += 1
-        else:
-            m.calls_indirect += 1
+def _add_call(m: Mix, paired: bool, insns: list, i: int, line: str, copies: int = 1) -> None:
+    """Add the call INSNS[i] (its text LINE), COPIES times, to M."""
+    insn = insns[i]
+    seq = call_sequence(insns, i)
+    m.call_seq_insns += (len(seq) + 1) * copies
+    # riscv `auipc ra,<f>; jalr ra` and loongarch `pcaddu18i $ra,<f>; jirl` are direct calls
+    direct = insn.call == "direct" or (
+        paired and seq and not any(insns[j].loads for j in seq)
+        and any(insns[j].symbolic for j in seq))
+    if direct:
+        m.calls_direct += copies
+        if "<stub:" in line:
+            m.calls_stub += copies
+    else:
+        m.calls_indirect += copies
 
 
 def call_sequence(insns: list, at: int) -> list[int]:
