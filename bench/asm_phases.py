@@ -5,7 +5,8 @@ timed apart on one ELF file (process CPU seconds; objdump's as its children's).
     .venv/bin/python bench/asm_phases.py FILE [FILE...]   (e.g. /work/kernel-pair-big/vmlinux.old)
 
 objdump's output is read whole first, so its time is not mixed into the normaliser's; the mix
-is made for half the functions, as each side does in `compare.disassemble_pair`.
+is summed over half the functions, as each side does in `compare.disassemble_pair` for the
+text and markdown formats (`mix.mix_sum`; json mixes each function apart).
 """
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ import resource
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 from flagbench.asm import disasm, extent, unsized
-from flagbench.asm.mix import mix
+from flagbench.asm.disasm import gc_paused, in_part
+from flagbench.asm.mix import mix_sum
 from flagbench.asm.places import Places
 from flagbench.toolchains import get_target
 
@@ -38,7 +39,7 @@ def phases(path: Path) -> dict[str, float]:
         out[name] = now - t
         t = now
 
-    with Places(path) as elf:
+    with gc_paused(), Places(path) as elf:
         cmap = unsized.of_image(elf.image, elf.target)
         lap("code map")
         norm = disasm.Normaliser(elf, cmap)
@@ -57,9 +58,7 @@ def phases(path: Path) -> dict[str, float]:
         d = disasm.Disassembly(path, elf.target, "", functions, unsized=cmap.totals())
         extent.cut(d, elf.image, cmap)
         lap("cutting to symbol extents")
-        for f in d.functions.values():
-            if zlib.crc32(f.name.encode()) % 2 == 0:
-                f.mix = mix(d.target, f.lines)
+        d.part_mix = mix_sum(d.target, [f.lines for f in d.functions.values() if in_part(f.name, (0, 2))])
         lap("mix of half the functions")
     out["python in all"] = sum(v for k, v in out.items() if not k.startswith("objdump"))
     return out
