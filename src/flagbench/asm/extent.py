@@ -44,6 +44,7 @@ def cut(d, image, cmap: CodeMap) -> list[str]:
     for name in not_functions(d.functions):
         del d.functions[name]
     ends, stubs_only, spans = overrun(d, image, cmap)
+    d.spans = spans
     for name in stubs_only:     # a label on a stub group (hppa's _sinittext) is no function
         del d.functions[name]
     if not ends:

@@ -25,6 +25,10 @@ class Function:
     def lines(self) -> list[str]:
         return self.text.split("\n") if self.text else []
 
+    def __reduce__(self):
+        """Pickled as its values, not a dict of them: a vmlinux's worth comes back from a worker."""
+        return Function, (self.name, self.section, self.text, self.mix)
+
 
 @dataclass
 class Disassembly:
@@ -39,6 +43,9 @@ class Disassembly:
     # the functions whose mixes this side made (`in_part`), and the sum of those mixes
     mix_part: tuple[int, int] = (0, 1)
     part_mix: object = None
+    # name -> `padding.symbol_spans` of the functions, found when they were cut to their
+    # extents (`extent.cut`): the second look at a few of them needs no pass over the symbols
+    spans: dict | None = None
 
     @property
     def shown(self) -> str:

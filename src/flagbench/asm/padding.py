@@ -61,8 +61,8 @@ def same_apart_from_layout(old: Disassembly, new: Disassembly, names: list[str])
     # section), and the other side's run should not wait for it.
     with ThreadPoolExecutor(max_workers=2) as sides, ThreadPoolExecutor(max_workers=2) as a, \
             ThreadPoolExecutor(max_workers=2) as b:
-        f_old = sides.submit(place, old, [old.functions[n] for n in names], a)
-        f_new = sides.submit(place, new, [new.functions[n] for n in names], b)
+        f_old = sides.submit(place, old, [old.functions[n] for n in names], a, old.spans)
+        f_new = sides.submit(place, new, [new.functions[n] for n in names], b, new.spans)
         p_old, p_new = f_old.result(), f_new.result()
     out = set()
     for name in names:
