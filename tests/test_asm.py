@@ -422,3 +422,13 @@ def test_labels_functions_and_jump_tables_in_executables(tmp_path):
     assert "jmp    *<jump table>(,%rdi,8)" in user.old.lines
     # boundary holds only padding in new: a label, not a function that was added
     assert c.counts() == {"changed": 0, "added": 0, "removed": 0, "same": 2}
+
+
+@pytest.mark.parametrize("body", ["", "\n", "ret", "ret\n", "ret\nnop", "ret\nint3\n\nnop\n", "nop\nint3", "\nret\n\n",
+                                  "mov %eax,%ebx\nxchg %ax,%ax\n"])
+def test_trailing_padding_cut_from_the_end_is_the_lines_popped(body):
+    from flagbench.asm.disasm import PADDING, _without_trailing_padding
+    lines = body.split("\n")
+    while lines and (not lines[-1] or PADDING.match(lines[-1])):
+        lines.pop()
+    assert _without_trailing_padding(body) == "\n".join(lines)

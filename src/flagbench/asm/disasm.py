@@ -172,6 +172,18 @@ _IMMEDIATE = re.compile(r"0x([0-9a-f]{6,16})(?![0-9a-f])")
 
 
 
+def _without_trailing_padding(body: str) -> str:
+    """BODY without its last lines while they are empty or padding: cut from the end, not
+    split into lines and joined again (a vmlinux's functions are 29 MB of text)."""
+    while body:
+        cut = body.rfind("\n")
+        last = body[cut + 1:]
+        if last and not PADDING.match(last):
+            break
+        body = body[:max(cut, 0)]
+    return body
+
+
 class Normaliser:
     def __init__(self, elf: Places, cmap: "unsized.CodeMap | None" = None):
         self.elf = elf
@@ -222,10 +234,7 @@ class Normaliser:
         else:
             body = body.replace("\n\t", "\n").removeprefix("\t")
         body = body.replace("\t", " ")
-        lines = body.split("\n")
-        while lines and (not lines[-1] or PADDING.match(lines[-1])):
-            lines.pop()
-        return "\n".join(lines)
+        return _without_trailing_padding(body)
 
     def _fold(self, m: re.Match) -> str:
         insn, rtype, expr = m.group(1), m.group(2), m.group(3).strip()
