@@ -132,8 +132,9 @@ def _targets(start: int, real, gaps) -> list[str]:
 
 # -- addresses: objdump again, over the ranges of the functions asked for ----------------
 def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor, spans=None) -> dict[str, Placed]:
-    """The functions' lines with their addresses; SPANS: `symbol_spans` of them when known."""
-    with Image(str(d.path)) as elf:
+    """The functions' lines with their addresses; SPANS: `symbol_spans` of them when known
+    (then the symbol table is not read)."""
+    with Image(str(d.path), symbols=spans is None) as elf:
         return place_in(d, elf, functions, pool, spans)
 
 

@@ -25,6 +25,7 @@ class Mixes:
         self.c = c
         self._cache: dict[tuple[str, str], Mix] = {}
         self._same_target = c.old.target == c.new.target
+        self._differ: list[FunctionDiff] | None = None   # the functions whose texts differ (`total`)
 
     def of(self, side: str, d: FunctionDiff) -> Mix | None:
         f = d.old if side == "old" else d.new
@@ -59,10 +60,12 @@ class Mixes:
         out += this.part_mix
         out += other.part_mix
         other_side = "new" if side == "old" else "old"
-        for d in self.c.functions:
-            f, g = (d.old, d.new) if side == "old" else (d.new, d.old)
-            if f is not None and g is not None and f.text == g.text or not in_part(d.name, other.mix_part):
+        if self._differ is None:   # texts compared once for both totals
+            self._differ = [d for d in self.c.functions if d.old is None or d.new is None or d.old.text != d.new.text]
+        for d in self._differ:
+            if not in_part(d.name, other.mix_part):
                 continue
+            f, g = (d.old, d.new) if side == "old" else (d.new, d.old)
             if g is not None:
                 out -= self.of(other_side, d)
             if f is not None:
