@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 
 from flagbench.asm import disasm, extent, unsized
-from flagbench.asm.disasm import gc_paused, in_part
+from flagbench.asm.disasm import gc_paused
 from flagbench.asm.mix import mix_sum
+from flagbench.asm.model import in_part
 from flagbench.asm.places import Places
 from flagbench.toolchains import get_target
 

@@ -66,8 +66,9 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None,
         warning = f"{old} is {t_old} but {new} is {t_new}: every function will differ"
     if parallel is None:
         parallel = os.path.getsize(old) + os.path.getsize(new) > PARALLEL_BYTES
-    # Each side makes the mixes of half the functions (by name): where old and new text are the
-    # same (most functions), one mix serves both (`render.Mixes`), and the two halves run at once.
+    # Each side makes the mixes of half the functions (by name), or only their sum: where old and
+    # new text are the same (most functions), one mix serves both (`render.Mixes`), and the two
+    # halves run at once.
     if not parallel:
         return disassemble(old, (0, 2), mix_each), disassemble(new, (1, 2), mix_each), warning
     with ProcessPoolExecutor(max_workers=1) as pool:   # the old side here: only one comes through a pipe

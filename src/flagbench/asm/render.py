@@ -16,10 +16,11 @@ LIST_STATUSES = ("changed", "added", "removed")
 
 
 class Mixes:
-    """Instruction mixes per function, old and new, computed once per distinct text: most come
-    made with the disassemblies (each side makes half, see `compare.disassemble_pair`), a
-    function with the same text on the other side (same target) shares that side's, and only
-    the rest are made here."""
+    """Instruction mixes per function, old and new, computed once per distinct text: for json
+    most come made with the disassemblies (each side makes half, see `compare.disassemble_pair`),
+    a function with the same text on the other side (same target) shares that side's, and only
+    the rest are made here (for text and markdown, only those of the functions shown: the
+    totals come from each side's sum of its half)."""
 
     def __init__(self, c: AsmComparison):
         self.c = c
