@@ -51,7 +51,8 @@ def _intermixed(parser_class):
 def run(args) -> int:
     from flagbench.asm.disasm import gc_paused
 
-    with gc_paused():   # the comparison and its mixes, too, make objects by the million
+    # the comparison and its mixes, too, make objects by the million; the command ends after
+    with gc_paused(freeze=True):
         return _run(args)
 
 
