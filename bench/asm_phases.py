@@ -5,8 +5,8 @@ timed apart on one ELF file (process CPU seconds; objdump's as its children's).
     .venv/bin/python bench/asm_phases.py FILE [FILE...]   (e.g. /work/kernel-pair-big/vmlinux.old)
 
 objdump's output is read whole first, so its time is not mixed into the normaliser's; the mix
-is summed over half the functions, as each side does in `compare.disassemble_pair` for the
-text and markdown formats (`mix.mix_sum`; json mixes each function apart).
+is summed over the old side's part of the functions (12 of 20), as `compare.disassemble_pair`
+does for the text and markdown formats (`mix.mix_sum`; json mixes each function apart).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from flagbench.asm import disasm, extent, unsized
 from flagbench.asm.disasm import gc_paused
 from flagbench.asm.mix import mix_sum
+from flagbench.asm.compare import OLD_PART
 from flagbench.asm.model import in_part
 from flagbench.asm.places import Places
 from flagbench.toolchains import get_target
@@ -59,8 +60,8 @@ def phases(path: Path) -> dict[str, float]:
         d = disasm.Disassembly(path, elf.target, "", functions, unsized=cmap.totals())
         extent.cut(d, elf.image, cmap)
         lap("cutting to symbol extents")
-        d.part_mix = mix_sum(d.target, [f.lines for f in d.functions.values() if in_part(f.name, (0, 2))])
-        lap("mix of half the functions")
+        d.part_mix = mix_sum(d.target, [f.lines for f in d.functions.values() if in_part(f.name, OLD_PART)])
+        lap("mix of the old side's part")
     out["python in all"] = sum(v for k, v in out.items() if not k.startswith("objdump"))
     return out
 

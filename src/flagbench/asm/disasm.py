@@ -21,7 +21,7 @@ from pathlib import Path
 
 from flagbench.asm import extent, unsized
 from flagbench.asm.mix import Mix, mix, mix_sum
-from flagbench.asm.model import PADDING, Disassembly, Function, in_part, is_local_label  # noqa: F401 - re-exported
+from flagbench.asm.model import EVERY, PADDING, Disassembly, Function, in_part, is_local_label  # noqa: F401 - re-exported
 from flagbench.asm.places import Places
 from flagbench.errors import UserError
 from flagbench.toolchains import LLVM_OBJDUMP, get_target, tool_version
@@ -38,10 +38,10 @@ def objdump_argv(tool: str, path: Path, relocatable: bool, start: int | None = N
     return argv + (["-r"] if relocatable else []) + bounds + [str(path)]
 
 
-def disassemble(path: Path | str, mix_part: tuple[int, int] = (0, 1), mix_each: bool = True) -> Disassembly:
+def disassemble(path: Path | str, mix_part: tuple[int, int, int] = EVERY, mix_each: bool = True) -> Disassembly:
     """PATH's functions, normalised, with the instruction mixes of those whose name falls in
-    MIX_PART (i, n): the i-th of n parts by name; `render.Mixes` makes or shares the rest. Their
-    sum is made always (`Disassembly.part_mix`), each one's own mix only with MIX_EACH."""
+    MIX_PART (`model.in_part`); `render.Mixes` makes or shares the rest. Their sum is made
+    always (`Disassembly.part_mix`), each one's own mix only with MIX_EACH."""
     path = Path(path)
     with gc_paused(), Places(path) as elf:
         tool = get_target(elf.target).objdump

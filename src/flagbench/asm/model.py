@@ -41,7 +41,7 @@ class Disassembly:
     # and "stubs", the number of linker stubs
     unsized: dict[str, int] = field(default_factory=dict)
     # the functions whose mixes this side made (`in_part`), and the sum of those mixes
-    mix_part: tuple[int, int] = (0, 1)
+    mix_part: tuple[int, int, int] = (0, 1, 1)
     part_mix: object = None
     # name -> `padding.symbol_spans` of the functions, found when they were cut to their
     # extents (`extent.cut`): the second look at a few of them needs no pass over the symbols
@@ -52,10 +52,14 @@ class Disassembly:
         return self.label or str(self.path)
 
 
-def in_part(name: str, part: tuple[int, int]) -> bool:
-    """Whether the function NAME falls in PART (i, n): the i-th of n parts, by name."""
-    i, n = part
-    return n == 1 or zlib.crc32(name.encode()) % n == i
+EVERY = (0, 1, 1)   # the part that is every function
+
+
+def in_part(name: str, part: tuple[int, int, int]) -> bool:
+    """Whether the function NAME falls in PART (start, stop, n): parts start to stop (not
+    included) of n, by the CRC-32 of the name."""
+    start, stop, n = part
+    return (start, stop) == (0, n) or start <= zlib.crc32(name.encode()) % n < stop
 
 
 def is_local_label(name: str) -> bool:

@@ -8,7 +8,7 @@ import sys
 
 from flagbench.asm.compare import AsmComparison, FunctionDiff, side_by_side
 from flagbench.asm.mix import Mix, mix
-from flagbench.asm.model import in_part
+from flagbench.asm.model import EVERY, in_part
 from flagbench.textsafe import md_code, term_text
 
 FORMATS = ("text", "md", "json")
@@ -49,7 +49,7 @@ class Mixes:
         side's functions of that part, once the functions whose texts differ are set right."""
         this, other = (self.c.old, self.c.new) if side == "old" else (self.c.new, self.c.old)
         out = Mix()
-        if this.part_mix is not None and this.mix_part == (0, 1):
+        if this.part_mix is not None and this.mix_part == EVERY:
             out += this.part_mix
             return out
         if not self._complementary():
@@ -74,10 +74,12 @@ class Mixes:
         return out
 
     def _complementary(self) -> bool:
-        """Whether the two sides' part sums cover every function once, in two halves."""
+        """Whether the two sides' part sums cover every function once, between them."""
         o, n = self.c.old, self.c.new
-        return (self._same_target and o.part_mix is not None and n.part_mix is not None
-                and o.mix_part[1] == n.mix_part[1] == 2 and o.mix_part[0] != n.mix_part[0])
+        if not self._same_target or o.part_mix is None or n.part_mix is None:
+            return False
+        (a, b, parts), (c, d, other_parts) = sorted((o.mix_part, n.mix_part))
+        return parts == other_parts and (a, b, c, d) == (0, c, b, parts)
 
 
 def mix_rows(old: Mix | None, new: Mix | None) -> list[tuple[str, int, int]]:
