@@ -14,6 +14,9 @@ PADDING = re.compile(r"(?:(?:data16|cs|ds|rex\.?\w*) )*(?:nop\w*|xchg +%ax,%ax|i
                       r"|\.inst 0x00000000.*|udf #0|\.short 0x0000|\.word 0x00000000|\(bad\))(?: .*)?$")
 
 
+EVERY = (0, 1, 1)   # the part (`in_part`) that is every function
+
+
 @dataclass
 class Function:
     name: str          # unique within the file: a repeated static name gets "#2", "#3"
@@ -41,7 +44,7 @@ class Disassembly:
     # and "stubs", the number of linker stubs
     unsized: dict[str, int] = field(default_factory=dict)
     # the functions whose mixes this side made (`in_part`), and the sum of those mixes
-    mix_part: tuple[int, int, int] = (0, 1, 1)
+    mix_part: tuple[int, int, int] = EVERY
     part_mix: object = None
     # name -> `padding.symbol_spans` of the functions, found when they were cut to their
     # extents (`extent.cut`): the second look at a few of them needs no pass over the symbols
@@ -50,9 +53,6 @@ class Disassembly:
     @property
     def shown(self) -> str:
         return self.label or str(self.path)
-
-
-EVERY = (0, 1, 1)   # the part that is every function
 
 
 def in_part(name: str, part: tuple[int, int, int]) -> bool:
