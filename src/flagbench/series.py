@@ -262,7 +262,8 @@ def delta(old: Row, new: Row, kernel: bool, asm: bool) -> Delta:
     if asm:
         from flagbench.asm.compare import compare_files, compare_object_sets
 
-        a = (compare_files(old.files[0], new.files[0]) if kernel
+        # counts and names only: each side's mix summed, not made function by function
+        a = (compare_files(old.files[0], new.files[0], mix_each=False) if kernel
              else compare_object_sets(old.files, new.files))
         n = a.counts()
         d.changed = n["changed"]

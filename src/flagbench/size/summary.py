@@ -111,7 +111,8 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rul
     counts, string_ops = {}, []
     if with_asm:
         from flagbench.asm.compare import compare
-        asm = compare(old.vmlinux, new.vmlinux, rank=False)
+        # totals and the changed functions' own mixes (`_string_ops`): each side's mix summed
+        asm = compare(old.vmlinux, new.vmlinux, rank=False, mix_each=False)
         counts = asm.counts()
         string_ops = _string_ops(asm)
     compiler = next(iter(new.tools.values()), "")
