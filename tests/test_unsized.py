@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -217,11 +218,8 @@ def test_every_x86_spelling_whole_and_cut_short(tmp_path, inputs):
                     sums_agree(path)
 
 
-def test_holes_are_tested_joined_first(tmp_path, inputs):
-    """asm.unsized._count_padding: the holes no label or stub symbol marks (one lies between a
-    hole's start and the next one's) are tested joined before one by one, so a hole that is
-    padding only with the next one's bytes counts as padding: here 0f 1f, then 00 after a
-    function (nopl (%rax) joined), with int3 at a label between them."""
+def _x86_object(tmp_path, inputs) -> tuple[bytes, Path, int]:
+    """The x86_64 test object's bytes, a copy of it to rewrite, and its .text's size."""
     data = inputs["x86_64"]
     path = tmp_path / "x.o"
     path.write_bytes(data)
@@ -229,6 +227,15 @@ def test_holes_are_tested_joined_first(tmp_path, inputs):
     hdrs = sections.read_headers(inp, inp.members[0])
     size = hdrs.size[sections.names(inp, inp.members[0], hdrs).index(".text")]
     inp.close()
+    return data, path, size
+
+
+def test_holes_are_tested_joined_first(tmp_path, inputs):
+    """asm.unsized._count_padding: the holes no label or stub symbol marks (one lies between a
+    hole's start and the next one's) are tested joined before one by one, so a hole that is
+    padding only with the next one's bytes counts as padding: here 0f 1f, then 00 after a
+    function (nopl (%rax) joined), with int3 at a label between them."""
+    data, path, size = _x86_object(tmp_path, inputs)
     code = bytes(10) + b"\x0f\x1f" + bytes(8) + b"\xcc" + bytes(9) + b"\x00" + bytes(size - 31)
     # [0,10) [12,20) [21,30) [31,end) sized, a label at 20; the other symbols in the last
     edits = [(0, None, 0, 10, 99), (1, None, 12, 8, 99), (2, None, 20, 0, 99), (3, None, 21, 9, 99)]
@@ -243,13 +250,7 @@ def test_a_join_across_a_run_of_prefixes(tmp_path, inputs):
     """A hole that ends in 66/2e prefixes may be padding with the next hole's bytes: the C code
     joins the holes then (a hole whose walk stopped with eight bytes to spare past the prefixes
     needs no join): 66 2e six times, then 0f 1f 00 after a function, one 15-byte NOP."""
-    data = inputs["x86_64"]
-    path = tmp_path / "x.o"
-    path.write_bytes(data)
-    inp = elf.open_input(str(path))
-    hdrs = sections.read_headers(inp, inp.members[0])
-    size = hdrs.size[sections.names(inp, inp.members[0], hdrs).index(".text")]
-    inp.close()
+    data, path, size = _x86_object(tmp_path, inputs)
     code = bytes(10) + b"\x66\x2e" * 6 + bytes(8) + b"\x0f\x1f\x00" + bytes(size - 33)
     # [0,10) [22,30) [33,end) sized: holes [10,22) and [30,33)
     edits = [(0, None, 0, 10, 99), (1, None, 22, 8, 99)] + [(k, None, 33, size - 33, 99) for k in range(2, 24)]
