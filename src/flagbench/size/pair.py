@@ -1,19 +1,17 @@
 """Read the two inputs of `flagbench size` at once: a forked child reads OLD while this process
-reads NEW (most of the work is per file, in Python); or, where the work is C that lets go of the
-GIL, a thread reads OLD (`both_threaded`).
+reads NEW (most of the work is per file, in Python; `forked.Child`); or, where the work is C that
+lets go of the GIL, a thread reads OLD (`both_threaded`).
 
-The child sends its result back through a pipe with `marshal` (plain data; `flagbench size`'s is
-bytes and ints: the fastest serialiser in the standard library, no import cost). Errors keep their meaning: a UserError in
-the child is raised here as the same one-line UserError, and OLD's error wins over NEW's, as in
-a sequential run. Small inputs are read one after the other: there a fork (and the copy-on-write
-faults of a forked Python) costs more than it saves: a vmlinux with 30,000 symbols reads in
-about 4 ms a side, while forking costs about 8 ms here.
+The child sends its result back with `marshal` (plain data; `flagbench size`'s is bytes and ints:
+the fastest serialiser in the standard library, no import cost). OLD's error wins over NEW's, as
+in a sequential run. Small inputs are read one after the other: there a fork (and the
+copy-on-write faults of a forked Python) costs more than it saves: a vmlinux with 30,000 symbols
+reads in about 4 ms a side, while forking costs about 8 ms here.
 """
 from __future__ import annotations
 
 import marshal
 import os
-import sys
 
 from flagbench.errors import UserError
 
@@ -23,7 +21,6 @@ PARALLEL_SYMTAB_BYTES = 2 << 20
 # With the code outside symbols classified (every format but bom) a side costs more: fork sooner.
 PARALLEL_SYMTAB_BYTES_EXTRAS = 256 << 10
 PARALLEL_ARCHIVE_BYTES = 16 << 20
-_PIPE_SIZE = 1 << 20
 
 
 def both(func, old, new, *args, parallel: bool | None = None, threshold: int = PARALLEL_SYMTAB_BYTES):
@@ -33,62 +30,27 @@ def both(func, old, new, *args, parallel: bool | None = None, threshold: int = P
         parallel = _large(old, threshold) or _large(new, threshold)
     if not parallel or not hasattr(os, "fork"):
         return func(old, *args), func(new, *args)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    r, w = os.pipe()
-    try:
-        import fcntl
-        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
-    except (ImportError, AttributeError, OSError):  # not Linux, or above the pipe size limit
-        pass
-    pid = os.fork()
-    if pid == 0:  # the child: never returns, never runs the parent's exit handlers
-        status = 0
-        try:
-            os.close(r)
-            new.close()
-            try:
-                payload = b"ok" + marshal.dumps(func(old, *args))
-            except UserError as e:
-                payload = b"ue" + str(e).encode("utf-8", "surrogateescape")
-            except BaseException as e:  # noqa: BLE001 - reported by the parent
-                import traceback
-                payload = b"ex" + "".join(traceback.format_exception(e)).encode("utf-8", "replace")
-            with os.fdopen(w, "wb") as out:
-                out.write(payload)
-        except BaseException:  # noqa: BLE001 - the pipe broke: the parent reports it
-            status = 1
-        finally:
-            os._exit(status)
-    os.close(w)
+    from flagbench.forked import Child
+    child = Child(_without, func, old, new, *args, dumps=marshal.dumps)
     old.close()
-    done = False
     try:
         mine, error = None, None
         try:
             mine = func(new, *args)
         except UserError as e:
             error = e
-        with os.fdopen(r, "rb") as pipe:
-            payload = pipe.read()
-        os.waitpid(pid, 0)
-        done = True
+        theirs = child.result(marshal.loads)   # OLD's error, raised here, wins over NEW's
     finally:
-        if not done:  # interrupted, or an unexpected error here: do not leave the child behind
-            try:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-    kind, body = payload[:2], payload[2:]
-    if kind == b"ue":
-        raise UserError(body.decode("utf-8", "surrogateescape"))
-    if kind != b"ok":
-        raise RuntimeError("the child reading the old file failed:\n" +
-                           body.decode("utf-8", "replace"))
+        child.kill()   # interrupted, or an unexpected error here: do not leave the child behind
     if error is not None:
         raise error
-    return marshal.loads(body), mine
+    return theirs, mine
+
+
+def _without(func, inp, other, *args):
+    """func(INP, *args) in the child, OTHER (this process's input) closed there first."""
+    other.close()
+    return func(inp, *args)
 
 
 def _large(inp, threshold: int = PARALLEL_SYMTAB_BYTES) -> bool:
