@@ -1,8 +1,10 @@
 """flagbench asm on real objects built by real compilers for all seven targets."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -432,3 +434,51 @@ def test_trailing_padding_cut_from_the_end_is_the_lines_popped(body):
     while lines and (not lines[-1] or PADDING.match(lines[-1])):
         lines.pop()
     assert _without_trailing_padding(body) == "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def long_object(tmp_path_factory) -> Path:
+    """An x86_64 object of one function of two million instructions (7 MB): both of a pair of it
+    take the two-process path (`compare.PARALLEL_BYTES`), and objdump runs for seconds."""
+    d = tmp_path_factory.mktemp("long")
+    src = d / "long.s"
+    src.write_text(".text\n.globl f\n.type f,@function\nf:\n.rept 500000\n"
+                   "mov 8(%rdi),%rax\nadd %rax,%rbx\nlea 16(%rsi),%rcx\ninc %rdx\n.endr\nret\n.size f, .-f\n")
+    out = d / "long.o"
+    subprocess.run(["as", "-o", str(out), str(src)], check=True, capture_output=True)
+    return out
+
+
+def _running_on(path: Path) -> set[int]:
+    """Processes whose command line names PATH: flagbench, its child, the objdumps."""
+    found = set()
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and str(path).encode() in Path(f"/proc/{name}/cmdline").read_bytes():
+                found.add(int(name))
+        except OSError:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
+def test_a_signal_to_asm_leaves_neither_its_child_nor_an_objdump(long_object, signum):
+    """The new side's disassembly runs in a forked child, each side with its objdump: a signal to
+    flagbench (a kill -9 too) ends all four, not only flagbench (a process pool's worker ran on)."""
+    p = subprocess.Popen([sys.executable, "-m", "flagbench", "asm", str(long_object), str(long_object)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        while len(_running_on(long_object)) < 4:   # flagbench, its child, two objdumps
+            assert p.poll() is None, p.stderr.read()
+            time.sleep(0.02)
+        p.send_signal(signum)
+        p.wait(timeout=60)
+        for _ in range(500):   # the kernel's parent-death signal and the broken pipes take a moment
+            if not _running_on(long_object):
+                break
+            time.sleep(0.02)
+        assert not _running_on(long_object)
+        assert p.returncode == (130 if signum == signal.SIGINT else -signum)
+    finally:
+        p.kill()
+        p.wait()

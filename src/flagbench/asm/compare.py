@@ -1,6 +1,6 @@
 """Old vs new, function by function: same / changed / added / removed, and how much.
 
-The two disassemblies run in parallel (the new one in a worker process, so both cores work
+The two disassemblies run in parallel (the new one in a forked child, `forked.Child`, so both cores work
 while objdump streams); functions are compared on their normalised text, and only the changed ones are
 diffed line by line.
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from concurrent.futures import ProcessPoolExecutor
+import pickle
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +20,7 @@ from flagbench.asm.model import EVERY
 from flagbench.asm.places import file_target
 from flagbench.asm.padding import loose, same_apart_from_layout
 from flagbench.errors import UserError
+from flagbench.forked import Child
 
 STATUSES = ("changed", "added", "removed", "same")
 # Below this much ELF input, a second process costs more than it saves.
@@ -77,9 +78,18 @@ def disassemble_pair(old: Path, new: Path, parallel: bool | None = None,
     # the two parts run at once.
     if not parallel:
         return disassemble(old, OLD_PART, mix_each), disassemble(new, NEW_PART, mix_each), warning
-    with ProcessPoolExecutor(max_workers=1) as pool:   # the old side here: only one comes through a pipe
-        fn = pool.submit(disassemble, new, NEW_PART, mix_each)
-        return disassemble(old, OLD_PART, mix_each), fn.result(), warning
+    # the new side in a child that dies with this process (and its objdump with it); the old here:
+    # only one comes through a pipe
+    child = Child(disassemble, new, NEW_PART, mix_each, dumps=_pickled, die_with_parent=True)
+    try:
+        mine = disassemble(old, OLD_PART, mix_each)
+        return mine, child.result(pickle.loads), warning
+    finally:
+        child.kill()   # failed or interrupted here: the child goes too (a no-op once it is reaped)
+
+
+def _pickled(d: Disassembly) -> bytes:
+    return pickle.dumps(d, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def compare_files(old: Path | str, new: Path | str, *, parallel: bool | None = None,
