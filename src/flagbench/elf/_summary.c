@@ -147,18 +147,16 @@ int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t 
 }
 
 /*
- * Room in SUMMARY for N more names of NAMES bytes in all, made at once (the table doubling
- * from 1024 rehashed and copied a vmlinux's 30,000 names five times), at least doubling what
- * there is (an archive reserves member by member). Needs no GIL: 0, or -1 when out of memory.
+ * Room in S for N more entries and NAMES more bytes of names, each at least doubling when it
+ * grows (an archive's members reserve one after another). 0, or -1 when out of memory.
  */
-int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names)
+static int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 {
-	Summary *s = (Summary *)summary;
 	Py_ssize_t cap;
-	struct entry *entries;
-	char *arena;
 
 	if (s->arena_len + names > s->arena_cap) {
+		char *arena;
+
 		cap = Py_MAX(s->arena_len + names, 2 * s->arena_cap) + 4096;
 		if (!(arena = PyMem_RawRealloc(s->arena, cap)))
 			return -1;
@@ -166,12 +164,28 @@ int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names)
 		s->arena_cap = cap;
 	}
 	if (s->n + n > s->cap) {
-		cap = Py_MAX(s->n + n, 2 * s->cap);
+		struct entry *entries;
+
+		cap = Py_MAX(Py_MAX(s->n + n, 2 * s->cap), 1024);
 		if (!(entries = PyMem_RawRealloc(s->entries, cap * sizeof(*entries))))
 			return -1;
 		s->entries = entries;
 		s->cap = cap;
 	}
+	return 0;
+}
+
+/*
+ * Room in SUMMARY for N more names of NAMES bytes in all, made at once (the table doubling
+ * from 1024 rehashed and copied a vmlinux's 30,000 names five times). Needs no GIL: 0, or -1
+ * when out of memory.
+ */
+int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names)
+{
+	Summary *s = (Summary *)summary;
+
+	if (make_room(s, n, names) < 0)
+		return -1;
 	return 2 * (s->n + n + 1) > s->nslots ? summary_grow(s, s->n + n) : 0;
 }
 
@@ -192,15 +206,8 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 			s->skipped += size;
 		return 0;
 	}
-	if (s->arena_len + rawlen > s->arena_cap) {	/* room to write the renamed name at the end */
-		Py_ssize_t cap = 2 * (s->arena_cap + rawlen) + 4096;
-		char *arena = PyMem_RawRealloc(s->arena, cap);
-
-		if (!arena)
-			return -1;
-		s->arena = arena;
-		s->arena_cap = cap;
-	}
+	if (make_room(s, 1, rawlen) < 0)	/* the renamed name is written at the arena's end */
+		return -1;
 	if (memchr(raw, '.', rawlen)) {
 		char *out = s->arena + s->arena_len;
 
@@ -224,15 +231,6 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 			e->foot += size + gap;
 			return 0;
 		}
-	}
-	if (s->n == s->cap) {
-		Py_ssize_t cap = s->cap ? 2 * s->cap : 1024;
-		struct entry *entries = PyMem_RawRealloc(s->entries, cap * sizeof(*entries));
-
-		if (!entries)
-			return -1;
-		s->entries = entries;
-		s->cap = cap;
 	}
 	if (name == raw)
 		memcpy(s->arena + s->arena_len, raw, len);
