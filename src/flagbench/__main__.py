@@ -1,3 +1,3 @@
-from flagbench.cli import main
+from flagbench.cli import process_main
 
-raise SystemExit(main())
+process_main()

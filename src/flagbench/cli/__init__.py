@@ -6,7 +6,7 @@ imports happen inside `run`), so `flagbench size` on two small files starts fast
 """
 from __future__ import annotations
 
-import importlib
+import atexit
 import os
 import sys
 
@@ -36,6 +36,8 @@ def is_experiment(path) -> bool:
 
 
 def build_parser(argv: list[str] | None = None):
+    import importlib   # here: it imports warnings, and `flagbench size`'s quick path needs neither
+
     from flagbench.cli.parser import OneLineParser
     parser = OneLineParser(prog="flagbench", description="Show me the numbers for a "
                            "code-generation change: size, asm and benchmarks of builds A vs B.")
@@ -53,6 +55,40 @@ def build_parser(argv: list[str] | None = None):
 
 
 def main(argv: list[str] | None = None) -> int:
+    return _main(argv)[1]
+
+
+# Verbs whose whole work is written to stdout and stderr when they return (no file, no child,
+# no server left): after them the process may end without the interpreter's teardown.
+NO_TEARDOWN = frozenset({"size", "asm"})
+
+
+def process_main() -> None:
+    """main() as the whole process, which it ends (bin/flagbench, `python -m flagbench`).
+
+    After a verb in NO_TEARDOWN the process ends at once (os._exit) once its streams are
+    flushed: the interpreter's teardown frees every object one by one, memory the kernel takes
+    back whole (7 % of the instructions of `flagbench size` on a vmlinux pair; asm's millions
+    of lines). Not when an atexit callback or another thread is waiting for that teardown, nor
+    when a stream cannot be flushed (the ordinary exit then reports it, as it always has)."""
+    verb, code = _main(None)
+    if verb in NO_TEARDOWN and atexit._ncallbacks() == 0 and _one_thread():
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):   # a closed pipe or stream: the ordinary exit reports it
+            raise SystemExit(code) from None
+        os._exit(code)
+    raise SystemExit(code)
+
+
+def _one_thread() -> bool:
+    threading = sys.modules.get("threading")
+    return threading is None or threading.active_count() == 1
+
+
+def _main(argv: list[str] | None) -> tuple[str | None, int]:
+    """(the verb run, its exit status)."""
     args = sys.argv[1:] if argv is None else argv
     verb, handler = "size", _quick(args)
     if handler is None:
@@ -60,19 +96,19 @@ def main(argv: list[str] | None = None) -> int:
         ns = parser.parse_args(argv)
         if not getattr(ns, "handler", None):
             parser.print_help()
-            return 2
+            return None, 2
         verb, handler = ns.verb, lambda: ns.handler(ns)
     try:
-        return handler() or 0
+        return verb, handler() or 0
     except UserError as e:
         print(f"flagbench {verb}: {e}", file=sys.stderr)
-        return 2
+        return verb, 2
     except KeyboardInterrupt as e:   # procs.Terminated carries the signal: exit 128 + it
         print(f"flagbench {verb}: interrupted", file=sys.stderr)
-        return getattr(e, "exit_status", 130)
+        return verb, getattr(e, "exit_status", 130)
     except BrokenPipeError:  # `flagbench size ... | head`
         sys.stderr.close()
-        return 0
+        return verb, 0
 
 
 def _quick(args: list[str]):

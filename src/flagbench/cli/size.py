@@ -49,10 +49,17 @@ def quick(argv: list[str]):
     from flagbench.cli import is_experiment
     if any(map(is_experiment, argv)):
         return None
-    from types import SimpleNamespace
-    args = SimpleNamespace(old=argv[0], new=argv[1], format=fmt, mode=None, kind=None, match=None, top=None,
+    args = _Args(old=argv[0], new=argv[1], format=fmt, mode=None, kind=None, match=None, top=None,
                            variants=None, target=None, compiler=None, objects=False, summary=False, bom_rules=None)
     return lambda: run(args)
+
+
+class _Args:
+    """What argparse would have made of the quick path's arguments (not types.SimpleNamespace:
+    its import is a hundredth of the command on a vmlinux pair)."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
 
 
 def run(args) -> int:
