@@ -82,8 +82,13 @@ static int skipped_name(Summary *s, const char *name, Py_ssize_t len)
 		return 1;
 	for (i = 0; i < PyTuple_GET_SIZE(s->prefixes); i++) {
 		PyObject *p = PyTuple_GET_ITEM(s->prefixes, i);
+		const char *q = PyBytes_AS_STRING(p);
+		Py_ssize_t k = PyBytes_GET_SIZE(p);
 
-		if (len >= PyBytes_GET_SIZE(p) && memcmp(name, PyBytes_AS_STRING(p), PyBytes_GET_SIZE(p)) == 0)
+		/* the first bytes here, not in memcmp: the kernel's prefixes all start "__", and a
+		 * call per prefix per symbol was a twentieth of the default format's instructions */
+		if (len >= k && (k < 3 || (name[2] == q[2] && name[1] == q[1] && name[0] == q[0])) &&
+		    memcmp(name, q, k) == 0)
 			return 1;
 	}
 	for (i = 0; i < PyTuple_GET_SIZE(s->names); i++) {
