@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # Verbs whose whole work is written to stdout and stderr when they return (no file, no child,
-# no server left): after them the process may end without the interpreter's teardown.
-NO_TEARDOWN = frozenset({"size", "asm"})
+# no server left): after them the process may end without the interpreter's teardown. (asm
+# would be one, but what it imports registers atexit callbacks: logging's, weakref.finalize's.)
+NO_TEARDOWN = frozenset({"size"})
 
 
 def process_main() -> None:
@@ -68,8 +69,7 @@ def process_main() -> None:
 
     After a verb in NO_TEARDOWN the process ends at once (os._exit) once its streams are
     flushed: the interpreter's teardown frees every object one by one, memory the kernel takes
-    back whole (7 % of the instructions of `flagbench size` on a vmlinux pair; asm's millions
-    of lines). Not when an atexit callback or another thread is waiting for that teardown, nor
+    back whole: 7 % of the instructions of `flagbench size` on a vmlinux pair. Not when an atexit callback or another thread is waiting for that teardown, nor
     when a stream cannot be flushed (the ordinary exit then reports it, as it always has)."""
     verb, code = _main(None)
     if verb in NO_TEARDOWN and atexit._ncallbacks() == 0 and _one_thread():
