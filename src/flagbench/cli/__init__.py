@@ -69,8 +69,9 @@ def process_main() -> None:
 
     After a verb in NO_TEARDOWN the process ends at once (os._exit) once its streams are
     flushed: the interpreter's teardown frees every object one by one, memory the kernel takes
-    back whole: 7 % of the instructions of `flagbench size` on a vmlinux pair. Not when an atexit callback or another thread is waiting for that teardown, nor
-    when a stream cannot be flushed (the ordinary exit then reports it, as it always has)."""
+    back whole: 7 % of the instructions of `flagbench size` on a vmlinux pair. Not when an
+    atexit callback or another thread is waiting for that teardown, nor when a stream cannot be
+    flushed (the ordinary exit then reports it, as it always has)."""
     verb, code = _main(None)
     if verb in NO_TEARDOWN and atexit._ncallbacks() == 0 and _one_thread():
         try:
