@@ -76,11 +76,11 @@ static void summary_dealloc(Summary *self)
 
 static int skipped_name(Summary *s, const char *name, Py_ssize_t len)
 {
-	Py_ssize_t i;
+	Py_ssize_t i, nprefixes = PyTuple_GET_SIZE(s->prefixes), nnames = PyTuple_GET_SIZE(s->names);
 
 	if (memchr(name, ':', len))
 		return 1;
-	for (i = 0; i < PyTuple_GET_SIZE(s->prefixes); i++) {
+	for (i = 0; i < nprefixes; i++) {
 		PyObject *p = PyTuple_GET_ITEM(s->prefixes, i);
 		const char *q = PyBytes_AS_STRING(p);
 		Py_ssize_t k = PyBytes_GET_SIZE(p);
@@ -91,7 +91,7 @@ static int skipped_name(Summary *s, const char *name, Py_ssize_t len)
 		    memcmp(name, q, k) == 0)
 			return 1;
 	}
-	for (i = 0; i < PyTuple_GET_SIZE(s->names); i++) {
+	for (i = 0; i < nnames; i++) {
 		PyObject *p = PyTuple_GET_ITEM(s->names, i);
 
 		if (len == PyBytes_GET_SIZE(p) && memcmp(name, PyBytes_AS_STRING(p), len) == 0)
