@@ -9,6 +9,8 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define SHF_WRITE 0x1
 #define SHF_ALLOC 0x2
@@ -61,6 +63,25 @@ struct listing {
 	struct span *spans;
 	unsigned long long covered, padding;
 };
+
+/*
+ * P (N bytes of fresh memory, about to be filled) with its pages present, asked for in one call
+ * (MADV_POPULATE_WRITE, Linux 5.14) instead of taken one fault at a time: a vmlinux's symbol
+ * arrays are megabytes, a page fault costs about 2.5 us in a VM (measured here, 0.03 us a page
+ * populated), and `flagbench size`'s default format took some 4,000 of them on a vmlinux pair.
+ * P may be NULL. An older kernel's EINVAL changes nothing: the pages then fault in as before.
+ */
+static inline void *prefaulted(void *p, size_t n)
+{
+#ifdef MADV_POPULATE_WRITE
+	uintptr_t page = (uintptr_t)getpagesize(), a = ((uintptr_t)p + page - 1) & ~(page - 1);
+	uintptr_t b = ((uintptr_t)p + n) & ~(page - 1);
+
+	if (p && n >= 16 * page && b > a)
+		madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+#endif
+	return p;
+}
 
 /* Section header fields (sh()). */
 enum { SH_NAME, SH_TYPE, SH_FLAGS, SH_ADDR, SH_OFFSET, SH_SIZE, SH_LINK, SH_INFO, SH_ADDRALIGN, SH_ENTSIZE };

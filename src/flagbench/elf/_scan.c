@@ -113,7 +113,7 @@ static uint8_t *read_into(struct side *s, int i, uint64_t off, uint64_t n)
 
 		if (!p)
 			return NULL;
-		s->buf[i] = p;
+		s->buf[i] = prefaulted(p, n + 1);
 		s->cap[i] = n + 1;
 	}
 	return get(s->fd, s->buf[i], n, off) == n ? s->buf[i] : NULL;

@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "_elf.h"
 #include "_summary.h"
 
 struct entry {
@@ -110,7 +111,7 @@ static int summary_grow(Summary *s, Py_ssize_t entries)
 		nslots *= 2;
 	if (nslots <= s->nslots)
 		nslots = 2 * s->nslots;
-	slots = PyMem_RawCalloc(nslots, sizeof(*slots));
+	slots = prefaulted(PyMem_RawCalloc(nslots, sizeof(*slots)), nslots * sizeof(*slots));
 
 	if (!slots)
 		return -1;
@@ -165,7 +166,7 @@ static int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 		cap = Py_MAX(s->arena_len + names, 2 * s->arena_cap) + 4096;
 		if (!(arena = PyMem_RawRealloc(s->arena, cap)))
 			return -1;
-		s->arena = arena;
+		s->arena = prefaulted(arena, cap);
 		s->arena_cap = cap;
 	}
 	if (s->n + n > s->cap) {
@@ -174,7 +175,7 @@ static int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 		cap = Py_MAX(Py_MAX(s->n + n, 2 * s->cap), 1024);
 		if (!(entries = PyMem_RawRealloc(s->entries, cap * sizeof(*entries))))
 			return -1;
-		s->entries = entries;
+		s->entries = prefaulted(entries, cap * sizeof(*entries));
 		s->cap = cap;
 	}
 	return 0;

@@ -308,7 +308,7 @@ static uint32_t span_bytes_alike(const struct span *s, Py_ssize_t n)
  */
 static void sort_spans(struct span *spans, Py_ssize_t n)
 {
-	struct span *tmp = PyMem_RawMalloc(sizeof(*spans) * (n + 1));
+	struct span *tmp = prefaulted(PyMem_RawMalloc(sizeof(*spans) * (n + 1)), sizeof(*spans) * (n + 1));
 
 	if (!tmp) {
 		qsort(spans, n, sizeof(*spans), span_order);
@@ -326,12 +326,12 @@ int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
 	memset(l, 0, sizeof(*l));
 	l->codes = PyMem_RawMalloc(e->shnum + 1);
 	l->letter = PyMem_RawMalloc(m);
-	l->size = PyMem_RawMalloc(sizeof(*l->size) * m);
-	l->value = PyMem_RawMalloc(sizeof(*l->value) * m);
-	l->gap = PyMem_RawCalloc(m, sizeof(*l->gap));
-	l->sec = PyMem_RawMalloc(sizeof(*l->sec) * m);
-	l->name = PyMem_RawMalloc(sizeof(*l->name) * m);
-	l->spans = spans ? PyMem_RawMalloc(sizeof(*l->spans) * m) : NULL;
+	l->size = prefaulted(PyMem_RawMalloc(sizeof(*l->size) * m), sizeof(*l->size) * m);
+	l->value = prefaulted(PyMem_RawMalloc(sizeof(*l->value) * m), sizeof(*l->value) * m);
+	l->gap = prefaulted(PyMem_RawCalloc(m, sizeof(*l->gap)), sizeof(*l->gap) * m);
+	l->sec = prefaulted(PyMem_RawMalloc(sizeof(*l->sec) * m), sizeof(*l->sec) * m);
+	l->name = prefaulted(PyMem_RawMalloc(sizeof(*l->name) * m), sizeof(*l->name) * m);
+	l->spans = spans ? prefaulted(PyMem_RawMalloc(sizeof(*l->spans) * m), sizeof(*l->spans) * m) : NULL;
 	if (!l->codes || !l->letter || !l->size || !l->value || !l->gap || !l->sec || !l->name || (spans && !l->spans)) {
 		if (!e->nogil)
 			PyErr_NoMemory();
