@@ -1,9 +1,13 @@
-"""The one compiled part of flagbench: elf/_symtab.c, the per-entry loops of the ELF symbol
-reader, and elf/_summary.c, bloat-o-meter's table they fill (why they are C: _symtab.c's header
-comment). Everything else is in pyproject.toml."""
+"""The compiled parts of flagbench: elf/_symtab.c, the per-entry loops of the ELF symbol reader,
+and elf/_summary.c, bloat-o-meter's table they fill (why they are C: _symtab.c's header
+comment); asm/_normalise.c, the disassembly normaliser's common case (its header comment).
+Everything else is in pyproject.toml."""
 from setuptools import Extension, setup
+
+FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(ext_modules=[Extension("flagbench.elf._symtab", ["src/flagbench/elf/_symtab.c", "src/flagbench/elf/_summary.c",
                                                       "src/flagbench/elf/_scan.c", "src/flagbench/elf/_holes.c"],
                              depends=["src/flagbench/elf/_summary.h", "src/flagbench/elf/_elf.h"],
-                             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"])])
+                             extra_compile_args=FLAGS),
+                   Extension("flagbench.asm._normalise", ["src/flagbench/asm/_normalise.c"], extra_compile_args=FLAGS)])

@@ -8,7 +8,9 @@ executables, and the NOP padding that alignment adds after a function.
 
 Whole function bodies go through a few regular expressions rather than a Python loop per
 line: a vmlinux has three million instruction lines, and the list of changed functions
-has to come back in about the time objdump itself takes.
+has to come back in about the time objdump itself takes. In the common case (GNU objdump, no
+relocations in a body, no linker stubs, not a riscv object) objdump's output is cut and
+normalised in C instead (`_normalise.c`, `Normaliser.fast_context`), byte for byte as here.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
-from flagbench.asm import extent, unsized
+from flagbench.asm import _normalise, extent, unsized
 from flagbench.asm.mix import Mix, mix, mix_sum
 from flagbench.asm.model import EVERY, PADDING, Disassembly, Function, in_part, is_local_label  # noqa: F401 - re-exported
 from flagbench.asm.places import Places
@@ -98,13 +100,13 @@ def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser",
         argv = objdump_argv(tool, path, relocatable, start, stop)
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
         try:
-            for section, name, body in _blocks(proc.stdout):
+            for section, name, text in _normalised(proc.stdout, norm):
                 key = name
                 n = 2
                 while key in functions:
                     key = f"{name}#{n}"
                     n += 1
-                functions[key] = Function(key, section, norm.body(body, name))
+                functions[key] = Function(key, section, text)
             err = proc.stderr.read()
             if proc.wait() != 0:
                 last = err.strip().splitlines()[-1] if err.strip() else proc.returncode
@@ -114,6 +116,27 @@ def _functions(tool: str, path: Path, relocatable: bool, norm: "Normaliser",
                 proc.kill()
                 proc.wait()
     return functions
+
+
+def _normalised(stream, norm: "Normaliser", size: int = 1 << 20):
+    """(section, function name, normalised body) per function of objdump's output: `_blocks` and
+    `Normaliser.body`, in C where `Normaliser.fast_context` allows (the bodies it leaves raw
+    are normalised here); the output read SIZE characters at a time."""
+    context = norm.fast_context()
+    if context is None:
+        for section, name, body in _blocks(stream):
+            yield section, name, norm.body(body, name)
+        return
+    state, pending = ["", None, ""], ""
+    while True:
+        chunk = stream.read(size)
+        text = pending + chunk
+        functions, used = _normalise.blocks(text, state, not chunk, context)
+        for section, name, body, done in functions:
+            yield section, name, body if done else norm.body(body, name)
+        if not chunk:
+            return
+        pending = text[used:]
 
 
 _HEADER = re.compile(r"<(.+)>:$")
@@ -208,6 +231,17 @@ class Normaliser:
             if s.name.startswith(".L"):
                 self._local.setdefault(s.name, []).append(s)
 
+    def fast_context(self) -> tuple | None:
+        """What `_normalise` needs to normalise bodies as `body` does (`_normalise.blocks`), or None
+        where it does not: linker stubs to name, llvm-objdump's output, a riscv object's comments.
+        Addresses are described through the same cache (`_described`)."""
+        if self.cmap is not None or self.llvm or self.riscv:
+            return None
+        lo, hi = max(self.lo, 0), min(self.hi, 1 << 64) - 1     # hi included: it fits in 64 bits
+        imm = not self.elf.relocatable and bool(self.hi) and lo <= hi
+        return (self._described, self.elf.describe_address, self._jump_table, PADDING.match, imm,
+                lo if imm else 0, hi if imm else 0, self.mask)
+
     def body(self, body: str, fname: str) -> str:
         self._fname = fname
         if body.endswith("int3"):
@@ -299,9 +333,13 @@ class Normaliser:
         return f"{_DROP_MINUS}<{m.group(2)}>(%rip){m.group(1)}" if neg else f"<{m.group(2)}>(%rip){m.group(1)}"
 
     def _is_jump_table(self, addr: int) -> bool:
+        return self._jump_table(addr, self._fname)
+
+    def _jump_table(self, addr: int, fname: str) -> bool:
+        """Whether ADDR holds a table whose first entry points into the function FNAME."""
         entry = self.elf.read_word(addr, 8)
         desc = self.elf.describe_address(entry) if entry else None
-        return desc is not None and (desc == self._fname or desc.startswith(self._fname + "+"))
+        return desc is not None and (desc == fname or desc.startswith(fname + "+"))
 
     def _address(self, m: re.Match) -> str:
         text, start = m.string, m.start()
