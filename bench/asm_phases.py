@@ -4,7 +4,8 @@ timed apart on one ELF file (process CPU seconds; objdump's as its children's).
 
     .venv/bin/python bench/asm_phases.py FILE [FILE...]   (e.g. /work/kernel-pair-big/vmlinux.old)
 
-objdump's output is read whole first, so its time is not mixed into the normaliser's; the mix
+objdump's output is read whole first, so its time is not mixed into the normaliser's, which
+goes through disasm._normalised as `disassemble` does (C where it applies, `_normalise.c`); the mix
 is summed over the old side's part of the functions (12 of 20), as `compare.disassemble_pair`
 does for the text and markdown formats (`mix.mix_sum`; json mixes each function apart).
 """
@@ -53,9 +54,9 @@ def phases(path: Path) -> dict[str, float]:
         out["objdump (its own CPU)"] = children_cpu() - before
         lap("reading objdump's output")
         functions = {}
-        for text in texts:
-            for section, name, body in disasm._blocks(io.StringIO(text)):
-                functions[name] = disasm.Function(name, section, norm.body(body, name))
+        for text in texts:   # as disasm._functions does (the C path where it applies)
+            for section, name, body in disasm._normalised(io.StringIO(text), norm):
+                functions[name] = disasm.Function(name, section, body)
         lap("normalising")
         d = disasm.Disassembly(path, elf.target, "", functions, unsized=cmap.totals())
         extent.cut(d, elf.image, cmap)
