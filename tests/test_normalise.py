@@ -302,6 +302,26 @@ def test_edges(body, fname):
     check_body(body, fname, False)
 
 
+def test_the_padding_c_matches_is_model_padding():
+    """_normalise.c spells model.PADDING out by hand: a change to the pattern is a change to it."""
+    from flagbench.asm.model import PADDING
+    assert _normalise.PADDING == PADDING.pattern
+
+
+PADDING_PIECES = ["data16 ", "cs ", "ds ", "rex ", "rex.W ", "rexW ", "rex.", "rex", "cs", "nop", "nopw", "nop_1", "nop ",
+                  "xchg", " ", "  ", "%ax,%ax", "int3", "...", "..", "c.nop", "break 0,0", "mov r8, r8", "lea",
+                  "0x0(%", "esi", "rsi", "xsi", ",%", "eiz", "riz", ",1),%", ".inst 0x00000000", ".inst 0x0000000",
+                  "udf #0", ".short 0x0000", ".word 0x00000000", "(bad)", "x", "0x0(%rax,%rax,1)", "\t", "\x0b"]
+
+
+@settings(max_examples=3000, deadline=None, database=None)
+@given(line=st.lists(st.sampled_from(PADDING_PIECES), max_size=8).map("".join) | st.text(
+    st.sampled_from(list("nopdatcsrex16.W xhg%,i3bk0mv8lzuf#()_")), max_size=14))
+def test_padding_lines(line):
+    from flagbench.asm.model import PADDING
+    assert _normalise.is_padding(line) == bool(PADDING.match(line))
+
+
 SECTIONS = ["Disassembly of section .text:", "Disassembly of section .init.text::", "Disassembly of section ",
             "\nDisassembly of section .x:", "/tmp/x:     file format elf64-x86-64", "garbage", ""]
 

@@ -74,7 +74,6 @@ struct ctx {
 	PyObject *described;	/* {(address, is_cmp): description or None} */
 	PyObject *describe;	/* describe_address(address, is_cmp) */
 	PyObject *jump;		/* is_jump_table(address, function name) */
-	PyObject *padding;	/* model.PADDING.match */
 	int imm;		/* whether immediates are addresses (an executable) */
 	unsigned long long lo, hi, mask;	/* addresses are lo..hi, both included */
 	struct buf b[2];	/* each pass writes one from the other */
@@ -228,27 +227,58 @@ static int rip_at(const char *s, Py_ssize_t n, Py_ssize_t q, Py_ssize_t g[4], Py
 	}
 }
 
-/* "0x10(%rip),%rax  # <x>" -> "<x>(%rip),%rax"; a "-" before it is marked for removal by "\0". */
+/*
+ * "0x10(%rip),%rax  # <x>" -> "<x>(%rip),%rax"; a "-" before it is marked for removal by "\0".
+ * Found from each "(%rip)" (rarer than "0x"): the only "0x" that can match before it is the one
+ * right before its run of hex digits, and _RIP.sub would try it unless a match went past it.
+ */
 static int pass_rip(struct work *w)
 {
 	const char *s = w->p, *x;
-	Py_ssize_t n = w->n, q = 0, g[4], end;
+	Py_ssize_t n = w->n, q, h = 0, j, g[4], end;
 	struct edit e;
 
-	if (!find_at(s, n, 0, "(%rip)", 6, 2))
-		return 0;
 	edit_start(&e, w);
-	while ((x = find(s, n, q, "0x", 2))) {
-		q = x - s;
-		if (!rip_at(s, n, q, g, &end)) {
-			q++;
+	while ((x = find(s, n, h, "(%rip)", 6))) {
+		h = x - s;
+		for (j = h; j > e.done && is_hex(s[j - 1]); j--)
+			;
+		q = j - 2;
+		if (j == h || q < e.done || s[q] != '0' || s[q + 1] != 'x' || !rip_at(s, n, q, g, &end)) {
+			h++;
 			continue;
 		}
 		if (edit_to(&e, q) < 0 || (q > 0 && s[q - 1] == '-' && buf_put(e.out, "\0", 1) < 0) ||
 		    buf_put(e.out, "<", 1) < 0 || buf_put(e.out, s + g[2], g[3] - g[2]) < 0 ||
 		    buf_put(e.out, ">(%rip)", 7) < 0 || buf_put(e.out, s + g[0], g[1] - g[0]) < 0)
 			return -1;
-		e.done = q = end;
+		e.done = h = end;
+	}
+	return edit_end(&e);
+}
+
+/*
+ * <fname+ -> <.+ and <fname> -> <.>, one pass: FN (LEN bytes) holds no "<" and does not start
+ * with ".+", so their matches cannot overlap and the first replacement makes no new match of
+ * the second (each starts at the one "<" it holds), as the two str.replace calls do.
+ */
+static int pass_fname(struct work *w, const char *fn, Py_ssize_t len)
+{
+	const char *s = w->p, *x;
+	Py_ssize_t n = w->n, q = 0, k;
+	struct edit e;
+
+	edit_start(&e, w);
+	while ((x = find(s, n, q, "<", 1))) {
+		q = x - s;
+		k = q + 1 + len;
+		if (k < n && (s[k] == '+' || s[k] == '>') && memcmp(s + q + 1, fn, len) == 0) {
+			if (edit_to(&e, q) < 0 || buf_put(e.out, s[k] == '+' ? "<.+" : "<.>", 3) < 0)
+				return -1;
+			e.done = q = k + 1;
+		} else {
+			q++;
+		}
 	}
 	return edit_end(&e);
 }
@@ -268,6 +298,23 @@ static int pass_replace(struct work *w, const char *pat, Py_ssize_t m, const cha
 		e.done = q = q + m;
 	}
 	return edit_end(&e);
+}
+
+/* The function's own name made "." (<.+0x10>, <.>); FN NULL: it is not in the text. */
+static int pass_names(struct work *w, const char *fn, Py_ssize_t len)
+{
+	struct buf *pat = &w->c->pat;
+
+	if (!fn)
+		return 0;
+	if (!memchr(fn, '<', len) && !(len >= 2 && fn[0] == '.' && fn[1] == '+'))
+		return pass_fname(w, fn, len);
+	pat->len = 0;
+	if (buf_put(pat, "<", 1) < 0 || buf_put(pat, fn, len) < 0 || buf_put(pat, "+", 1) < 0 ||
+	    pass_replace(w, pat->p, pat->len, "<.+", 3) < 0)
+		return -1;
+	pat->p[pat->len - 1] = '>';
+	return pass_replace(w, pat->p, pat->len, "<.>", 3);
 }
 
 /* disasm._INDEXED_BY_8, \(,%\w+,8\), at Q. */
@@ -431,21 +478,80 @@ static PyObject *ascii_str(const char *s, Py_ssize_t n)
 	return u;
 }
 
-/* Whether model.PADDING matches the line S (N bytes): 1, 0, or -1 with an exception set. */
-static int is_padding(struct ctx *c, const char *s, Py_ssize_t n)
+/* S (N bytes) starts with the LEN bytes of P at K: K + LEN, else -1. */
+static Py_ssize_t lit(const char *s, Py_ssize_t n, Py_ssize_t k, const char *p, Py_ssize_t len)
 {
-	PyObject *line = ascii_str(s, n), *m;
-	int r;
+	return k >= 0 && n - k >= len && memcmp(s + k, p, len) == 0 ? k + len : -1;
+}
 
-	if (!line)
+/* At K, a space and anything after it, or nothing: the (?: .*)?$ that ends model.PADDING. */
+static int tail(const char *s, Py_ssize_t n, Py_ssize_t k)
+{
+	return k >= 0 && (k == n || s[k] == ' ');
+}
+
+static Py_ssize_t spaces(const char *s, Py_ssize_t n, Py_ssize_t k)
+{
+	Py_ssize_t j = k;
+
+	if (k < 0)
 		return -1;
-	m = PyObject_CallOneArg(c->padding, line);
-	Py_DECREF(line);
-	if (!m)
-		return -1;
-	r = m != Py_None;
-	Py_DECREF(m);
-	return r;
+	while (j < n && s[j] == ' ')
+		j++;
+	return j > k ? j : -1;
+}
+
+/* [er]si, [er]iz: "e" or "r", then the two letters. */
+static Py_ssize_t reg(const char *s, Py_ssize_t n, Py_ssize_t k, const char *two)
+{
+	return k >= 0 && k < n && (s[k] == 'e' || s[k] == 'r') ? lit(s, n, k + 1, two, 2) : -1;
+}
+
+/* The model.PADDING this implements: tests/test_normalise.py fails when it changes. */
+#define PADDING_PATTERN "(?:(?:data16|cs|ds|rex\\.?\\w*) )*(?:nop\\w*|xchg +%ax,%ax|int3|\\.\\.\\.|c\\.nop" \
+	"|break 0,0|mov r8, r8|lea +0x0\\(%[er]si,%[er]iz,1\\),%[er]si" \
+	"|\\.inst 0x00000000.*|udf #0|\\.short 0x0000|\\.word 0x00000000|\\(bad\\))(?: .*)?$"
+
+/*
+ * Whether model.PADDING matches the line S (N bytes, no newline). Its prefixes are taken
+ * greedily: no alternative after them starts like one, so giving one back never helps; each
+ * alternative's own repeat (nop\w*, spaces) ends where the next character could not follow.
+ */
+static int is_padding(const char *s, Py_ssize_t n)
+{
+	static const char *const fixed[] = { "int3", "...", "c.nop", "break 0,0", "mov r8, r8", "udf #0",
+					     ".short 0x0000", ".word 0x00000000", "(bad)" };
+	Py_ssize_t k = 0, j;
+	size_t i;
+
+	for (;;) {
+		if ((j = lit(s, n, k, "data16 ", 7)) < 0 && (j = lit(s, n, k, "cs ", 3)) < 0 &&
+		    (j = lit(s, n, k, "ds ", 3)) < 0 && (j = lit(s, n, k, "rex", 3)) >= 0) {
+			j += j < n && s[j] == '.';
+			while (j < n && is_word(s[j]))
+				j++;
+			j = lit(s, n, j, " ", 1);
+		}
+		if (j < 0)
+			break;
+		k = j;
+	}
+	if ((j = lit(s, n, k, "nop", 3)) >= 0) {
+		while (j < n && is_word(s[j]))
+			j++;
+		return tail(s, n, j);
+	}
+	if (tail(s, n, lit(s, n, spaces(s, n, lit(s, n, k, "xchg", 4)), "%ax,%ax", 7)))
+		return 1;
+	for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+		if (tail(s, n, lit(s, n, k, fixed[i], strlen(fixed[i]))))
+			return 1;
+	if (lit(s, n, k, ".inst 0x00000000", 16) >= 0)
+		return 1;
+	j = lit(s, n, spaces(s, n, lit(s, n, k, "lea", 3)), "0x0(%", 5);
+	j = lit(s, n, reg(s, n, j, "si"), ",%", 2);
+	j = lit(s, n, reg(s, n, j, "iz"), ",1),%", 5);
+	return tail(s, n, reg(s, n, j, "si"));
 }
 
 /* disasm._without_trailing_padding: the length of W's text without its last empty or padding lines. */
@@ -453,18 +559,12 @@ static Py_ssize_t padding_cut(struct work *w)
 {
 	const char *s = w->p, *nl;
 	Py_ssize_t n = w->n, cut;
-	int r;
 
 	while (n > 0) {
 		nl = memrchr(s, '\n', n);
 		cut = nl ? nl - s : -1;
-		if (n - cut - 1 > 0) {
-			r = is_padding(w->c, s + cut + 1, n - cut - 1);
-			if (r < 0)
-				return -1;
-			if (!r)
-				break;
-		}
+		if (n - cut - 1 > 0 && !is_padding(s + cut + 1, n - cut - 1))
+			break;
 		n = cut > 0 ? cut : 0;
 	}
 	return n;
@@ -484,31 +584,24 @@ static PyObject *normalise(struct ctx *c, const char *s, Py_ssize_t n, PyObject 
 		Py_RETURN_NONE;
 	if (pass_rip(&w) < 0)
 		return NULL;
-	c->pat.len = 0;
-	if (fn && (buf_put(&c->pat, "<", 1) < 0 || buf_put(&c->pat, fn, fnlen) < 0 || buf_put(&c->pat, "+", 1) < 0 ||
-		   pass_replace(&w, c->pat.p, c->pat.len, "<.+", 3) < 0))
+	if (pass_names(&w, fn, fnlen) < 0)
 		return NULL;
-	if (fn) {
-		c->pat.p[c->pat.len - 1] = '>';
-		if (pass_replace(&w, c->pat.p, c->pat.len, "<.>", 3) < 0)
-			return NULL;
-	}
 	if (c->imm) {
 		r = pass_immediates(&w, fname);
 		if (r <= 0)
 			return r < 0 ? NULL : Py_NewRef(Py_None);
 	}
-	if (pass_tabs(&w) < 0 || (w.n = padding_cut(&w)) < 0)
+	if (pass_tabs(&w) < 0)
 		return NULL;
-	return ascii_str(w.p, w.n);
+	return ascii_str(w.p, padding_cut(&w));
 }
 
 /* CTX, disasm.Normaliser.fast_context(): 0, or -1 with an exception set. */
 static int ctx_from(PyObject *tuple, struct ctx *c)
 {
 	memset(c, 0, sizeof(*c));
-	return PyArg_ParseTuple(tuple, "O!OOOpKKK;context: (described, describe, jump, padding, imm, lo, hi, mask)",
-				&PyDict_Type, &c->described, &c->describe, &c->jump, &c->padding, &c->imm, &c->lo,
+	return PyArg_ParseTuple(tuple, "O!OOpKKK;context: (described, describe, jump, imm, lo, hi, mask)",
+				&PyDict_Type, &c->described, &c->describe, &c->jump, &c->imm, &c->lo,
 				&c->hi, &c->mask) ? 0 : -1;
 }
 
@@ -783,7 +876,22 @@ done:
 	return out;
 }
 
+PyDoc_STRVAR(padding_doc,
+"is_padding(line) -> bool\n\n"
+"Whether model.PADDING matches LINE (ASCII, no newline), as the C sees it; PADDING is the\n"
+"pattern it implements.");
+
+static PyObject *padding(PyObject *self, PyObject *line)
+{
+	if (!PyUnicode_Check(line) || !PyUnicode_IS_ASCII(line)) {
+		PyErr_SetString(PyExc_TypeError, "an ASCII str");
+		return NULL;
+	}
+	return PyBool_FromLong(is_padding(PyUnicode_DATA(line), PyUnicode_GET_LENGTH(line)));
+}
+
 static PyMethodDef methods[] = {
+	{ "is_padding", padding, METH_O, padding_doc },
 	{ "body", body, METH_VARARGS, body_doc },
 	{ "blocks", blocks, METH_VARARGS, blocks_doc },
 	{ NULL, NULL, 0, NULL },
@@ -799,5 +907,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__normalise(void)
 {
-	return PyModule_Create(&module);
+	PyObject *m = PyModule_Create(&module);
+
+	if (m && PyModule_AddStringConstant(m, "PADDING", PADDING_PATTERN) < 0)
+		Py_CLEAR(m);
+	return m;
 }

@@ -239,7 +239,7 @@ class Normaliser:
             return None
         lo, hi = max(self.lo, 0), min(self.hi, 1 << 64) - 1     # hi included: it fits in 64 bits
         imm = not self.elf.relocatable and bool(self.hi) and lo <= hi
-        return (self._described, self.elf.describe_address, self._jump_table, PADDING.match, imm,
+        return (self._described, self.elf.describe_address, self._jump_table, imm,
                 lo if imm else 0, hi if imm else 0, self.mask)
 
     def body(self, body: str, fname: str) -> str:
