@@ -11,7 +11,6 @@ does for the text and markdown formats (`mix.mix_sum`; json mixes each function 
 """
 from __future__ import annotations
 
-import io
 import resource
 import subprocess
 import sys
@@ -25,6 +24,25 @@ from flagbench.asm.compare import OLD_PART
 from flagbench.asm.model import in_part
 from flagbench.asm.places import Places
 from flagbench.toolchains import get_target
+
+
+class Slices:
+    """TEXT read as a stream, in slices: an io.StringIO of it costs a copy of the text as four
+    bytes a character, and a tenth of a second on a vmlinux, that `asm` does not spend."""
+
+    def __init__(self, text: str):
+        self.text, self.at = text, 0
+
+    def read(self, n: int = -1) -> str:
+        start, self.at = self.at, len(self.text) if n < 0 else self.at + n
+        return self.text[start:self.at]
+
+
+def normalised(stream, norm):
+    """disasm._normalised, or on code from before it (PYTHONPATH=...), the loop it replaced."""
+    if hasattr(disasm, "_normalised"):
+        return disasm._normalised(stream, norm)
+    return ((s, n, norm.body(b, n)) for s, n, b in disasm._blocks(stream))
 
 
 def children_cpu() -> float:
@@ -55,7 +73,7 @@ def phases(path: Path) -> dict[str, float]:
         lap("reading objdump's output")
         functions = {}
         for text in texts:   # as disasm._functions does (the C path where it applies)
-            for section, name, body in disasm._normalised(io.StringIO(text), norm):
+            for section, name, body in normalised(Slices(text), norm):
                 functions[name] = disasm.Function(name, section, body)
         lap("normalising")
         d = disasm.Disassembly(path, elf.target, "", functions, unsized=cmap.totals())
