@@ -118,13 +118,16 @@ class Places:
             start_ok = offset == 0 or data[offset - 1] == 0
             if end >= (0 if sec.flags & SHF_STRINGS else 2) and (start_ok or not loose):
                 text = data[offset:offset + end]
-                if all(32 <= b < 127 or b in (9, 10) for b in text):
+                if not text.translate(None, _TEXT_BYTES):   # all printable ASCII, tab or newline
                     s = text.decode("ascii")
                     s = s if len(s) <= 60 else s[:57] + "..."
                     return '"' + s.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
         if sec.flags & SHF_MERGE and sec.entsize and not sec.flags & SHF_STRINGS:
             return "=0x" + data[offset:offset + sec.entsize].hex()
         return None
+
+
+_TEXT_BYTES = bytes(range(32, 127)) + b"\t\n"   # what a string literal is made of, to be shown as one
 
 
 def _preferred(s: Symbol) -> tuple[int, bool]:
