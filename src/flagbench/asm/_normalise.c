@@ -404,7 +404,8 @@ static int pass_immediates(struct work *w, PyObject *fname)
 			if (r < 0)
 				return -1;
 			if (r) {
-				if (edit_to(&e, q) < 0 || buf_put(e.out, neg ? "\0<jump table>" : "<jump table>", 12 + neg) < 0)
+				if (edit_to(&e, q) < 0 ||
+				    buf_put(e.out, neg ? "\0<jump table>" : "<jump table>", 12 + neg) < 0)
 					return -1;
 				e.done = q = end;
 				continue;
@@ -571,8 +572,9 @@ static Py_ssize_t padding_cut(struct work *w)
 }
 
 /*
- * Normaliser.body of the ASCII text S (N bytes) of function FNAME (FN, FNLEN its UTF-8
- * bytes; FN NULL: not ASCII, so not in S): a new str, Py_None (a new reference) when Python is to do it, NULL with an exception.
+ * Normaliser.body of the ASCII text S (N bytes) of function FNAME (FN, FNLEN its UTF-8 bytes;
+ * FN NULL: not ASCII, so not in S): a new str, None when Python is to do it, or NULL with an
+ * exception set.
  */
 static PyObject *normalise(struct ctx *c, const char *s, Py_ssize_t n, PyObject *fname, const char *fn,
 			   Py_ssize_t fnlen)
@@ -681,7 +683,7 @@ static int flush(struct blocks *b)
 		return 0;
 	Py_INCREF(text);
 	if (b->ascii || is_ascii(s, n)) {
-		Py_SETREF(text, normalise(&b->c, s, n, b->name, b->fname.p, b->fname.len));
+		Py_SETREF(text, normalise(&b->c, s, n, b->name, b->fname.p ? b->fname.p : "", b->fname.len));
 		if (!text)
 			return -1;
 	}
