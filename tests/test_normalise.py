@@ -314,7 +314,7 @@ PADDING_PIECES = ["data16 ", "cs ", "ds ", "rex ", "rex.W ", "rexW ", "rex.", "r
                   "udf #0", ".short 0x0000", ".word 0x00000000", "(bad)", "x", "0x0(%rax,%rax,1)", "\t", "\x0b"]
 
 
-@settings(max_examples=3000, deadline=None, database=None)
+@settings(max_examples=2000, deadline=None, database=None)
 @given(line=st.lists(st.sampled_from(PADDING_PIECES), max_size=8).map("".join) | st.text(
     st.sampled_from(list("nopdatcsrex16.W xhg%,i3bk0mv8lzuf#()_")), max_size=14))
 def test_padding_lines(line):

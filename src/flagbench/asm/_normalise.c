@@ -819,23 +819,24 @@ static Py_ssize_t chars(const char *s, Py_ssize_t n)
 }
 
 PyDoc_STRVAR(blocks_doc,
-"blocks(text, state, final, context) -> (functions, used)\n\n"
+"blocks(text, state, final, context, start=0) -> (functions, used)\n\n"
 "disasm._blocks over objdump's TEXT, each body normalised as Normaliser.body does with\n"
 "CONTEXT (Normaliser.fast_context()): functions is [(section, name, text, done)], text the\n"
 "raw body where done is False (Python is to normalise it). TEXT is read up to its last blank\n"
 "line unless FINAL; TEXT[used:] is to come again in front of the next text. STATE, [section,\n"
 "name or None, body so far], starts as ['', None, ''] and carries the function being gathered\n"
-"from call to call; FINAL ends it.");
+"from call to call; FINAL ends it. No blank line starts before START: the text that came again\n"
+"holds none, but its last newline.");
 
 static PyObject *blocks(PyObject *self, PyObject *args)
 {
 	PyObject *text, *state, *tuple, *bytes = NULL, *out = NULL;
 	struct blocks b;
 	const char *sep;
-	Py_ssize_t pos = 0, used;
+	Py_ssize_t pos = 0, used, from = 0;
 	int final;
 
-	if (!PyArg_ParseTuple(args, "UO!pO!", &text, &PyList_Type, &state, &final, &PyTuple_Type, &tuple))
+	if (!PyArg_ParseTuple(args, "UO!pO!|n", &text, &PyList_Type, &state, &final, &PyTuple_Type, &tuple, &from))
 		return NULL;
 	memset(&b, 0, sizeof(b));
 	if (ctx_from(tuple, &b.c) < 0)
@@ -853,8 +854,10 @@ static PyObject *blocks(PyObject *self, PyObject *args)
 	}
 	if (!(b.out = PyList_New(0)) || state_in(&b, state) < 0)
 		goto done;
+	/* a block that is still coming was searched the call before: a function megabytes long */
+	from = PyUnicode_IS_ASCII(text) && from > 0 ? Py_MIN(from, b.n) : 0;
 	for (;;) {
-		sep = find(b.s, b.n, pos, "\n\n", 2);
+		sep = find(b.s, b.n, Py_MAX(pos, from), "\n\n", 2);
 		if (!sep && !final)
 			break;
 		if (block(&b, b.s + pos, (sep ? sep : b.s + b.n) - (b.s + pos)) < 0)

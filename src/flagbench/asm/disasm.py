@@ -131,7 +131,8 @@ def _normalised(stream, norm: "Normaliser", size: int = 1 << 20):
     while True:
         chunk = stream.read(size)
         text = pending + chunk
-        functions, used = _normalise.blocks(text, state, not chunk, context)
+        # the text that comes again holds no blank line, unless its last newline starts one
+        functions, used = _normalise.blocks(text, state, not chunk, context, max(len(pending) - 1, 0))
         for section, name, body, done in functions:
             yield section, name, body if done else norm.body(body, name)
         if not chunk:
