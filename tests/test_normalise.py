@@ -124,13 +124,19 @@ def test_real_objects_and_executables_of_every_target(tmp_path, target, compiler
         assert (Normaliser(elf).fast_context() is None) == (target in ("riscv64", "loongarch64"))
 
 
-def test_linked_x86_program_with_jump_tables_and_rip_relative_data(tmp_path):
-    src = tmp_path / "prog.c"
+def static_program(directory: Path) -> Path:
+    """SOURCE in a static, non-PIE x86-64 program with glibc: jump tables, rip-relative data."""
+    src = directory / "prog.c"
     src.write_text('#include <stdio.h>\n#include <string.h>\n' + SOURCE.split("void ext(int x)")[0].replace(
         "extern int puts(const char *);\n", "") + "int main(int c, char **v) { ext(c); return sw(c) + (int)strlen(v[0]); }\n"
         "void ext(int x) { printf(\"%d\\n\", x); }\n")
-    exe = tmp_path / "prog"
+    exe = directory / "prog"
     subprocess.run(["gcc", "-O2", "-fno-pie", "-static", "-no-pie", "-o", str(exe), str(src)], check=True, capture_output=True)
+    return exe
+
+
+def test_linked_x86_program_with_jump_tables_and_rip_relative_data(tmp_path):
+    exe = static_program(tmp_path)
     # glibc's IFUNC PLT entries are linker stubs, which keep a file to the Python: leave them out
     python, done = both_ways(exe, stubs=False)
     assert done == len(python) > 500
@@ -320,6 +326,37 @@ PADDING_PIECES = ["data16 ", "cs ", "ds ", "rex ", "rex.W ", "rexW ", "rex.", "r
 def test_padding_lines(line):
     from flagbench.asm.model import PADDING
     assert _normalise.is_padding(line) == bool(PADDING.match(line))
+
+
+@pytest.fixture(scope="module")
+def real_bodies(tmp_path_factory):
+    """The raw bodies of the static program's functions, and its file open for Normalisers."""
+    exe = static_program(tmp_path_factory.mktemp("static"))
+    with Places(exe) as elf:
+        text = "".join(objdump_texts(elf, exe, unsized.of_image(elf.image, elf.target)))
+        yield elf, [(name, body) for _, name, body in disasm._blocks(io.StringIO(text)) if body]
+
+
+EDIT_TEXT = st.sampled_from(["-", "0x", "ffffffff", "(%rip)", "# <", ">", "<", "\n", "\t", " ", "(,%rax,8)", "cmp",
+                             "int3", "\0", "main", "+0x", "4", "\tR_X86_64_64\tx"])
+
+
+@settings(max_examples=500, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_real_bodies_mutated(real_bodies, data):
+    """A real body with a few edits (a piece deleted, one put in) at random places: C's or Python's."""
+    elf, bodies = real_bodies
+    name, body = data.draw(st.sampled_from(bodies), label="function")
+    for _ in range(data.draw(st.integers(0, 4), label="edits")):
+        at = data.draw(st.integers(0, len(body)), label="at")
+        cut = data.draw(st.integers(0, 8), label="cut")
+        body = body[:at] + data.draw(EDIT_TEXT, label="put") + body[at + cut:]
+    fname = data.draw(st.sampled_from([name, "main", "sw", "f"]), label="fname")
+    ref = Normaliser(elf).body(body, fname)
+    norm = Normaliser(elf)
+    c = _normalise.body(body, fname, norm.fast_context())
+    assert c == ref or (c is None and "\tR_" in body)
+    assert norm.body(body, fname) == ref
 
 
 SECTIONS = ["Disassembly of section .text:", "Disassembly of section .init.text::", "Disassembly of section ",
