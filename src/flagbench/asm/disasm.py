@@ -218,6 +218,7 @@ class Normaliser:
         self.cmap = cmap if cmap is not None and cmap.has_stubs() and not elf.relocatable else None
         self._values: dict[str, list[int]] = {}   # symbol name -> values, to place targets on stubs
         self._described: dict[tuple[int, bool], str | None] = {}
+        self._entries: dict[int, str | None] = {}   # address -> what its first word points at
         if self.cmap is not None:
             for s in elf.symbols:
                 if s.shndx and s.name:
@@ -338,8 +339,10 @@ class Normaliser:
 
     def _jump_table(self, addr: int, fname: str) -> bool:
         """Whether ADDR holds a table whose first entry points into the function FNAME."""
-        entry = self.elf.read_word(addr, 8)
-        desc = self.elf.describe_address(entry) if entry else None
+        desc = self._entries.get(addr, False)
+        if desc is False:   # a vmlinux indexes 500 tables 2,200 times (__per_cpu_offset(,%rax,8) most)
+            entry = self.elf.read_word(addr, 8)
+            desc = self._entries[addr] = self.elf.describe_address(entry) if entry else None
         return desc is not None and (desc == fname or desc.startswith(fname + "+"))
 
     def _address(self, m: re.Match) -> str:
