@@ -79,7 +79,7 @@ def phases(path: Path) -> dict[str, float]:
         d = disasm.Disassembly(path, elf.target, "", functions, unsized=cmap.totals())
         extent.cut(d, elf.image, cmap)
         lap("cutting to symbol extents")
-        d.part_mix = mix_sum(d.target, [f.lines for f in d.functions.values() if in_part(f.name, OLD_PART)])
+        d.part_mix = mix_sum(d.target, [f.text for f in d.functions.values() if in_part(f.name, OLD_PART)])
         lap("mix of the old side's part")
     out["python in all"] = sum(v for k, v in out.items() if not k.startswith("objdump"))
     return out

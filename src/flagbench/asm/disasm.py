@@ -61,10 +61,10 @@ def disassemble(path: Path | str, mix_part: tuple[int, int, int] = EVERY, mix_ea
         if mix_each:
             d.part_mix = Mix()
             for f in mine:
-                f.mix = mix(d.target, f.lines)
+                f.mix = mix(d.target, f.text)
                 d.part_mix += f.mix
         else:
-            d.part_mix = mix_sum(d.target, [f.lines for f in mine])
+            d.part_mix = mix_sum(d.target, [f.text for f in mine])
         return d
 
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter
 
+from flagbench.asm._mix import Mixer
 from flagbench.asm.model import PADDING
-from flagbench.asm.isa import CLASSIFIERS, Insn
+from flagbench.asm.isa import CLASSIFIERS, Insn, x86
 from flagbench.targets import get_target
 
 
@@ -220,7 +221,57 @@ def _slim(insn: Insn) -> Insn:
     return insn
 
 
-def mix(target: str, lines: list[str]) -> Mix:
+# x86-64 is mixed in C (`_mix.Mixer`: the rules of this module and of `isa.x86`, ported for ASCII
+# lines; tests hold the two together). The Python below stays the reference, and mixes the other
+# targets and whatever the C hands back (it returns None for what it does not take).
+_MIXERS: dict[str, Mixer | None] = {}
+
+
+def _mixer(target: str) -> Mixer | None:
+    """TARGET's Mixer, None where Python mixes."""
+    try:
+        return _MIXERS[target]
+    except KeyError:
+        t = get_target(target)
+        c = Mixer() if (t.isa, t.asm_comment, t.paired_calls) == ("x86", "#", False) else None
+        return _MIXERS.setdefault(target, c)
+
+
+def _x86_line(line: str):
+    """What the x86 line LINE (one not ASCII) is, for the Mixer: None (not code), "padding", or
+    what the mix counts of its Insn: (loads, stores, call, branch, string_op, target_regs, defs, uses)."""
+    if PADDING.match(line):
+        return "padding"
+    p = parse(_NUMBER.sub("0", _SYMBOL.sub("<>", line)), "#")
+    if p is None:
+        return None
+    i = x86(*p)
+    return i.loads, i.stores, i.call, i.branch, i.string_op, i.target_regs, i.defs, i.uses
+
+
+def _lines(lines: list[str] | str) -> list[str]:
+    """LINES, or a function's text split into them as `Function.lines` does."""
+    if isinstance(lines, str):
+        return lines.split("\n") if lines else []
+    return lines
+
+
+def mix(target: str, lines: list[str] | str) -> Mix:
+    """The mix of a function: LINES, or its text."""
+    c = _mixer(target)
+    values = c.mix(lines, _x86_line) if c is not None else None
+    return _from_values(*values) if values is not None else py_mix(target, _lines(lines))
+
+
+def mix_sum(target: str, functions: list[list[str] | str]) -> Mix:
+    """The sum of `mix` over FUNCTIONS (each its lines or its text)."""
+    c = _mixer(target)
+    values = c.sum(functions, _x86_line) if c is not None else None
+    return _from_values(*values) if values is not None else py_mix_sum(target, [_lines(f) for f in functions])
+
+
+def py_mix(target: str, lines: list[str]) -> Mix:
+    """`mix` in Python."""
     m = Mix()
     cache = _LINES.setdefault(target, {})
     insns = list(map(cache.get, lines))           # per line in C; Python only for lines not seen
@@ -234,11 +285,12 @@ def mix(target: str, lines: list[str]) -> Mix:
     return m
 
 
-def mix_sum(target: str, functions: list[list[str]]) -> Mix:
-    """The sum of `mix` over FUNCTIONS (each its lines), made as one: each distinct line is
-    classified and counted once, times the number of its copies, and so is a call through no
-    register (its slice is empty); only the functions with a call through a register go line
-    by line, for its slice. A vmlinux's half is 600,000 lines, 105,000 distinct."""
+def py_mix_sum(target: str, functions: list[list[str]]) -> Mix:
+    """`mix_sum` in Python: the sum of `py_mix` over FUNCTIONS (each its lines), made as one:
+    each distinct line is classified and counted once, times the number of its copies, and so
+    is a call through no register (its slice is empty); only the functions with a call through
+    a register go line by line, for its slice. A vmlinux's half is 600,000 lines, 105,000
+    distinct."""
     m = Mix()
     copies = Counter(chain.from_iterable(functions))
     cache = _LINES.setdefault(target, {})

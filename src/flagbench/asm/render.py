@@ -40,7 +40,7 @@ class Mixes:
         target = self.c.old.target if side == "old" else self.c.new.target
         key = (target, f.text)
         if key not in self._cache:
-            self._cache[key] = mix(target, f.lines)
+            self._cache[key] = mix(target, f.text)
         return self._cache[key]
 
     def total(self, side: str) -> Mix:
