@@ -1170,11 +1170,11 @@ static int64_t code_of_ascii(Mixer *m, const char *s, Py_ssize_t n)
 	return code;
 }
 
-/* The value of the line S (N bytes of UTF-8; ASCII: known all ASCII; OBJ: it as a str, or
- * NULL) in the lines table, classified when new; -1 with an exception. */
-static int64_t line_value(Mixer *m, const char *s, Py_ssize_t n, int ascii, PyObject *obj, PyObject *classify)
+/* The value of the line S (N bytes of UTF-8, hash H; ASCII: known all ASCII; OBJ: it as a str,
+ * or NULL) in the lines table, classified when new; -1 with an exception. */
+static int64_t line_value(Mixer *m, const char *s, Py_ssize_t n, uint64_t h, int ascii, PyObject *obj,
+			  PyObject *classify)
 {
-	uint64_t h = hash_bytes(s, n);
 	int64_t v = table_get(&m->lines, h, s, n), code;
 
 	if (v >= 0)
@@ -1299,13 +1299,25 @@ static int no_utf8(void)
 	return 0;
 }
 
-/* A function's TEXT, its lines split on newlines (Function.lines), into C: 1, or 0 when
- * Python has to mix it, or -1 with an exception. */
+/*
+ * A function's TEXT, its lines split on newlines (Function.lines), into C: 1, or 0 when
+ * Python has to mix it, or -1 with an exception.
+ *
+ * Nearly every line has been seen, and looking it up is mostly waiting for memory: its slot,
+ * then its entry. So the lines are hashed AHEAD before they are looked up, their slots
+ * fetched then, and their entries halfway (from the slot, which has come by then).
+ */
+#define AHEAD 8
 static int mix_text(Mixer *m, struct counts *c, PyObject *text, PyObject *classify)
 {
-	Py_ssize_t n, start = 0, end;
-	const char *s = utf8_of(text, &n), *nl;
-	int ascii;
+	struct {
+		const char *s;
+		Py_ssize_t n;
+		uint64_t h;
+	} ring[AHEAD];
+	Py_ssize_t n, start = 0, pushed = 0, done = 0;
+	const char *s = utf8_of(text, &n);
+	int ascii, more;
 
 	if (!s)
 		return no_utf8();
@@ -1313,18 +1325,37 @@ static int mix_text(Mixer *m, struct counts *c, PyObject *text, PyObject *classi
 	m->nseq = 0;
 	if (n == 0)
 		return 1;
-	for (;;) {
-		int64_t v;
+	for (more = 1; more || done < pushed;) {
+		if (more && pushed - done < AHEAD) {	/* the next line into the ring */
+			const char *nl = memchr(s + start, '\n', (size_t)(n - start));
+			Py_ssize_t end = nl ? nl - s : n, k = pushed++ % AHEAD;
 
-		nl = memchr(s + start, '\n', (size_t)(n - start));
-		end = nl ? nl - s : n;
-		v = line_value(m, s + start, end - start, ascii, NULL, classify);
-		if (v < 0 || count_line(m, c, v) < 0)
-			return -1;
-		if (!nl)
-			return 1;
-		start = end + 1;
+			ring[k].s = s + start;
+			ring[k].n = end - start;
+			ring[k].h = hash_bytes(ring[k].s, ring[k].n);
+			__builtin_prefetch(&m->lines.slots[ring[k].h & (m->lines.cap - 1)]);
+			more = nl != NULL;
+			start = end + 1;
+			if (pushed - done >= AHEAD / 2) {
+				const struct slot *slot;
+
+				k = (pushed - AHEAD / 2) % AHEAD;
+				slot = &m->lines.slots[ring[k].h & (m->lines.cap - 1)];
+				if (slot->at)
+					__builtin_prefetch(entry_at(&m->lines, slot));
+			}
+			if (more && pushed - done < AHEAD)
+				continue;
+		}
+		{
+			Py_ssize_t k = done++ % AHEAD;
+			int64_t v = line_value(m, ring[k].s, ring[k].n, ring[k].h, ascii, NULL, classify);
+
+			if (v < 0 || count_line(m, c, v) < 0)
+				return -1;
+		}
 	}
+	return 1;
 }
 
 /* A function's LINES (a list of str) into C: as mix_text. */
@@ -1347,7 +1378,7 @@ static int mix_lines(Mixer *m, struct counts *c, PyObject *lines, PyObject *clas
 		} else if (n > 0 && memchr(s, '\n', (size_t)n)) {
 			rc = 0;		/* no line of Function.lines holds one; Python says what it makes of it */
 		} else {
-			v = line_value(m, s, n, PyUnicode_IS_ASCII(line), line, classify);
+			v = line_value(m, s, n, hash_bytes(s, n), PyUnicode_IS_ASCII(line), line, classify);
 			if (v < 0 || count_line(m, c, v) < 0)
 				rc = -1;
 		}
