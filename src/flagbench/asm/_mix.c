@@ -48,24 +48,29 @@ static struct sl sl_mid(struct sl s, Py_ssize_t from, Py_ssize_t to)
 	return sl_at(s.p + from, to - from);
 }
 
-static int sl_eq(struct sl s, const char *lit)
-{
-	size_t n = strlen(lit);
+/* The helpers below take a literal (its length known when compiling: a side's new lines go
+ * through a dozen of them each), the _z forms any string. */
+#define LIT(lit) "" lit "", sizeof("" lit "") - 1
+#define sl_eq(s, lit) sl_eq_n(s, LIT(lit))
+#define sl_starts(s, lit) sl_starts_n(s, LIT(lit))
+#define sl_ends(s, lit) sl_ends_n(s, LIT(lit))
+#define sl_find(s, lit) sl_find_n(s, LIT(lit))
+#define sl_rfind(s, lit) sl_rfind_n(s, LIT(lit))
+#define sl_eq_z(s, z) sl_eq_n(s, z, strlen(z))
+#define sl_starts_z(s, z) sl_starts_n(s, z, strlen(z))
 
+static int sl_eq_n(struct sl s, const char *lit, size_t n)
+{
 	return (size_t)s.n == n && memcmp(s.p, lit, n) == 0;
 }
 
-static int sl_starts(struct sl s, const char *lit)
+static int sl_starts_n(struct sl s, const char *lit, size_t n)
 {
-	size_t n = strlen(lit);
-
 	return (size_t)s.n >= n && memcmp(s.p, lit, n) == 0;
 }
 
-static int sl_ends(struct sl s, const char *lit)
+static int sl_ends_n(struct sl s, const char *lit, size_t n)
 {
-	size_t n = strlen(lit);
-
 	return (size_t)s.n >= n && memcmp(s.p + s.n - n, lit, n) == 0;
 }
 
@@ -74,22 +79,24 @@ static int sl_has(struct sl s, char c)
 	return s.n > 0 && memchr(s.p, c, s.n) != NULL;
 }
 
-/* The first index of LIT in S, -1 when it is not there. */
-static Py_ssize_t sl_find(struct sl s, const char *lit)
+/* The first index of LIT (N bytes, N > 0) in S, -1 when it is not there. */
+static Py_ssize_t sl_find_n(struct sl s, const char *lit, size_t n)
 {
-	Py_ssize_t n = (Py_ssize_t)strlen(lit), i;
+	const char *p = s.p, *end = s.p + s.n;
 
-	for (i = 0; i + n <= s.n; i++)
-		if (s.p[i] == lit[0] && memcmp(s.p + i, lit, n) == 0)
-			return i;
+	while ((size_t)(end - p) >= n && (p = memchr(p, lit[0], (size_t)(end - p) - n + 1)) != NULL) {
+		if (memcmp(p, lit, n) == 0)
+			return p - s.p;
+		p++;
+	}
 	return -1;
 }
 
-static Py_ssize_t sl_rfind(struct sl s, const char *lit)
+static Py_ssize_t sl_rfind_n(struct sl s, const char *lit, size_t n)
 {
-	Py_ssize_t n = (Py_ssize_t)strlen(lit), i;
+	Py_ssize_t i;
 
-	for (i = s.n - n; i >= 0; i--)
+	for (i = s.n - (Py_ssize_t)n; i >= 0; i--)
 		if (s.p[i] == lit[0] && memcmp(s.p + i, lit, n) == 0)
 			return i;
 	return -1;
@@ -278,7 +285,7 @@ static Py_ssize_t padding_insn_end(struct sl s, Py_ssize_t i)
 		return e + 21;
 	}
 	for (k = 0; k < (Py_ssize_t)(sizeof(fixed) / sizeof(fixed[0])); k++)
-		if (sl_starts(t, fixed[k]))
+		if (sl_starts_z(t, fixed[k]))
 			return i + (Py_ssize_t)strlen(fixed[k]);
 	return -1;
 }
@@ -313,6 +320,16 @@ static void add_operand(struct parsed *p, struct sl part)
 		p->ops[p->nops++] = part;
 }
 
+static int opens(char c)
+{
+	return c == '(' || c == '[' || c == '{' || c == '<';
+}
+
+static int closes(char c)
+{
+	return c == ')' || c == ']' || c == '}' || c == '>';
+}
+
 /* split_operands: on commas outside (), [], {}, <> and quotes, when any of those opens. */
 static void split_operands(struct sl ops, struct parsed *p)
 {
@@ -321,7 +338,7 @@ static void split_operands(struct sl ops, struct parsed *p)
 
 	p->nops = 0;
 	for (i = 0; i < ops.n && !nested; i++)
-		nested = strchr("([{<\"", ops.p[i]) != NULL && ops.p[i] != '\0';
+		nested = opens(ops.p[i]) || ops.p[i] == '"';
 	for (i = 0; i < ops.n; i++) {
 		char ch = ops.p[i];
 
@@ -330,11 +347,11 @@ static void split_operands(struct sl ops, struct parsed *p)
 				quote = !quote;
 				continue;
 			}
-			if (!quote && ch != '\0' && strchr("([{<", ch)) {
+			if (!quote && opens(ch)) {
 				depth++;
 				continue;
 			}
-			if (!quote && ch != '\0' && strchr(")]}>", ch)) {
+			if (!quote && closes(ch)) {
 				depth--;
 				continue;
 			}
@@ -357,7 +374,7 @@ static int parse(struct sl line, struct parsed *p)
 	if (line.n == 0 || line.p[line.n - 1] == ':')
 		return 0;
 	for (k = 0; k < 5; k++)
-		if (sl_starts(line, data[k]))
+		if (sl_starts_z(line, data[k]))
 			return 0;
 	s = strip(line);
 	at = sl_find(s, " ");
@@ -391,7 +408,7 @@ struct x86 {
 static int in_list(struct sl s, const char *const *list)
 {
 	for (; *list; list++)
-		if (sl_eq(s, *list))
+		if (sl_eq_z(s, *list))
 			return 1;
 	return 0;
 }
@@ -399,7 +416,7 @@ static int in_list(struct sl s, const char *const *list)
 static int starts_any(struct sl s, const char *const *list)
 {
 	for (; *list; list++)
-		if (sl_starts(s, *list))
+		if (sl_starts_z(s, *list))
 			return 1;
 	return 0;
 }
@@ -427,7 +444,7 @@ static int x86_is_string(struct sl mn)
 	if (mn.n < 1 || !strchr("bwlq", mn.p[mn.n - 1]) || mn.p[mn.n - 1] == '\0')
 		return 0;
 	for (stem = x86_string; *stem; stem++)
-		if ((size_t)mn.n == strlen(*stem) + 1 && sl_starts(mn, *stem))
+		if ((size_t)mn.n == strlen(*stem) + 1 && sl_starts_z(mn, *stem))
 			return 1;
 	return 0;
 }
@@ -483,7 +500,7 @@ static struct sl x86_canon(struct sl r)
 	if (r.n >= 3 && strchr("dwb", r.p[r.n - 1]) && r.p[r.n - 1] != '\0' && r_digits(r, r.p[r.n - 1]))
 		return sl_at(r.p, r.n - 1);
 	for (k = 0; from[k]; k++)
-		if (sl_eq(r, from[k]))
+		if (sl_eq_z(r, from[k]))
 			return sl_at(to[k], 2);
 	return r.n == 3 ? sl_at(r.p + 1, 2) : r;
 }
