@@ -24,11 +24,24 @@
 #define SLICE_WINDOW 12		/* asm.mix.SLICE_WINDOW */
 #define MAX_WIDTH 255		/* widths are kept in a byte; x86's are 1 to 64 */
 
-/* What a line is: a line code. Its value in the lines table is the code times 2, plus 1 when
- * the line holds "<stub:" (a direct call through a linker stub). */
+/* What a shape is: its code. */
 #define NOT_CODE 0		/* a label or data (mix.NOT_CODE) */
 #define PAD 1			/* alignment padding (mix.PAD) */
 #define FIRST_REC 2		/* 2 + the index of its record */
+#define MAX_RECS (1 << 30)
+
+/* A line's value in the lines table: its code, and what a mix counts of it, so that counting
+ * a line reads no record (a vmlinux side counts 700,000) unless a call through registers is
+ * sliced. */
+#define V_STUB 1			/* it holds "<stub:" (a direct call through a linker stub) */
+#define V_LOAD(v) (((v) >> 1) & 0xff)
+#define V_STORE(v) (((v) >> 9) & 0xff)
+#define V_BRANCH (1 << 17)
+#define V_CALL(v) (((v) >> 18) & 3)
+#define V_SLICED (1 << 20)		/* a call through registers */
+#define V_STROP(v) (((v) >> 21) & 0x3ff)	/* its string operation's number + 1, 0: none */
+#define STROP_MANY 0x3ff		/* ... or look in its record */
+#define V_CODE(v) ((v) >> 32)
 
 /* A piece of a line: bytes, not NUL-terminated. */
 struct sl {
@@ -885,7 +898,7 @@ struct counts {
 
 typedef struct {
 	PyObject_HEAD
-	struct table lines;		/* a line -> its code * 2, + 1 when it holds "<stub:" */
+	struct table lines;		/* a line -> its value (V_ above) */
 	struct table shapes;		/* a shape -> its code */
 	struct table regs;		/* a canonical register name -> its number */
 	struct table strops;		/* a string operation ("rep movsq") -> its number */
@@ -988,6 +1001,10 @@ static int pool_add(Mixer *m, size_t from, const char *s, Py_ssize_t n)
 /* R as a new record: its code, or -1 with MemoryError. */
 static int64_t add_rec(Mixer *m, const struct rec *r)
 {
+	if (m->nrecs >= MAX_RECS) {
+		PyErr_NoMemory();
+		return -1;
+	}
 	if (grow((void **)&m->recs, &m->recs_cap, m->nrecs + 1, sizeof(*m->recs)) < 0)
 		return -1;
 	m->recs[m->nrecs] = *r;
@@ -1202,7 +1219,15 @@ static int64_t line_value(Mixer *m, const char *s, Py_ssize_t n, uint64_t h, int
 		code = code_from_python(s, n, obj, classify, m);
 	if (code < 0)
 		return -1;
-	v = code * 2 + (sl_find(sl_at(s, n), "<stub:") >= 0);
+	v = code << 32 | (sl_find(sl_at(s, n), "<stub:") >= 0 ? V_STUB : 0);
+	if (code >= FIRST_REC) {
+		const struct rec *r = &m->recs[code - FIRST_REC];
+
+		v |= (int64_t)r->load << 1 | (int64_t)r->store << 9 | (r->branch ? V_BRANCH : 0) |
+		     (int64_t)r->call << 18 | (r->call && r->ntarget ? V_SLICED : 0);
+		if (r->strop >= 0)
+			v |= (int64_t)(r->strop + 1 < STROP_MANY ? r->strop + 1 : STROP_MANY) << 21;
+	}
 	return table_add(&m->lines, h, s, n, v) < 0 ? -1 : v;
 }
 
@@ -1223,7 +1248,7 @@ static int meets(const uint32_t *a, size_t na, const uint32_t *b, size_t nb)
  */
 static Py_ssize_t call_slice(Mixer *m, size_t at)
 {
-	const struct rec *call = &m->recs[(m->seq[at] >> 1) - FIRST_REC];
+	const struct rec *call = &m->recs[V_CODE(m->seq[at]) - FIRST_REC];
 	size_t nneed = call->ntarget, i, j;
 	Py_ssize_t found = 0, steps = 1, back = (Py_ssize_t)at - 1;
 
@@ -1231,17 +1256,15 @@ static Py_ssize_t call_slice(Mixer *m, size_t at)
 		return -1;
 	memcpy(m->need, m->pool + call->regs, nneed * sizeof(*m->need));
 	while (nneed && back >= 0 && steps <= SLICE_WINDOW) {
-		int64_t code = m->seq[back--] >> 1;
+		int64_t v = m->seq[back--], code = V_CODE(v);
 		const struct rec *r;
 		const uint32_t *defs, *uses;
 
 		if (code == PAD)
 			continue;
-		if (code == NOT_CODE)
+		if (code == NOT_CODE || V_CALL(v) || (v & V_BRANCH))
 			break;
 		r = &m->recs[code - FIRST_REC];
-		if (r->call || r->branch)
-			break;
 		defs = m->pool + r->regs + r->ntarget;
 		uses = defs + r->ndefs;
 		if (meets(defs, r->ndefs, m->need, nneed)) {
@@ -1264,8 +1287,7 @@ static Py_ssize_t call_slice(Mixer *m, size_t at)
 /* The line of value V, next in the function under way, into C. */
 static int count_line(Mixer *m, struct counts *c, int64_t v)
 {
-	int64_t code = v >> 1;
-	const struct rec *r;
+	int64_t code = V_CODE(v), strop;
 
 	if (grow((void **)&m->seq, &m->seq_cap, m->nseq + 1, sizeof(*m->seq)) < 0)
 		return -1;
@@ -1274,22 +1296,22 @@ static int count_line(Mixer *m, struct counts *c, int64_t v)
 		c->padding++;
 	if (code < FIRST_REC)
 		return 0;
-	r = &m->recs[code - FIRST_REC];
 	c->insns++;
-	c->loads[r->load] += r->load != 0;
-	c->stores[r->store] += r->store != 0;
-	c->branches += r->branch;
-	if (r->strop >= 0)
-		m->strop_counts[r->strop]++;
-	if (r->call) {
-		Py_ssize_t k = r->ntarget ? call_slice(m, m->nseq - 1) : 0;
+	c->loads[V_LOAD(v)]++;		/* [0] counts those with none, unread */
+	c->stores[V_STORE(v)]++;
+	c->branches += (v & V_BRANCH) != 0;
+	strop = V_STROP(v);
+	if (strop)
+		m->strop_counts[strop == STROP_MANY ? m->recs[code - FIRST_REC].strop : strop - 1]++;
+	if (V_CALL(v)) {
+		Py_ssize_t k = v & V_SLICED ? call_slice(m, m->nseq - 1) : 0;
 
 		if (k < 0)
 			return -1;
 		c->seq += k + 1;
-		if (r->call == 1) {
+		if (V_CALL(v) == 1) {
 			c->direct++;
-			c->stub += v & 1;
+			c->stub += v & V_STUB;
 		} else {
 			c->indirect++;
 		}
