@@ -359,6 +359,21 @@ def test_a_mixer_busy_hands_back_to_python():
     assert seen == [None]
 
 
+def test_a_thousand_string_operations_and_more_are_counted():
+    """A line's table value holds the numbers of the first 1,022 string operations; the rest
+    are read from the record."""
+    names = {f"é{i}": f"op{i}" for i in range(1100)}
+    lines = list(names) * 2
+
+    def classify(line):
+        return [], [], None, False, names[line], (), (), ()
+
+    mixer = _mix.Mixer()
+    for _ in range(2):   # classified, then from the table
+        values = mixer.mix(lines, classify)
+        assert values[0] == len(lines) and values[-1] == {op: 2 for op in names.values()}
+
+
 def test_a_bad_answer_from_python_is_an_error():
     with pytest.raises(TypeError):
         _mix.Mixer().mix(["é"], lambda line: (1, 2))
