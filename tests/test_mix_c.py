@@ -346,6 +346,9 @@ def test_what_the_c_does_not_take_python_mixes():
     assert _mix.Mixer().mix(["mov %eax,%ebx\nret"], M._x86_line) is None   # a line is no two
     assert _mix.Mixer().sum(["ret", ["mov %eax,\udcff"]], M._x86_line) is None
     assert M.mix_sum("x86_64", ["ret", lines]) == M.py_mix_sum("x86_64", [["ret"], lines])
+    # read once, whoever mixes them
+    assert M.mix("x86_64", iter(lines)) == M.py_mix("x86_64", lines)
+    assert M.mix_sum("x86_64", (iter(f) for f in (["ret"], lines))) == M.py_mix_sum("x86_64", [["ret"], lines])
 
 
 def test_a_mixer_busy_hands_back_to_python():

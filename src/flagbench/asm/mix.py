@@ -258,6 +258,8 @@ def _lines(lines: list[str] | str) -> list[str]:
 
 def mix(target: str, lines: list[str] | str) -> Mix:
     """The mix of a function: LINES, or its text."""
+    if not isinstance(lines, (str, list, tuple)):
+        lines = list(lines)     # read once: the C may hand it back to the Python
     c = _mixer(target)
     values = c.mix(lines, _x86_line) if c is not None else None
     return _from_values(*values) if values is not None else py_mix(target, _lines(lines))
@@ -265,6 +267,9 @@ def mix(target: str, lines: list[str] | str) -> Mix:
 
 def mix_sum(target: str, functions: list[list[str] | str]) -> Mix:
     """The sum of `mix` over FUNCTIONS (each its lines or its text)."""
+    if not isinstance(functions, (list, tuple)):
+        functions = list(functions)
+    functions = [f if isinstance(f, (str, list, tuple)) else list(f) for f in functions]
     c = _mixer(target)
     values = c.sum(functions, _x86_line) if c is not None else None
     return _from_values(*values) if values is not None else py_mix_sum(target, [_lines(f) for f in functions])
