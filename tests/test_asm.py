@@ -158,6 +158,25 @@ def test_rep_movsq_comes_and_goes_with_the_memcpy_strategy(tmp_path):
     assert new.loads[8] >= 4 and new.stores[8] >= 4   # the 4 x 8-byte loop body
 
 
+ZERO_AND_COPY = "void zero(long *p) { for (int i = 0; i < 100; i++) p[i] = 0; }\n" \
+    "void copy(long *d, const long *s) { __builtin_memcpy(d, s, 800); }\n"
+
+
+def test_a_string_operation_without_a_suffix_is_one(tmp_path):
+    """objdump writes `rep stos %rax,%es:(%rdi)` (its width in the register) and `rep movsq
+    %ds:(%rsi),%es:(%rdi)`: each one string operation, not an 8-byte load and store."""
+    obj = tmp_path / "zc.o"
+    subprocess.run(["gcc", "-O2", "-mstringop-strategy=rep_8byte", "-c", "-x", "c", "-o", obj, "-"],
+                   input=ZERO_AND_COPY, text=True, check=True)
+    d = disassemble(obj)
+    zero, copy = d.functions["zero"], d.functions["copy"]
+    assert "rep stos %rax,%es:(%rdi)" in zero.text and "rep movsq" in copy.text
+    z, c = mix("x86_64", zero.text), mix("x86_64", copy.text)
+    assert dict(z.string_ops) == {"rep stos": 1} and not z.loads   # zeroing loads nothing
+    assert dict(c.string_ops) == {"rep movsq": 1}
+    assert dict(mix_sum("x86_64", [zero.text, copy.text]).string_ops) == {"rep stos": 1, "rep movsq": 1}
+
+
 @pytest.mark.parametrize("target", ["hppa", "hppa64"])
 def test_long_calls_lengthen_the_call_sequence(tmp_path, target):
     short = disassemble(build(tmp_path, target, "short"))

@@ -449,16 +449,18 @@ static const char *const x86_nomem[] = { "lea", "nop", "prefetch", "clflush", "c
 					 NULL };
 static const char *const x86_ignore[] = { "rip", "rsp", "esp", NULL };
 
-/* _X86_STRING: ^(movs|stos|lods|scas|cmps|ins|outs)[bwlq]$ */
+/* _X86_STRING: ^(movs|stos|lods|scas|cmps|ins|outs)[bwlq]?$ (objdump: `rep stos %rax,%es:(%rdi)`) */
 static int x86_is_string(struct sl mn)
 {
 	const char *const *stem;
+	int suffix = mn.n >= 1 && mn.p[mn.n - 1] != '\0' && strchr("bwlq", mn.p[mn.n - 1]);
 
-	if (mn.n < 1 || !strchr("bwlq", mn.p[mn.n - 1]) || mn.p[mn.n - 1] == '\0')
-		return 0;
-	for (stem = x86_string; *stem; stem++)
-		if ((size_t)mn.n == strlen(*stem) + 1 && sl_starts_z(mn, *stem))
+	for (stem = x86_string; *stem; stem++) {
+		size_t len = strlen(*stem);
+
+		if (((size_t)mn.n == len || (suffix && (size_t)mn.n == len + 1)) && sl_starts_z(mn, *stem))
 			return 1;
+	}
 	return 0;
 }
 

@@ -35,7 +35,8 @@ _X86_SUFFIXABLE = {"mov", "add", "sub", "and", "or", "xor", "cmp", "test", "adc"
                    "neg", "not", "push", "pop", "shl", "shr", "sar", "sal", "rol", "ror", "rcl", "rcr",
                    "imul", "mul", "div", "idiv", "xchg", "xadd", "cmpxchg", "bt", "bts", "btr", "btc",
                    "movnti", "movbe", "nop", "lea", "call", "jmp"}
-_X86_STRING = re.compile(r"^(movs|stos|lods|scas|cmps|ins|outs)[bwlq]$")
+# the suffix is optional: objdump writes `rep stos %rax,%es:(%rdi)`, its width in the register
+_X86_STRING = re.compile(r"^(movs|stos|lods|scas|cmps|ins|outs)[bwlq]?$")
 _X86_READONLY = re.compile(r"^(cmp|test|bt|ucomis|comis|mul|imul|div|idiv|cmov|push|jmp|call|movs|movz|cvt)")
 _X86_NOMEM = re.compile(r"^(lea|nop|prefetch|clflush|clwb|invlpg|endbr|ud)")
 _X86_REG = re.compile(r"%([a-z0-9]+)")
