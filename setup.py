@@ -11,5 +11,7 @@ setup(ext_modules=[Extension("flagbench.elf._symtab", ["src/flagbench/elf/_symta
                                                       "src/flagbench/elf/_scan.c", "src/flagbench/elf/_holes.c"],
                              depends=["src/flagbench/elf/_summary.h", "src/flagbench/elf/_elf.h"],
                              extra_compile_args=FLAGS),
-                   Extension("flagbench.asm._normalise", ["src/flagbench/asm/_normalise.c"], extra_compile_args=FLAGS),
-                   Extension("flagbench.asm._mix", ["src/flagbench/asm/_mix.c"], extra_compile_args=FLAGS)])
+                   Extension("flagbench.asm._normalise", ["src/flagbench/asm/_normalise.c"],
+                             depends=["src/flagbench/asm/_padding.h"], extra_compile_args=FLAGS),
+                   Extension("flagbench.asm._mix", ["src/flagbench/asm/_mix.c"], depends=["src/flagbench/asm/_padding.h"],
+                             extra_compile_args=FLAGS)])

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_padding.h"
+
 #define SLICE_WINDOW 12		/* asm.mix.SLICE_WINDOW */
 #define MAX_WIDTH 255		/* widths are kept in a byte; x86's are 1 to 64 */
 
@@ -243,79 +245,10 @@ static Py_ssize_t make_shape(const char *s, Py_ssize_t n, char *out, const char 
 
 /* ---------------------------------------------------------------- padding (model.PADDING) */
 
-/* The end of the prefix word (data16|cs|ds|rex\.?\w*) and its space at S[I], 0 for none. */
-static Py_ssize_t prefix_word_end(struct sl s, Py_ssize_t i)
-{
-	struct sl t = sl_mid(s, i, s.n);
-	Py_ssize_t w;
-
-	if (sl_starts(t, "data16")) {
-		w = i + 6;
-	} else if (sl_starts(t, "cs") || sl_starts(t, "ds")) {
-		w = i + 2;
-	} else if (sl_starts(t, "rex")) {
-		w = i + 3;
-		if (w < s.n && s.p[w] == '.')
-			w++;
-		while (w < s.n && is_word(s.p[w]))
-			w++;
-	} else {
-		return 0;
-	}
-	return w < s.n && s.p[w] == ' ' ? w + 1 : 0;
-}
-
-/* Where the padding instruction spelled at S[I] ends, -1 for none. The spellings differ in
- * their first two characters, so at most one can match. */
-static Py_ssize_t padding_insn_end(struct sl s, Py_ssize_t i)
-{
-	static const char *const fixed[] = { "int3", "...", "c.nop", "break 0,0", "mov r8, r8", "udf #0",
-					     ".short 0x0000", ".word 0x00000000", "(bad)" };
-	struct sl t = sl_mid(s, i, s.n);
-	Py_ssize_t e, k;
-
-	if (sl_starts(t, "nop")) {
-		for (e = i + 3; e < s.n && is_word(s.p[e]); e++)
-			;
-		return e;
-	}
-	if (sl_starts(t, ".inst 0x00000000"))
-		return s.n;
-	if (sl_starts(t, "xchg ") || sl_starts(t, "lea ")) {
-		int lea = t.p[0] == 'l';
-
-		for (e = i + (lea ? 4 : 5); e < s.n && s.p[e] == ' '; e++)
-			;
-		t = sl_mid(s, e, s.n);
-		if (!lea)
-			return sl_starts(t, "%ax,%ax") ? e + 7 : -1;
-		/* 0x0\(%[er]si,%[er]iz,1\),%[er]si */
-		if (t.n < 21 || !sl_starts(t, "0x0(%") || (t.p[5] != 'e' && t.p[5] != 'r') ||
-		    memcmp(t.p + 6, "si,%", 4) != 0 || (t.p[10] != 'e' && t.p[10] != 'r') ||
-		    memcmp(t.p + 11, "iz,1),%", 7) != 0 || (t.p[18] != 'e' && t.p[18] != 'r') ||
-		    memcmp(t.p + 19, "si", 2) != 0)
-			return -1;
-		return e + 21;
-	}
-	for (k = 0; k < (Py_ssize_t)(sizeof(fixed) / sizeof(fixed[0])); k++)
-		if (sl_starts_z(t, fixed[k]))
-			return i + (Py_ssize_t)strlen(fixed[k]);
-	return -1;
-}
-
-/*
- * PADDING.match(line): prefix words, one padding instruction, then the end or a space. The
- * prefix words are taken greedily: no padding instruction starts like one, so giving one back
- * (as the regular expression would try) never matches where taking it did not.
- */
+/* model.PADDING.match(S): _padding.h's, shared with _normalise.c. */
 static int is_padding(struct sl s)
 {
-	Py_ssize_t i = 0, e;
-
-	while ((e = prefix_word_end(s, i)) > 0)
-		i = e;
-	e = padding_insn_end(s, i);
-	return e >= 0 && (e == s.n || s.p[e] == ' ');
+	return padding_line(s.p, s.n);
 }
 
 /* ---------------------------------------------------------------- parse (mix.parse, split_operands) */

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_padding.h"
+
 struct buf {
 	char *p;
 	Py_ssize_t len, cap;
@@ -479,82 +481,6 @@ static PyObject *ascii_str(const char *s, Py_ssize_t n)
 	return u;
 }
 
-/* S (N bytes) starts with the LEN bytes of P at K: K + LEN, else -1. */
-static Py_ssize_t lit(const char *s, Py_ssize_t n, Py_ssize_t k, const char *p, Py_ssize_t len)
-{
-	return k >= 0 && n - k >= len && memcmp(s + k, p, len) == 0 ? k + len : -1;
-}
-
-/* At K, a space and anything after it, or nothing: the (?: .*)?$ that ends model.PADDING. */
-static int tail(const char *s, Py_ssize_t n, Py_ssize_t k)
-{
-	return k >= 0 && (k == n || s[k] == ' ');
-}
-
-static Py_ssize_t spaces(const char *s, Py_ssize_t n, Py_ssize_t k)
-{
-	Py_ssize_t j = k;
-
-	if (k < 0)
-		return -1;
-	while (j < n && s[j] == ' ')
-		j++;
-	return j > k ? j : -1;
-}
-
-/* [er]si, [er]iz: "e" or "r", then the two letters. */
-static Py_ssize_t reg(const char *s, Py_ssize_t n, Py_ssize_t k, const char *two)
-{
-	return k >= 0 && k < n && (s[k] == 'e' || s[k] == 'r') ? lit(s, n, k + 1, two, 2) : -1;
-}
-
-/* The model.PADDING this implements: tests/test_normalise.py fails when it changes. */
-#define PADDING_PATTERN "(?:(?:data16|cs|ds|rex\\.?\\w*) )*(?:nop\\w*|xchg +%ax,%ax|int3|\\.\\.\\.|c\\.nop" \
-	"|break 0,0|mov r8, r8|lea +0x0\\(%[er]si,%[er]iz,1\\),%[er]si" \
-	"|\\.inst 0x00000000.*|udf #0|\\.short 0x0000|\\.word 0x00000000|\\(bad\\))(?: .*)?$"
-
-/*
- * Whether model.PADDING matches the line S (N bytes, no newline). Its prefixes are taken
- * greedily: no alternative after them starts like one, so giving one back never helps; each
- * alternative's own repeat (nop\w*, spaces) ends where the next character could not follow.
- */
-static int is_padding(const char *s, Py_ssize_t n)
-{
-	static const char *const fixed[] = { "int3", "...", "c.nop", "break 0,0", "mov r8, r8", "udf #0",
-					     ".short 0x0000", ".word 0x00000000", "(bad)" };
-	Py_ssize_t k = 0, j;
-	size_t i;
-
-	for (;;) {
-		if ((j = lit(s, n, k, "data16 ", 7)) < 0 && (j = lit(s, n, k, "cs ", 3)) < 0 &&
-		    (j = lit(s, n, k, "ds ", 3)) < 0 && (j = lit(s, n, k, "rex", 3)) >= 0) {
-			j += j < n && s[j] == '.';
-			while (j < n && is_word(s[j]))
-				j++;
-			j = lit(s, n, j, " ", 1);
-		}
-		if (j < 0)
-			break;
-		k = j;
-	}
-	if ((j = lit(s, n, k, "nop", 3)) >= 0) {
-		while (j < n && is_word(s[j]))
-			j++;
-		return tail(s, n, j);
-	}
-	if (tail(s, n, lit(s, n, spaces(s, n, lit(s, n, k, "xchg", 4)), "%ax,%ax", 7)))
-		return 1;
-	for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-		if (tail(s, n, lit(s, n, k, fixed[i], strlen(fixed[i]))))
-			return 1;
-	if (lit(s, n, k, ".inst 0x00000000", 16) >= 0)
-		return 1;
-	j = lit(s, n, spaces(s, n, lit(s, n, k, "lea", 3)), "0x0(%", 5);
-	j = lit(s, n, reg(s, n, j, "si"), ",%", 2);
-	j = lit(s, n, reg(s, n, j, "iz"), ",1),%", 5);
-	return tail(s, n, reg(s, n, j, "si"));
-}
-
 /* disasm._without_trailing_padding: the length of W's text without its last empty or padding lines. */
 static Py_ssize_t padding_cut(struct work *w)
 {
@@ -564,7 +490,7 @@ static Py_ssize_t padding_cut(struct work *w)
 	while (n > 0) {
 		nl = memrchr(s, '\n', n);
 		cut = nl ? nl - s : -1;
-		if (n - cut - 1 > 0 && !is_padding(s + cut + 1, n - cut - 1))
+		if (n - cut - 1 > 0 && !padding_line(s + cut + 1, n - cut - 1))
 			break;
 		n = cut > 0 ? cut : 0;
 	}
@@ -892,7 +818,7 @@ static PyObject *padding(PyObject *self, PyObject *line)
 		PyErr_SetString(PyExc_TypeError, "an ASCII str");
 		return NULL;
 	}
-	return PyBool_FromLong(is_padding(PyUnicode_DATA(line), PyUnicode_GET_LENGTH(line)));
+	return PyBool_FromLong(padding_line(PyUnicode_DATA(line), PyUnicode_GET_LENGTH(line)));
 }
 
 static PyMethodDef methods[] = {
