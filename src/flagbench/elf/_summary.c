@@ -26,6 +26,7 @@ typedef struct {
 	PyObject_HEAD
 	uint8_t wanted[256], code[256];
 	PyObject *prefixes, *names;	/* tuples of bytes */
+	uint8_t prefix_first[256];	/* the prefixes' first bytes (all, for an empty one): others need no compare */
 	char *arena;
 	Py_ssize_t arena_len, arena_cap;
 	struct entry *entries;
@@ -57,6 +58,15 @@ static int summary_init(Summary *self, PyObject *args, PyObject *kw)
 	for (i = 0; i < PyTuple_GET_SIZE(names); i++)
 		if (!PyBytes_Check(PyTuple_GET_ITEM(names, i)))
 			goto bad;
+	memset(self->prefix_first, 0, sizeof(self->prefix_first));
+	for (i = 0; i < PyTuple_GET_SIZE(prefixes); i++) {
+		PyObject *p = PyTuple_GET_ITEM(prefixes, i);
+
+		if (PyBytes_GET_SIZE(p))
+			self->prefix_first[(uint8_t)PyBytes_AS_STRING(p)[0]] = 1;
+		else
+			memset(self->prefix_first, 1, sizeof(self->prefix_first));
+	}
 	Py_XSETREF(self->prefixes, Py_NewRef(prefixes));
 	Py_XSETREF(self->names, Py_NewRef(names));
 	return 0;
@@ -81,7 +91,7 @@ static int skipped_name(Summary *s, const char *name, Py_ssize_t len)
 
 	if (memchr(name, ':', len))
 		return 1;
-	for (i = 0; i < nprefixes; i++) {
+	for (i = 0; s->prefix_first[len ? (uint8_t)name[0] : 0] && i < nprefixes; i++) {
 		PyObject *p = PyTuple_GET_ITEM(s->prefixes, i);
 		const char *q = PyBytes_AS_STRING(p);
 		Py_ssize_t k = PyBytes_GET_SIZE(p);
@@ -156,7 +166,7 @@ int summary_add(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t 
  * Room in S for N more entries and NAMES more bytes of names, each at least doubling when it
  * grows (an archive's members reserve one after another). 0, or -1 when out of memory.
  */
-static int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
+static inline int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 {
 	Py_ssize_t cap;
 
