@@ -74,11 +74,13 @@ struct listing {
 static inline void *prefaulted(void *p, size_t n)
 {
 #ifdef MADV_POPULATE_WRITE
-	uintptr_t page = (uintptr_t)getpagesize(), a = ((uintptr_t)p + page - 1) & ~(page - 1);
-	uintptr_t b = ((uintptr_t)p + n) & ~(page - 1);
+	if (p && n >= (64 << 10)) {	/* 16 pages or more: below, the call costs what it saves */
+		uintptr_t page = (uintptr_t)getpagesize(), a = ((uintptr_t)p + page - 1) & ~(page - 1);
+		uintptr_t b = ((uintptr_t)p + n) & ~(page - 1);
 
-	if (p && n >= 16 * page && b > a)
-		madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+		if (b > a)
+			madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+	}
 #endif
 	return p;
 }

@@ -176,7 +176,7 @@ static inline int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 		cap = Py_MAX(s->arena_len + names, 2 * s->arena_cap) + 4096;
 		if (!(arena = PyMem_RawRealloc(s->arena, cap)))
 			return -1;
-		s->arena = prefaulted(arena, cap);
+		s->arena = arena;
 		s->arena_cap = cap;
 	}
 	if (s->n + n > s->cap) {
@@ -185,9 +185,12 @@ static inline int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 		cap = Py_MAX(Py_MAX(s->n + n, 2 * s->cap), 1024);
 		if (!(entries = PyMem_RawRealloc(s->entries, cap * sizeof(*entries))))
 			return -1;
-		s->entries = prefaulted(entries, cap * sizeof(*entries));
+		s->entries = entries;
 		s->cap = cap;
 	}
+	/* what is about to be written, not the doubled capacity: an archive's members reserve in turn */
+	prefaulted(s->arena + s->arena_len, names);
+	prefaulted(s->entries + s->n, n * sizeof(*s->entries));
 	return 0;
 }
 
