@@ -50,7 +50,7 @@ def quick(argv: list[str]):
     if any(map(is_experiment, argv)):
         return None
     args = _Args(old=argv[0], new=argv[1], format=fmt, mode=None, kind=None, match=None, top=None,
-                           variants=None, target=None, compiler=None, objects=False, summary=False, bom_rules=None)
+                 variants=None, target=None, compiler=None, objects=False, summary=False, bom_rules=None)
     return lambda: run(args)
 
 
