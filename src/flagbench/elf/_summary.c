@@ -188,9 +188,6 @@ static inline int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 		s->entries = entries;
 		s->cap = cap;
 	}
-	/* what is about to be written, not the doubled capacity: an archive's members reserve in turn */
-	prefaulted(s->arena + s->arena_len, names);
-	prefaulted(s->entries + s->n, n * sizeof(*s->entries));
 	return 0;
 }
 
@@ -205,6 +202,9 @@ int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names)
 
 	if (make_room(s, n, names) < 0)
 		return -1;
+	/* what the member is about to write, not the doubled capacity: an archive's members reserve in turn */
+	prefaulted(s->arena + s->arena_len, names);
+	prefaulted(s->entries + s->n, n * sizeof(*s->entries));
 	return 2 * (s->n + n + 1) > s->nslots ? summary_grow(s, s->n + n) : 0;
 }
 
