@@ -26,6 +26,7 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "demo": "run the bundled case studies end to end and write their report",
     "box": "start, stop or show the qemu kexec box (a host to try --host on)",
     "series": "each commit of a git series built and compared: size, asm, exact counts",
+    "watch": "follow branches: every new commit measured, changes found and reported",
 }
 
 

@@ -1,0 +1,210 @@
+"""A watch pass: follow each branch, measure its new commits oldest first, find the changes.
+
+    follow     the branch's first-parent chain after its start (`--since`, else the tip's parent
+               on the first pass); a rewritten branch (force-push) is followed, its old commits
+               kept and marked gone (ledger.py)
+    measure    per commit, at most --max-commits a pass: built, compared with the last commit
+               before it that built (evidence.py), its counts judged (cause.py), timed against
+               it only when what a bench executes moved (timing.py); stored at once (ledger.py
+               and a store run of its exact values); SIGTERM is taken between two commits
+    findings   changes.py over the stored history of each branch
+"""
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flagbench import vcs
+from flagbench.errors import UserError
+from flagbench.watch import cause, gitlog
+from flagbench.watch.evidence import Evidence, Subject, build_rows, compare, count_rows, profile
+from flagbench.watch.ledger import Ledger
+
+IDENTICAL = "code identical on the measured path"
+
+
+@dataclass
+class Options:
+    branches: list[str]
+    since: str | None = None
+    max_commits: int | None = None
+    threshold_pct: float = 0.1
+    timing: bool = True
+    samples: int | None = None
+    fleet: object = None
+
+
+@dataclass
+class PassResult:
+    measured: int = 0
+    timed: int = 0
+    backlog: int = 0
+    stopped: bool = False
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class Stop:
+    """SIGTERM/SIGINT noted, acted on between two steps (a second one ends the process at once)."""
+    def __init__(self):
+        self.signum = None
+        self._old = {}
+
+    def __enter__(self):
+        for s in (signal.SIGTERM, signal.SIGINT):
+            self._old[s] = signal.signal(s, self._note)
+        return self
+
+    def _note(self, signum, frame):
+        if self.signum is not None:
+            handler = self._old.get(signum)
+            if callable(handler):
+                handler(signum, frame)
+            raise KeyboardInterrupt
+        self.signum = signum
+
+    def __exit__(self, *exc):
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def follow(repo: Path, ledger: Ledger, branch: str, opts: Options, say) -> list[vcs.Commit]:
+    """The branch's chain now (its start first), membership recorded; gone commits said."""
+    tip = gitlog.tip(repo, branch)
+    if tip is None:
+        raise UserError(f"--branch {branch}: no such branch in {repo}")
+    since, old_tip = ledger.branch(branch)
+    if since is None:
+        start = opts.since
+        if start is None:
+            since = gitlog.parent(repo, tip) or tip
+        else:
+            try:
+                since = vcs.resolve(repo, start).sha
+            except vcs.UnknownRef as e:
+                raise UserError(f"--since: {e}") from None
+    if old_tip and old_tip != tip and not gitlog.contains(repo, old_tip, tip):
+        say(f"{branch} was rewritten ({old_tip[:12]} -> {tip[:12]}): following it")
+    first = gitlog.describe(repo, since)
+    chain = [first, *gitlog.chain(repo, tip, since)] if since != tip else [first]
+    gone = ledger.set_chain(branch, [c.sha for c in chain])
+    if gone:
+        say(f"{len(gone)} commits no longer on {branch}, kept: {', '.join(s[:12] for s in gone[:5])}")
+    ledger.set_branch(branch, since, tip)
+    return chain
+
+
+def run_pass(subject: Subject, repo: Path, ledger: Ledger, store, opts: Options, stop: Stop, say,
+             workdir: Path) -> PassResult:
+    result = PassResult()
+    started = time.monotonic()
+    chains = {b: follow(repo, ledger, b, opts, say) for b in opts.branches}
+    todo: list[tuple[vcs.Commit, list[vcs.Commit]]] = []
+    seen = set()
+    for branch, chain in chains.items():
+        for c in chain:
+            if c.sha not in seen and ledger.evidence(c.sha) is None:
+                seen.add(c.sha)
+                todo.append((c, chain))
+    budget = len(todo) if opts.max_commits is None else min(opts.max_commits, len(todo))
+    for i, (commit, chain) in enumerate(todo[:budget]):
+        if stop.signum is not None:
+            result.stopped = True
+            break
+        say(f"[{i + 1}/{budget}] {commit.short} {commit.subject[:60]}")
+        ev = measure(subject, repo, ledger, store, commit, chain, opts, workdir, result.notes)
+        result.measured += 1
+        result.timed += bool(ev.timed)
+        say(f"  {_summary(ev)}")
+    result.backlog = len(todo) - result.measured
+    if stop.signum is not None:
+        result.stopped = True
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _summary(ev: Evidence) -> str:
+    if not ev.built:
+        return f"does not build: {ev.error[:70]}"
+    moved = {k: v - ev.base_counts[k] for k, v in ev.counts.items() if k in ev.base_counts and v != ev.base_counts[k]}
+    counts = ", ".join(f"{k} {d:+,.0f}" for k, d in moved.items()) or "counts same"
+    return (f"size {ev.size.get('total', 0):+d}, {len(ev.changed)} functions changed, {counts}; "
+            f"{'timed' if ev.timed else ev.timed_reason or 'not timed'} ({ev.seconds:.1f} s)")
+
+
+def _previous(ledger: Ledger, commit: vcs.Commit, chain: list[vcs.Commit]) -> tuple[vcs.Commit | None, dict | None]:
+    """The last commit before COMMIT on the chain that built, with its evidence."""
+    shas = [c.sha for c in chain]
+    for c in reversed(chain[:shas.index(commit.sha)]):
+        ev = ledger.evidence(c.sha)
+        if ev is not None and ev.get("built"):
+            return c, ev
+    return None, None
+
+
+def measure(subject: Subject, repo: Path, ledger: Ledger, store, commit: vcs.Commit, chain, opts: Options,
+            workdir: Path, notes: list[str]) -> Evidence:
+    t0 = time.monotonic()
+    prev, prev_ev = _previous(ledger, commit, chain)
+    commits = [prev, commit] if prev is not None else [commit]
+    rows, dexp = build_rows(subject, commits)
+    count_rows(subject, dexp, rows, notes)
+    new = rows[-1]
+    if not new.built:
+        ev = Evidence(commit.sha, prev.sha if prev else "", False, new.error)
+    elif prev is None or not rows[0].built:
+        ev = Evidence(commit.sha, "", True, counts=dict(new.counts))
+        ev.profile = profile(subject, dexp, new, store, workdir)
+        ev.timed_reason = "the first commit watched: the base of what follows"
+    else:
+        ev = compare(subject, rows[0], new)
+        base_profile = prev_ev.get("profile") or {}
+        verdicts = judge_all(ev, base_profile, None, opts.threshold_pct)
+        if any(v.cause != cause.NONE for v in verdicts):   # what the bench executes moved: profile it
+            ev.profile = profile(subject, dexp, new, store, workdir)
+            verdicts = judge_all(ev, base_profile, ev.profile, opts.threshold_pct)
+        else:
+            ev.profile = base_profile   # the same code on the path: the same profile
+        moved_path = [v for v in verdicts if v.cause not in (cause.NONE, cause.LAYOUT)]
+        if not moved_path:
+            ev.timed_reason = IDENTICAL
+        elif not opts.timing:
+            ev.timed_reason = "the measured path moved; not timed (--no-time)"
+        else:
+            from flagbench.watch.timing import time_pair
+            ev.timed = time_pair(subject, dexp, rows[0], new, store, fleet=opts.fleet, key=subject.key,
+                                 samples=opts.samples, notes=notes)
+            ev.timed_reason = "the measured path moved: " + ", ".join(sorted({v.cause for v in moved_path}))
+    ev.seconds = time.monotonic() - t0
+    run_id = _store_exact(store, subject, commit, ev)
+    ledger.put(commit.sha, commit.subject, "ok" if ev.built else "failed", ev.to_json(), run_id)
+    return ev
+
+
+def judge_all(ev: Evidence, base_profile: dict, head_profile: dict | None, threshold_pct: float):
+    out = []
+    for metric, head in ev.counts.items():
+        if metric not in ev.base_counts:
+            continue
+        bench = metric.split(" ", 1)[0]
+        out.append(cause.judge(metric, ev.base_counts[metric], head, ev.changed,
+                               base_profile.get(bench), None if head_profile is None else head_profile.get(bench),
+                               threshold_pct))
+    return out
+
+
+def _store_exact(store, subject: Subject, commit: vcs.Commit, ev: Evidence) -> int:
+    """The commit's exact values as a run of the store (the run model of the series)."""
+    run_id = store.start_run(subject.exp.name, f"watch {subject.key} {commit.sha}",
+                             {"variants": [commit.short], "commits": {commit.short: commit.as_dict()},
+                              "watch": subject.key, "compared_with": ev.compared_with})
+    cell = f"{commit.short}/{subject.target}/{subject.compiler}"
+    rows = [("watch", cell, "size_delta", float(ev.size.get("total", 0)), "bytes", "size", {}),
+            ("watch", cell, "functions_changed", float(len(ev.changed)), "functions", "asm", {})]
+    rows += [(m.split(" ", 1)[0], cell, m.split(" ", 1)[-1], v, "insns", "count", {}) for m, v in ev.counts.items()]
+    if ev.built:
+        store.add_samples(run_id, rows)
+    store.finish_cell(run_id, "watch", cell, "ok" if ev.built else "failed", None if ev.built else ev.error[:200])
+    return run_id
