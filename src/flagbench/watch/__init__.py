@@ -18,6 +18,7 @@ with its cause, written as a report (mbox + markdown) and drawn on a static dash
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,5 +135,11 @@ def _publish(subject: Subject, repo: Path, ledger: Ledger, opts: Options, out: P
         if new:
             result.new.append((f, mbox))
     page = out / "index.html"
-    page.write_text(dashboard.render(f"flagbench watch: {subject.exp.name} in {repo}", hs, found))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = page.with_name(f".index.html.{os.getpid()}")
+        tmp.write_text(dashboard.render(f"flagbench watch: {subject.exp.name} in {repo}", hs, found))
+        os.replace(tmp, page)   # a browser reloading it never sees half a page
+    except OSError as e:
+        raise UserError(f"--out {out}: cannot write the dashboard: {e.strerror or e}") from None
     result.dashboard = page

@@ -150,7 +150,9 @@ def measure(subject: Subject, repo: Path, ledger: Ledger, store, commit: vcs.Com
     prev, prev_ev = _previous(ledger, commit, chain)
     commits = [prev, commit] if prev is not None else [commit]
     rows, dexp = build_rows(subject, commits)
-    count_rows(subject, dexp, rows, notes)
+    if prev is not None:   # its counts are stored: only the new commit is counted
+        rows[0].counts = dict(prev_ev.get("counts") or {})
+    count_rows(subject, dexp, rows[-1:], notes)
     new = rows[-1]
     if not new.built:
         ev = Evidence(commit.sha, prev.sha if prev else "", False, new.error)

@@ -103,7 +103,9 @@ def write(f: Finding, out: Path, **kw) -> tuple[Path, bool]:
             f"Subject: {subject_line(f)}\nContent-Type: text/plain; charset=utf-8\n\n"
             + re.sub(r"^From ", ">From ", text, flags=re.M) + "\n")
     mbox.write_text(mail)
-    md_lines = [f"### {md_cell(subject_line(f))}", "", "```", text.rstrip(), "```", ""]
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    fence = "`" * max(3, max(runs, default=0) + 1)   # a subject's own backticks cannot end the block
+    md_lines = [f"### {md_cell(subject_line(f))}", "", fence, text.rstrip(), fence, ""]
     md.write_text("\n".join(md_lines))
     return mbox, new
 
