@@ -58,7 +58,7 @@ from flagbench.profile import base_name
 
 CAUSES = ("direct", "indirect", "layout", "unknown")
 TOP = 5                 # symbols named beside the elsewhere delta
-LINE_WIDTH = 99         # a cause line fits a mail's 100 columns
+LINE_WIDTH = 97         # a cause line fits a mail's 100 columns, as a list item ("- ") too
 FORMATS = ("text", "md", "html", "json")
 
 
@@ -261,10 +261,12 @@ class Cause:
                 "regression": self.regression, "line": cause_line(self)}
 
 
-def cause(attribution: Attribution | None, *, band: str | None = None, layout_check: str | None = None) -> Cause:
+def cause(attribution: Attribution | None, *, band: str | None = None, layout_check: str | None = None,
+          width: int = LINE_WIDTH) -> Cause:
     """The cause of a verdict from its counts' attribution. `band`: a timed verdict's place against
     its layout band (stats.layout.BEYOND / WITHIN), which decides whether a layout-only change may
-    be called a regression; `layout_check`: the layout check's answer in a few words (appended)."""
+    be called a regression; `layout_check`: the layout check's answer in a few words (appended);
+    `width`: the columns its line may take (less than LINE_WIDTH when something goes before it)."""
     from flagbench.stats.layout import BEYOND, WITHIN
     tail = f"; {layout_check}" if layout_check else ""
     if attribution is None:
@@ -274,13 +276,13 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
         def direct(n: int, k: int) -> str:
             names = ", ".join(d.text() for d in a.changed[:n]) + (" ..." if len(a.changed) > n else "")
             return f"{names}; {a.elsewhere_text(k)}{tail}"
-        return Cause("direct", _fitting("direct", [direct(n, k) for n, k in ((3, 2), (2, 1), (1, 1), (1, 0))]),
+        return Cause("direct", _fitting("direct", [direct(n, k) for n, k in ((3, 2), (2, 1), (1, 1), (1, 0))], width),
                      tuple(d.name for d in a.changed))
     moved = tuple(d.name for d in a.elsewhere if d.delta)
     beyond_counts = (a.within_floor is False) or (a.floor is None and a.total_delta != 0)
     if beyond_counts:
         return Cause("indirect", _fitting("indirect", [f"same code on the path; {a.elsewhere_text(k)}{tail}"
-                                                      for k in (3, 2, 1, 0)]), moved)
+                                                      for k in (3, 2, 1, 0)], width), moved)
     if band == BEYOND:
         end, regression = ", time beyond the layout band", True
     else:
@@ -289,13 +291,13 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
     if not a.total_delta:
         return Cause("layout", f"no code change on the path; counts the same{end}{tail}", moved, regression)
     return Cause("layout", _fitting("layout", [f"no code change on the path; {a.elsewhere_text(k)}{end}{tail}"
-                                               for k in (2, 1, 0)]), moved, regression)
+                                               for k in (2, 1, 0)], width), moved, regression)
 
 
-def _fitting(kind: str, choices: list[str]) -> str:
-    """The first of `choices` (most said first) whose cause line fits LINE_WIDTH, else the last."""
+def _fitting(kind: str, choices: list[str], width: int = LINE_WIDTH) -> str:
+    """The first of `choices` (most said first) whose cause line fits `width`, else the last."""
     for why in choices:
-        if len(f"cause: {kind}: {why}") <= LINE_WIDTH:
+        if len(f"cause: {kind}: {why}") <= width:
             return why
     return choices[-1]
 
