@@ -92,11 +92,14 @@ def run(path: Path, opts: Options):
         with procs.owned_dir("flagbench-run") as workdir:
             # a host that boots the variants' kernels times their guest benches only
             cells = host_cells(exp, chosen, builds, workdir, notes, None if kexec_host else fleet, opts.cpu)
-            cells += _guest_cells(exp, chosen, workdir, notes, opts, kexec_host)
+            kernels: list = []
+            cells += _guest_cells(exp, chosen, workdir, notes, opts, kexec_host, kernels)
             shown = len(notes)
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
+            from flagbench.causes import CHANGED_KEY, changed_by_cell   # which functions' code changed: causes
+            changed = changed_by_cell([*builds, *kernels], order, say)
             if opts.aa_control:
                 from flagbench.run.noise import aa_control
                 cells += aa_control(cells, order)
@@ -105,7 +108,7 @@ def run(path: Path, opts: Options):
             until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
-                                            **_commits(exp),
+                                            CHANGED_KEY: changed, **_commits(exp),
                                             **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet, until=until)
             if until is not None:
@@ -234,7 +237,8 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None
     return cells
 
 
-def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, kexec_host=None) -> list:
+def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, kexec_host=None,
+                 kernels: list | None = None) -> list:
     """Benches with `guest = true` run inside each variant's own kernel: the kernels are
     built once, with the boot options every variant gets alike (kernel/boot-TARGET.config,
     where the experiment does not list it already); under qemu-system each is booted once,
@@ -251,6 +255,8 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, k
     from flagbench.kbuild import build as kbuild
 
     builds = kbuild.build_kernels(exp, progress=not opts.quiet, extra_fragments=boot.boot_fragments(exp))
+    if kernels is not None:   # the caller compares them (causes.changed_by_cell)
+        kernels += builds
     booters: dict = {}
     cells = guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes, booters=booters)
     if kexec_host is not None:   # each variant is booted under qemu before the host: a panic stays here
