@@ -4,6 +4,7 @@ nothing here builds or measures."""
 from __future__ import annotations
 
 from flagbench.series import Delta, Row, Series
+from flagbench.textsafe import md_cell, term_text
 
 WIDTH = 100
 FORMATS = ("text", "md", "json", "html")
@@ -61,23 +62,24 @@ def text(series: Series) -> str:
     subject_w = WIDTH - fixed - 2 - len(shown) * (count_w + 2)
     widths += [count_w] * len(shown)
     head = [*HEAD, *(_short_label(k)[:count_w] for k in shown)]
-    lines = [*_wrap(_title(series)), "",
+    lines = [*_wrap(term_text(_title(series))), "",
              f"{'commit':12}  {'subject':{subject_w}}" + "".join(f"  {h:>{w}}" for h, w in zip(head, widths))]
     previous = None
     for i, r in enumerate(series.rows):
-        subject = r.commit.subject if len(r.commit.subject) <= subject_w else r.commit.subject[:subject_w - 1] + "~"
+        subject = term_text(r.commit.subject)   # a subject is the committer's text: no escape sequences
+        subject = subject if len(subject) <= subject_w else subject[:subject_w - 1] + "~"
         start = f"{r.commit.short:12}  {subject:{subject_w}}"
         if r.built:
             cells = _cells(r, shown, i == 0)
             lines.append(start + "".join(f"  {c:>{w}}" for c, w in zip(cells, widths)))
         else:
-            why = f"does not build: {r.error}" if r.error else "not built"
+            why = f"does not build: {term_text(r.error)}" if r.error else "not built"
             lines.append(f"{start}  {why}"[:WIDTH])
         why = _compared(r, previous, i == 0)
         if why:
             lines.append(f"{'':12}  ({why})"[:WIDTH])
         previous = r.commit.short
-    lines += [""] + [part for line in _legend(series, left_out) for part in _wrap(line)]
+    lines += [""] + [part for line in _legend(series, left_out) for part in _wrap(term_text(line))]
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
@@ -151,13 +153,13 @@ def _took(rows: list[Row]) -> str:
 def markdown(series: Series) -> str:
     labels = count_labels(series)
     head = ["commit", "subject", *HEAD, *(h for k in labels for h in (f"{k}", "vs base"))]
-    lines = [f"**{_title(series)}**", "", "| " + " | ".join(head) + " |",
+    lines = [f"**{md_cell(_title(series))}**", "", "| " + " | ".join(md_cell(h) for h in head) + " |",
              "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
     for i, r in enumerate(series.rows):
-        subject = r.commit.subject.replace("|", "\\|")
+        subject = md_cell(r.commit.subject)
         if not r.built:
             lines.append(f"| `{r.commit.short}` | {subject} | does not build: "
-                         f"{r.error.replace('|', chr(92) + '|')[:200]} |" + " |" * (len(head) - 3))
+                         f"{md_cell(r.error[:200])} |" + " |" * (len(head) - 3))
             continue
         cells = _cells(r, [], i == 0)
         for k in labels:
@@ -167,7 +169,7 @@ def markdown(series: Series) -> str:
                 cells += [_num(r.vs_parent.counts.get(k)) if r.vs_parent else "?",
                           _num(r.vs_base.counts.get(k)) if r.vs_base else "?"]
         lines.append(f"| `{r.commit.short}` | {subject} | " + " | ".join(cells) + " |")
-    lines += ["", *(f"- {line}" for line in _legend(series, []))]
+    lines += ["", *(f"- {md_cell(line)}" for line in _legend(series, []))]
     return "\n".join(lines) + "\n"
 
 
