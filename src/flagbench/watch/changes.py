@@ -14,7 +14,6 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from flagbench.watch import cause
 from flagbench.watch.edivisive import change_points
 from flagbench.watch.evidence import Evidence
 
@@ -57,7 +56,7 @@ def exact_findings(h: History, threshold_pct: float, judge_all) -> list[Finding]
         for v in judge_all(ev, base_profile, ev.profile, threshold_pct):
             if v.moved:
                 out.append(Finding(h.branch, "exact", v.metric, sha, ev.compared_with, subject, [v.base], [v.head],
-                                   "insns", v.line(), v.cause, list(v.changed_on_path)))
+                                   "insns", v.line, v.cause, list(v.changed_on_path)))
     return out
 
 
@@ -85,9 +84,9 @@ def timed_findings(h: History, threshold_pct: float, judge_all) -> list[Finding]
             t = ev.timed[metric]
             base = by_sha.get(ev.compared_with)
             verdicts = judge_all(ev, base.profile if base else {}, ev.profile, threshold_pct)
-            v = next((v for v in verdicts if v.cause == cause.DIRECT), verdicts[0] if verdicts else None)
-            line = v.line() if v else "cause: unknown: no exact counts for this bench"
+            v = next((v for v in verdicts if v.cause == "direct"), verdicts[0] if verdicts else None)
+            line = v.line if v else "cause: unknown: no exact counts for this bench"
             out.append(Finding(h.branch, "timed", metric, sha, ev.compared_with, subjects.get(sha, ""),
                                list(t["base"]), list(t["head"]), t["unit"], line,
-                               v.cause if v else cause.UNKNOWN, list(v.changed_on_path) if v else []))
+                               v.cause if v else "unknown", list(v.changed_on_path) if v else []))
     return out

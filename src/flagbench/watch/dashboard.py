@@ -80,7 +80,7 @@ def _evidence(h: History, findings: list[Finding]) -> str:
             cells = ["", "not measured yet", "", "", "", ""]
         else:
             cells = ["yes" if ev.built else html.escape("no: " + ev.error[:120]),
-                     f"{ev.size.get('total', 0):+d}" if ev.size else "",
+                     f"{ev.size.get('size_total', 0):+d}" if ev.size else "",
                      html.escape(", ".join(ev.changed[:8])),
                      html.escape(", ".join(f"{k} {v:,.0f}" for k, v in ev.counts.items())),
                      html.escape(ev.timed_reason if not ev.timed else json.dumps(

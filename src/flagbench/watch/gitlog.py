@@ -52,6 +52,12 @@ def parent(repo: Path, sha: str) -> str | None:
     return done.stdout.strip() or None if not done.failure else None
 
 
+def parents(repo: Path, sha: str) -> tuple[str, ...]:
+    """The commit's parents, first parent first."""
+    done = _git(repo, "rev-list", "--parents", "-n", "1", sha, "--")
+    return tuple(done.stdout.split()[1:]) if not done.failure else ()
+
+
 def describe(repo: Path, sha: str) -> vcs.Commit:
     return vcs._describe(Path(repo), sha[:12], sha)
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from flagbench import vcs
 from flagbench.errors import UserError
-from flagbench.watch import cause, gitlog
-from flagbench.watch.evidence import Evidence, Subject, build_rows, compare, count_rows, profile
+from flagbench.watch import cause, evidence, gitlog
+from flagbench.watch.evidence import Evidence, Subject
 from flagbench.watch.ledger import Ledger
 
 IDENTICAL = "code identical on the measured path"
@@ -130,7 +130,7 @@ def _summary(ev: Evidence) -> str:
         return f"does not build: {ev.error[:70]}"
     moved = {k: v - ev.base_counts[k] for k, v in ev.counts.items() if k in ev.base_counts and v != ev.base_counts[k]}
     counts = ", ".join(f"{k} {d:+,.0f}" for k, d in moved.items()) or "counts same"
-    return (f"size {ev.size.get('total', 0):+d}, {len(ev.changed)} functions changed, {counts}; "
+    return (f"size {ev.size.get('size_total', 0):+d}, {len(ev.changed)} functions changed, {counts}; "
             f"{'timed' if ev.timed else ev.timed_reason or 'not timed'} ({ev.seconds:.1f} s)")
 
 
@@ -146,42 +146,38 @@ def _previous(ledger: Ledger, commit: vcs.Commit, chain: list[vcs.Commit]) -> tu
 
 def measure(subject: Subject, repo: Path, ledger: Ledger, store, commit: vcs.Commit, chain, opts: Options,
             workdir: Path, notes: list[str]) -> Evidence:
+    """The commit against the last one before it that built, stored (see the module doc)."""
     t0 = time.monotonic()
     prev, prev_ev = _previous(ledger, commit, chain)
     commits = [prev, commit] if prev is not None else [commit]
-    rows, dexp = build_rows(subject, commits)
-    if prev is not None:   # its counts are stored: only the new commit is counted
-        rows[0].counts = dict(prev_ev.get("counts") or {})
-    count_rows(subject, dexp, rows[-1:], notes)
-    new = rows[-1]
-    if not new.built:
-        ev = Evidence(commit.sha, prev.sha if prev else "", False, new.error)
-    elif prev is None or not rows[0].built:
-        ev = Evidence(commit.sha, "", True, counts=dict(new.counts))
-        ev.profile = profile(subject, dexp, new, store, workdir)
+    pair = evidence.open_pair(store, subject, repo, ledger.watch, commits,
+                              {c.sha: gitlog.parents(repo, c.sha) for c in commits})
+    evidence.measure_exact(store, pair, workdir)
+    evidence.copy_counts(store, pair, (prev_ev or {}).get("run_id") or 0)
+    ev = evidence.read(store, pair, (prev_ev or {}).get("counts") or {})
+    if not ev.built:
+        pass
+    elif prev is None or pair.base.short not in pair.built:
+        ev.compared_with = ""
+        ev.profile = evidence.profile(store, pair, workdir)
         ev.timed_reason = "the first commit watched: the base of what follows"
     else:
-        ev = compare(subject, rows[0], new)
         base_profile = prev_ev.get("profile") or {}
-        verdicts = judge_all(ev, base_profile, None, opts.threshold_pct)
-        if any(v.cause != cause.NONE for v in verdicts):   # what the bench executes moved: profile it
-            ev.profile = profile(subject, dexp, new, store, workdir)
-            verdicts = judge_all(ev, base_profile, ev.profile, opts.threshold_pct)
+        moved = [m for m, v in ev.counts.items() if m in ev.base_counts and cause.touches(
+                 ev.base_counts[m], v, ev.changed, base_profile.get(m.split(" ", 1)[0]))]
+        if moved:   # what a bench executes moved: where its instructions go now, and its time
+            ev.profile = evidence.profile(store, pair, workdir)
+            if not opts.timing:
+                ev.timed_reason = "the measured path moved; not timed (--no-time)"
+            else:
+                evidence.measure_timed(store, pair, workdir, opts.fleet, opts.samples)
+                ev.timed = evidence.read(store, pair, {}).timed
+                ev.timed_reason = "the measured path moved: " + ", ".join(moved)
         else:
             ev.profile = base_profile   # the same code on the path: the same profile
-        moved_path = [v for v in verdicts if v.cause not in (cause.NONE, cause.LAYOUT)]
-        if not moved_path:
             ev.timed_reason = IDENTICAL
-        elif not opts.timing:
-            ev.timed_reason = "the measured path moved; not timed (--no-time)"
-        else:
-            from flagbench.watch.timing import time_pair
-            ev.timed = time_pair(subject, dexp, rows[0], new, store, fleet=opts.fleet, key=subject.key,
-                                 samples=opts.samples, notes=notes)
-            ev.timed_reason = "the measured path moved: " + ", ".join(sorted({v.cause for v in moved_path}))
     ev.seconds = time.monotonic() - t0
-    run_id = _store_exact(store, subject, commit, ev)
-    ledger.put(commit.sha, commit.subject, "ok" if ev.built else "failed", ev.to_json(), run_id)
+    ledger.put(commit.sha, commit.subject, "ok" if ev.built else "failed", ev.to_json(), pair.run_id)
     return ev
 
 
@@ -195,18 +191,3 @@ def judge_all(ev: Evidence, base_profile: dict, head_profile: dict | None, thres
                                base_profile.get(bench), None if head_profile is None else head_profile.get(bench),
                                threshold_pct))
     return out
-
-
-def _store_exact(store, subject: Subject, commit: vcs.Commit, ev: Evidence) -> int:
-    """The commit's exact values as a run of the store (the run model of the series)."""
-    run_id = store.start_run(subject.exp.name, f"watch {subject.key} {commit.sha}",
-                             {"variants": [commit.short], "commits": {commit.short: commit.as_dict()},
-                              "watch": subject.key, "compared_with": ev.compared_with})
-    cell = f"{commit.short}/{subject.target}/{subject.compiler}"
-    rows = [("watch", cell, "size_delta", float(ev.size.get("total", 0)), "bytes", "size", {}),
-            ("watch", cell, "functions_changed", float(len(ev.changed)), "functions", "asm", {})]
-    rows += [(m.split(" ", 1)[0], cell, m.split(" ", 1)[-1], v, "insns", "count", {}) for m, v in ev.counts.items()]
-    if ev.built:
-        store.add_samples(run_id, rows)
-    store.finish_cell(run_id, "watch", cell, "ok" if ev.built else "failed", None if ev.built else ev.error[:200])
-    return run_id

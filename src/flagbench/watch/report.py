@@ -43,7 +43,7 @@ def _change(f: Finding) -> str:
 
 def words(f: Finding) -> str:
     better = "improvement" if f.percent < 0 else "regression"
-    return better if f.cause != "layout only" else f"layout-only {better}"
+    return better if f.cause != "layout" else f"layout-only {better}"
 
 
 def subject_line(f: Finding) -> str:
