@@ -184,6 +184,21 @@ def test_a_force_pushed_branch_is_followed(history, tmp_path):
     assert page.count("no longer on topic") == len(gone)
 
 
+def test_a_stride_skips_commits_and_bisects_the_changes_among_them(history, tmp_path):
+    root, repo, kinds, _ = history
+    done = watch(tmp_path, repo / "exp", "--branch", "main", "--since", "base", "--once", "--stride", "5",
+                 "--no-time", "--db", tmp_path / "w.db", "--out", tmp_path / "out", cache=root / "cache")
+    assert done.returncode == 0, done.stderr
+    loops = {sha[:12] for sha, k in kinds.items() if k == "loop"}
+    assert {sha for sha, kind, _ in findings(done.stdout)} == loops
+    assert "bisect: " in done.stderr and "skipped by --stride" in done.stderr
+    rows = ledger(tmp_path / "w.db")
+    assert sum(r["status"] == "skipped" for r in rows.values()) > N // 3   # not everything was measured
+    for sha in kinds:   # a loop commit was compared with its own parent once bisected
+        if kinds[sha] == "loop":
+            assert rows[sha]["compared_with"] == git(repo, "rev-parse", sha + "^").strip()
+
+
 def test_bad_input_is_one_line_and_exit_2(history, tmp_path):
     root, repo, _, _ = history
     for args, said in (((repo / "exp", "--branch", "nope", "--once"), "--branch nope: no such branch"),

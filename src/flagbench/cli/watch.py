@@ -33,6 +33,8 @@ def register(sub):
     where.add_argument("--place", help="time on this labgrid place")
     p.add_argument("--since", help="on the first pass, watch from after this commit (default: the tip's parent)")
     p.add_argument("--max-commits", type=int, help="measure at most N commits a pass (the rest: backlog)")
+    p.add_argument("--stride", type=int, default=1,
+                   help="measure every Nth new commit (and the newest); a change in between is bisected")
     p.add_argument("--threshold", type=float, default=0.1, help="exact moves below PCT %% are no change (0.1)")
     p.add_argument("--no-time", action="store_true", help="exact layers only: no timed benches")
     p.add_argument("--samples", type=int, help="timed samples per side (default: each bench's own)")
@@ -59,12 +61,15 @@ def run(args) -> int:
         raise UserError("--max-commits must be at least 1")
     if args.samples is not None and not 1 <= args.samples <= 100_000:
         raise UserError("--samples must be 1..100000")
+    if args.stride < 1:
+        raise UserError("--stride must be at least 1")
     if args.threshold < 0:
         raise UserError("--threshold must be 0 or more")
     if len(set(args.branch)) != len(args.branch):
         raise UserError("--branch names a branch twice")
     every = None if args.once else interval(args.interval)
-    opts = Options(list(args.branch), args.since, args.max_commits, args.threshold, not args.no_time, args.samples)
+    opts = Options(list(args.branch), args.since, args.max_commits, args.stride, args.threshold, not args.no_time,
+                   args.samples)
     with ExitStack() as stack:
         if args.host or args.place:
             opts.fleet = stack.enter_context(_fleet(args))

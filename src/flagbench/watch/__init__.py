@@ -10,6 +10,7 @@ with its cause, written as a report (mbox + markdown) and drawn on a static dash
     cause.py      attribution and cause of an exact move
     timing.py     paired timed rounds of the two builds (the engine, into the store)
     edivisive.py  change points of a timed history
+    bisect.py     changes inside what --stride skipped, bisected on counts
     changes.py    findings over a branch's history
     report.py     the robot's mail and markdown
     dashboard.py  the static page
@@ -100,7 +101,9 @@ def watch(path, opts: Options, *, db: Path, out: Path, interval: float | None, v
                 for note in dict.fromkeys(p.notes):
                     say(note)
                 say(f"pass: {p.measured} commits measured ({p.timed} timed) in {p.seconds:.1f} s"
-                    + (f", {p.seconds / p.measured:.2f} s a commit" if p.measured else "")
+                    + (f"; {p.skipped} skipped by --stride, {p.bisect_steps} bisection steps" if p.skipped else "")
+                    + (f", {p.seconds / (p.measured + p.bisect_steps):.2f} s a commit measured"
+                       if p.measured else "")
                     + (f"; backlog {p.backlog} commits (--max-commits {opts.max_commits})" if p.backlog else ""))
                 _publish(subject, repo, ledger, opts, out, result, say)
                 if p.stopped or stop.signum is not None:

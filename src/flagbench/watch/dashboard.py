@@ -52,6 +52,8 @@ def _plot(h: History, metric: str, marked: set[str]) -> str:
     parts.append(f'<polyline points="{line}" fill="none" stroke="#888"/>')
     for i, sha, v, ev in points:
         x = PAD + (W - 2 * PAD) * i / n
+        if v is None and ev is not None and ev.error.startswith("skipped"):
+            continue
         if v is None:   # did not build: a row, never a point
             parts.append(f'<a href="#c-{sha}"><text x="{x:.1f}" y="{H - 8}" class="broken">×</text></a>')
             continue

@@ -124,8 +124,9 @@ def open_pair(store, subject: Subject, repo: Path, watch: str, commits, parents:
     return pair
 
 
-def measure_exact(store, pair: Pair, workdir: Path) -> None:
-    """Size and asm of the head against the base, and the head's counted benches, by the engine."""
+def measure_exact(store, pair: Pair, workdir: Path, counted_in: int = 0) -> None:
+    """Size and asm of the head against the base, and the head's counted benches, by the engine
+    (or copied from run COUNTED_IN, which counted them: a commit compared again after a bisection)."""
     from flagbench.run.engine import run_cells
 
     t, c = pair.subject.target, pair.subject.compiler
@@ -137,28 +138,29 @@ def measure_exact(store, pair: Pair, workdir: Path) -> None:
         cells += series_cells._compare_cells(head, pair.built[pair.base.short], pair.built[head.short],
                                              pair.base.short, "parent", t, c, True)
     counted = tuple(replace(b, metrics=("insns",)) for b in pair.dexp.benches if "insns" in b.metrics)
-    if counted:   # only the counted metric: no timed program linked to be thrown away
+    if counted and counted_in:
+        copy_counts(store, pair, head, counted_in)
+    elif counted:   # only the counted metric: no timed program linked to be thrown away
         cells += series_cells._count_cells(replace(pair.dexp, benches=counted), [pair.built[head.short].build],
                                            {head.short: head}, workdir)
     run_cells(store, cells, experiment=pair.subject.exp.name, experiment_hash=pair.key, progress=False)
 
 
-def copy_counts(store, pair: Pair, base_run: int) -> None:
-    """The base's counted values, from the run that counted them, into the pair's run (said in
-    their facts): `flagbench report RUN` shows the pair's count deltas, and nothing is counted twice."""
-    base = pair.base
-    if base is None or not base_run or base.short not in pair.built:
+def copy_counts(store, pair: Pair, rec: CommitRecord | None, run: int) -> None:
+    """REC's counted values, from the run that counted them, into the pair's run (said in their
+    facts): `flagbench report RUN` shows the pair's count deltas, and nothing is counted twice."""
+    if rec is None or not run or rec.short not in pair.built:
         return
     mine = ss.evidence(store, pair.run_id)
-    theirs = ss.evidence(store, base_run)
+    theirs = ss.evidence(store, run)
     t, c = pair.subject.target, pair.subject.compiler
-    for m in theirs.benches(base.short):
-        if "pair" in m.params or not m.values or mine.cell(base.short, m.bench, **m.params) is not None:
+    for m in theirs.benches(rec.short):
+        if "pair" in m.params or not m.values or mine.cell(rec.short, m.bench, **m.params) is not None:
             continue
         declared = [(theirs.metrics[k], v) for k, v in m.values.items() if k in theirs.metrics]
         if declared:
-            ss.record(store, pair.run_id, pair.key, m.bench, ss.cell_key(base.short, t, c, **m.params), base,
-                      declared, facts={"detail": f"counted in run {base_run}"})
+            ss.record(store, pair.run_id, pair.key, m.bench, ss.cell_key(rec.short, t, c, **m.params), rec,
+                      declared, facts={"detail": f"counted in run {run}"})
 
 
 def measure_timed(store, pair: Pair, workdir: Path, fleet, samples: int | None) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from flagbench import vcs
 from flagbench.errors import UserError
-from flagbench.watch import cause, evidence, gitlog
+from flagbench.watch import bisect, cause, evidence, gitlog
 from flagbench.watch.evidence import Evidence, Subject
 from flagbench.watch.ledger import Ledger
 
@@ -30,6 +30,7 @@ class Options:
     branches: list[str]
     since: str | None = None
     max_commits: int | None = None
+    stride: int = 1                    # measure every STRIDE-th new commit; the gaps are bisected
     threshold_pct: float = 0.1
     timing: bool = True
     samples: int | None = None
@@ -41,6 +42,8 @@ class PassResult:
     measured: int = 0
     timed: int = 0
     backlog: int = 0
+    skipped: int = 0
+    bisect_steps: int = 0
     stopped: bool = False
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -109,16 +112,33 @@ def run_pass(subject: Subject, repo: Path, ledger: Ledger, store, opts: Options,
                 seen.add(c.sha)
                 todo.append((c, chain))
     budget = len(todo) if opts.max_commits is None else min(opts.max_commits, len(todo))
-    for i, (commit, chain) in enumerate(todo[:budget]):
+    chosen = todo[:budget]
+    if opts.stride > 1:   # every STRIDE-th, and the newest; the rest are marked skipped (bisect.py)
+        keep = {i for i in range(len(chosen)) if i % opts.stride == 0 or i == len(chosen) - 1}
+        for i, (commit, _) in enumerate(chosen):
+            if i not in keep:
+                ledger.put(commit.sha, commit.subject, bisect.SKIPPED, Evidence(
+                    commit.sha, error=f"{bisect.SKIPPED} (--stride {opts.stride})").to_json(), None)
+        result.skipped = len(chosen) - len(keep)
+        chosen = [chosen[i] for i in sorted(keep)]
+    for i, (commit, chain) in enumerate(chosen):
         if stop.signum is not None:
             result.stopped = True
             break
-        say(f"[{i + 1}/{budget}] {commit.short} {commit.subject[:60]}")
+        say(f"[{i + 1}/{len(chosen)}] {commit.short} {commit.subject[:60]}")
         ev = measure(subject, repo, ledger, store, commit, chain, opts, workdir, result.notes)
         result.measured += 1
         result.timed += bool(ev.timed)
         say(f"  {_summary(ev)}")
-    result.backlog = len(todo) - result.measured
+    result.backlog = len(todo) - result.measured - result.skipped
+    for branch, chain in chains.items():
+        if opts.stride > 1 and stop.signum is None:
+            def one(commit, counted_in=0, chain=chain):
+                ev = measure(subject, repo, ledger, store, commit, chain, opts, workdir, result.notes, counted_in)
+                say(f"  {commit.short} {commit.subject[:50]}: {_summary(ev)}")
+                result.timed += bool(ev.timed)
+                return ev
+            result.bisect_steps += bisect.bisect(ledger, chain, one, say, stop)
     if stop.signum is not None:
         result.stopped = True
     result.seconds = time.monotonic() - started
@@ -145,15 +165,16 @@ def _previous(ledger: Ledger, commit: vcs.Commit, chain: list[vcs.Commit]) -> tu
 
 
 def measure(subject: Subject, repo: Path, ledger: Ledger, store, commit: vcs.Commit, chain, opts: Options,
-            workdir: Path, notes: list[str]) -> Evidence:
-    """The commit against the last one before it that built, stored (see the module doc)."""
+            workdir: Path, notes: list[str], counted_in: int = 0) -> Evidence:
+    """The commit against the last one before it that built, stored (see the module doc);
+    COUNTED_IN: a run that counted it already (it is compared again after a bisection)."""
     t0 = time.monotonic()
     prev, prev_ev = _previous(ledger, commit, chain)
     commits = [prev, commit] if prev is not None else [commit]
     pair = evidence.open_pair(store, subject, repo, ledger.watch, commits,
                               {c.sha: gitlog.parents(repo, c.sha) for c in commits})
-    evidence.measure_exact(store, pair, workdir)
-    evidence.copy_counts(store, pair, (prev_ev or {}).get("run_id") or 0)
+    evidence.measure_exact(store, pair, workdir, counted_in)
+    evidence.copy_counts(store, pair, pair.base, (prev_ev or {}).get("run_id") or 0)
     ev = evidence.read(store, pair, (prev_ev or {}).get("counts") or {})
     if not ev.built:
         pass
@@ -169,6 +190,8 @@ def measure(subject: Subject, repo: Path, ledger: Ledger, store, commit: vcs.Com
             ev.profile = evidence.profile(store, pair, workdir)
             if not opts.timing:
                 ev.timed_reason = "the measured path moved; not timed (--no-time)"
+            elif bisect.crosses_skipped(ledger, chain, commit, prev):
+                ev.timed_reason = "compared across skipped commits: timed once bisected"
             else:
                 evidence.measure_timed(store, pair, workdir, opts.fleet, opts.samples)
                 ev.timed = evidence.read(store, pair, {}).timed
