@@ -84,11 +84,12 @@ class RowCause:
     cause: Cause
     floor_note: str = ""        # how the A/A floor was measured, when it was
     band: str | None = None     # a timed row's place against the layout band (stats.layout)
+    layout_check: str = ""      # the layout check's answer (every function 64-byte aligned), when it ran
 
     def to_json(self) -> dict:
         return {"variant": self.variant, "params": self.params, "cause": self.cause.to_json(),
                 "attribution": None if self.attribution is None else self.attribution.to_json(),
-                "floor": self.floor_note or None}
+                "floor": self.floor_note or None, "layout_check": self.layout_check or None}
 
 
 def _floors(samples: list[dict]) -> dict[tuple, float]:
@@ -110,6 +111,8 @@ def _params(params: dict) -> tuple:
 def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple, list[RowCause]]:
     """(bench, metric, target, compiler) of each table -> its rows' causes (see the module's docstring)."""
     changed = _changed(run)
+    checks = ((run or {}).get("provenance") or {}).get("layout_check")
+    checks = checks if isinstance(checks, dict) else {}
     floors = _floors(list(samples))
     by_symbols = {}
     for p in profiles or ():
@@ -155,12 +158,14 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                                   unit="insns/iter")
                 elif names:
                     attributions[key] = (None, note)
-                    c = Cause("unknown", f"{len(names)} functions changed code; no per-symbol counts "
-                                         f"(metrics \"profile\") to say if the bench runs them")
-                    out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), None, c, note))
+                    c = Cause("unknown", f"{len(names)} changed function{'s' * (len(names) != 1)}, no "
+                                         f"per-symbol counts (metrics \"profile\")")
+                    out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), None, c, note,
+                                                                 layout_check=_checked(t, r, v, checks)))
                     continue
                 attributions[key] = (a, note)
-                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a), note))
+                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a), note,
+                                                             layout_check=_checked(t, r, v, checks)))
     for t in tables:
         if t.exact or len(t.variants) < 2:
             continue
@@ -170,8 +175,26 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                     continue
                 a, note = attributions.get((t.bench, t.target, t.compiler, v, _params(r.params)), (None, ""))
                 band = r.band_verdicts.get(v)
-                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band), note, band))
+                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band), note, band,
+                                                             _checked(t, r, v, checks)))
     return out
+
+
+def _checked(t, r, v: str, checks: dict) -> str:
+    """The layout check's line for variant v of row r: its change with every function aligned,
+    and whether the effect survives; or that the alignment could not move anything."""
+    from flagbench.report.cells import fmt_change
+    from flagbench.run.layout import ALIGN
+    from flagbench.stats.layout import survives
+    aligned = r.aligned.get(v)
+    if aligned is None:
+        return ""
+    for name in (v, t.variants[0]):
+        moved = checks.get(cell_key(name.partition("+")[0], t.target, t.compiler))
+        if isinstance(moved, dict) and moved.get("did_nothing"):
+            return f"layout check: {moved.get('text', 'could not move anything')}"
+    return f"layout check (every function {ALIGN}-byte aligned): {fmt_change(aligned)}: " \
+           f"{survives(r.changes.get(v), aligned)}"
 
 
 def _tkey(t) -> tuple:
@@ -206,6 +229,8 @@ def cause_texts(found: list[RowCause], fmt: str, *, detail: bool = True) -> list
         out.append(line if len(line) <= limit else line[:limit - 3] + "...")
         if detail and rc.attribution is not None and rc.attribution.changed and len(rows) == 1:
             out += ["  " + x for x in attribution_lines(rc.attribution, fmt, top=3)[:-1]]
+        if rc.layout_check:
+            out.append("  " + rc.layout_check)
     notes = sorted({rc.floor_note for rc in found if rc.floor_note})
     out += notes
     return out
