@@ -307,23 +307,33 @@ def _cut(line: str, width: int = LINE_WIDTH) -> str:
 
 
 def cause_line(c: Cause, fmt: str = "text") -> str | dict:
-    """The cause in one line under 100 columns (text and md: the line; html: escaped; json: a dict).
+    """The cause in one line under 100 columns: text (through textsafe.term_text), md (escaped as
+    the report's Markdown is), html (escaped); json: a dict. Names come from binaries: never raw.
 
     >>> cause_line(Cause("layout", "no code change on the path; counts the same: not a regression"), "md")
     '**cause: layout**: no code change on the path; counts the same: not a regression'
+    >>> cause_line(Cause("direct", "a<b> +3"), "html")
+    'cause: direct: a&lt;b&gt; +3'
+    >>> print(cause_line(Cause("direct", "x" + chr(27) + "[2J +3")))
+    cause: direct: x\\x1b[2J +3
     """
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}")
     if fmt == "json":
         return c.to_json()
     plain = _cut(f"cause: {c.kind}: {c.why}")
+    return _as(plain, fmt, bold=len(f"cause: {c.kind}"))
+
+
+def _as(line: str, fmt: str, bold: int = 0) -> str:
+    """A plain line in a format; `bold`: how many leading characters md makes bold."""
+    from flagbench.report.doc import md_para
+    from flagbench.textsafe import term_text
     if fmt == "md":
-        head = f"cause: {c.kind}"
-        rest = plain[len(head):].replace("*", "\\*").replace("_", "\\_")
-        return _cut(f"**{head}**{rest}", LINE_WIDTH + 4)   # the four asterisks are not printed
+        return (f"**{md_para(line[:bold])}**" if bold else "") + md_para(line[bold:])
     if fmt == "html":
-        return html.escape(plain)
-    return plain
+        return html.escape(line)
+    return term_text(line)
 
 
 def attribution_lines(a: Attribution, fmt: str = "text", top: int = TOP) -> list[str]:
@@ -335,8 +345,4 @@ def attribution_lines(a: Attribution, fmt: str = "text", top: int = TOP) -> list
         names = ", ".join(a.changed_off_path[:4]) + (" ..." if len(a.changed_off_path) > 4 else "")
         lines.append(_cut(f"changed code not executed by the bench: {names}"))
     lines.append(_cut(a.elsewhere_text(top)))
-    if fmt == "html":
-        return [html.escape(x) for x in lines]
-    if fmt == "md":
-        return [x.replace("*", "\\*").replace("_", "\\_") for x in lines]
-    return lines
+    return [_as(x, fmt) for x in lines]

@@ -8,7 +8,7 @@ run's provenance under CHANGED_KEY ("variant/target/compiler" -> names).
 Report side (report/__init__.py): `run_causes` reads, per bench, target, compiler, variant and
 row, the exact count (insns_per_iter of a micro bench, kernel_insns_per_iter of a guest bench),
 the per-symbol counts (a micro bench's stored exact profile, `metrics = [..., "profile"]`; a
-guest bench's "kernel profile" rows), the A/A floor (a guest's baseline booted twice:
+guest bench's every symbol, kept with its counted cell, else its "kernel profile" rows), the A/A floor (a guest's baseline booted twice:
 `aa_noise_floor_kernel_per_iter` in its samples' provenance) and the changed functions, and
 makes each row's Attribution and Cause; a timed row gets the cause of its counts with its place
 against the layout band. Without per-symbol counts a change is still attributed when no
@@ -23,6 +23,7 @@ from flagbench.attribution import (LINE_WIDTH, Attribution, Cause, attribute, at
 
 CHANGED_KEY = "changed_functions"
 FLOOR_KEY = "aa_noise_floor_kernel_per_iter"
+PROFILE_KEY = "kernel_profile_per_iter"     # a guest's counted cell: every symbol it ran (run/guest/guest.py)
 TOTALS = ("insns_per_iter", "kernel_insns_per_iter")   # the count a cause is about, by bench kind
 PROFILE_SUFFIX = " kernel profile"
 SYMBOL_PREFIX = "insns_per_iter:"
@@ -84,23 +85,32 @@ class RowCause:
     cause: Cause
     floor_note: str = ""        # how the A/A floor was measured, when it was
     band: str | None = None     # a timed row's place against the layout band (stats.layout)
+    layout_check: str = ""      # the layout check's answer (every function 64-byte aligned), when it ran
 
     def to_json(self) -> dict:
         return {"variant": self.variant, "params": self.params, "cause": self.cause.to_json(),
                 "attribution": None if self.attribution is None else self.attribution.to_json(),
-                "floor": self.floor_note or None}
+                "floor": self.floor_note or None, "layout_check": self.layout_check or None}
 
 
-def _floors(samples: list[dict]) -> dict[tuple, float]:
-    """(bench, target, compiler, params) -> the A/A floor a guest's baseline cell measured."""
-    out = {}
+def _cell_facts(samples: list[dict]) -> tuple[dict[tuple, float], dict[tuple, dict[str, float]]]:
+    """What guest cells kept in their provenance: the A/A floor of a baseline's row, by (bench,
+    target, compiler, params); every symbol's count per iteration, by (bench, target, compiler,
+    variant, params)."""
+    floors, profiles = {}, {}
     for s in samples:
-        value = (s.get("provenance") or {}).get("cell", {}).get(FLOOR_KEY) \
-            if isinstance((s.get("provenance") or {}).get("cell"), dict) else None
-        value = value if value is not None else (s.get("provenance") or {}).get(FLOOR_KEY)
+        cell = (s.get("provenance") or {}).get("cell")
+        if not isinstance(cell, dict):
+            continue
+        params = _params(s.get("params") or {})
+        value = cell.get(FLOOR_KEY)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-            out[(s["bench"], s["target"], s["compiler"], tuple(sorted((s.get("params") or {}).items())))] = value
-    return out
+            floors[(s["bench"], s["target"], s["compiler"], params)] = value
+        found = cell.get(PROFILE_KEY)
+        if isinstance(found, dict) and all(isinstance(k, str) and isinstance(v, (int, float))
+                                           and not isinstance(v, bool) for k, v in found.items()):
+            profiles[(s["bench"], s["target"], s["compiler"], s["variant"], params)] = found
+    return floors, profiles
 
 
 def _params(params: dict) -> tuple:
@@ -110,7 +120,9 @@ def _params(params: dict) -> tuple:
 def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple, list[RowCause]]:
     """(bench, metric, target, compiler) of each table -> its rows' causes (see the module's docstring)."""
     changed = _changed(run)
-    floors = _floors(list(samples))
+    checks = ((run or {}).get("provenance") or {}).get("layout_check")
+    checks = checks if isinstance(checks, dict) else {}
+    floors, cell_profiles = _cell_facts(list(samples))
     by_symbols = {}
     for p in profiles or ():
         if p.exact:
@@ -139,10 +151,10 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                     continue
                 key = (t.bench, t.target, t.compiler, v, _params(r.params))
                 names = changed.get(cell_key(v, t.target, t.compiler))
-                old = by_symbols.get((t.bench, t.target, t.compiler, base)) \
-                    or profile_rows.get((t.bench, t.target, t.compiler, base, _params(r.params)))
-                new = by_symbols.get((t.bench, t.target, t.compiler, v)) \
-                    or profile_rows.get((t.bench, t.target, t.compiler, v, _params(r.params)))
+                old, new = (by_symbols.get((t.bench, t.target, t.compiler, x))
+                            or cell_profiles.get((t.bench, t.target, t.compiler, x, _params(r.params)))
+                            or profile_rows.get((t.bench, t.target, t.compiler, x, _params(r.params)))
+                            for x in (base, v))
                 floor = floors.get((t.bench, t.target, t.compiler, _params(r.params)))
                 note = (f"A/A floor {floor:,.0f} kernel insns/iter: the baseline booted twice, one extra ignored "
                         f"command-line word" if floor is not None else "")
@@ -155,12 +167,14 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                                   unit="insns/iter")
                 elif names:
                     attributions[key] = (None, note)
-                    c = Cause("unknown", f"{len(names)} functions changed code; no per-symbol counts "
-                                         f"(metrics \"profile\") to say if the bench runs them")
-                    out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), None, c, note))
+                    c = Cause("unknown", f"{len(names)} changed function{'s' * (len(names) != 1)}, no "
+                                         f"per-symbol counts (metrics \"profile\")")
+                    out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), None, c, note,
+                                                                 layout_check=_checked(t, r, v, checks)))
                     continue
                 attributions[key] = (a, note)
-                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a), note))
+                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a), note,
+                                                             layout_check=_checked(t, r, v, checks)))
     for t in tables:
         if t.exact or len(t.variants) < 2:
             continue
@@ -170,8 +184,26 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                     continue
                 a, note = attributions.get((t.bench, t.target, t.compiler, v, _params(r.params)), (None, ""))
                 band = r.band_verdicts.get(v)
-                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band), note, band))
+                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band), note, band,
+                                                             _checked(t, r, v, checks)))
     return out
+
+
+def _checked(t, r, v: str, checks: dict) -> str:
+    """The layout check's line for variant v of row r: its change with every function aligned,
+    and whether the effect survives; or that the alignment could not move anything."""
+    from flagbench.report.cells import fmt_change
+    from flagbench.run.layout import ALIGN
+    from flagbench.stats.layout import survives
+    aligned = r.aligned.get(v)
+    if aligned is None:
+        return ""
+    for name in (v, t.variants[0]):
+        moved = checks.get(cell_key(name.partition("+")[0], t.target, t.compiler))
+        if isinstance(moved, dict) and moved.get("did_nothing"):
+            return f"layout check: {moved.get('text', 'could not move anything')}"
+    return f"layout check (every function {ALIGN}-byte aligned): {fmt_change(aligned)}: " \
+           f"{survives(r.changes.get(v), aligned)}"
 
 
 def _tkey(t) -> tuple:
@@ -206,6 +238,8 @@ def cause_texts(found: list[RowCause], fmt: str, *, detail: bool = True) -> list
         out.append(line if len(line) <= limit else line[:limit - 3] + "...")
         if detail and rc.attribution is not None and rc.attribution.changed and len(rows) == 1:
             out += ["  " + x for x in attribution_lines(rc.attribution, fmt, top=3)[:-1]]
+        if rc.layout_check:
+            out.append("  " + rc.layout_check)
     notes = sorted({rc.floor_note for rc in found if rc.floor_note})
     out += notes
     return out

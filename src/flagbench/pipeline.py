@@ -47,6 +47,7 @@ class Options:
     rounds: int = 2                          # kexec rounds on the host: A B, B A, ...
     until: float | None = None               # sample on until each row's interval is +-this narrow (run/until.py)
     budget_s: float = 600.0                  # ... or this many seconds of measuring are spent
+    layout_check: bool = False               # A and B again with every function 64-byte aligned (run/layout.py)
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -100,6 +101,11 @@ def run(path: Path, opts: Options):
             order = column_order(exp.benches, [v.name for v in exp.variants])
             from flagbench.causes import CHANGED_KEY, changed_by_cell   # which functions' code changed: causes
             changed = changed_by_cell([*builds, *kernels], order, say)
+            checked = {}
+            if opts.layout_check or exp.layout_check:
+                more, checked = _layout_check(exp, chosen, builds, workdir, notes, opts, say,
+                                              None if kexec_host else fleet)
+                cells += more
             if opts.aa_control:
                 from flagbench.run.noise import aa_control
                 cells += aa_control(cells, order)
@@ -109,6 +115,7 @@ def run(path: Path, opts: Options):
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
                                             CHANGED_KEY: changed, **_commits(exp),
+                                            **({"layout_check": checked} if checked else {}),
                                             **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet, until=until)
             if until is not None:
@@ -235,6 +242,37 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None
         except UserError as e:
             raise UserError(f"{exp.path}:{bench.line}: {e}") from None
     return cells
+
+
+def _layout_check(exp, chosen, builds, workdir: Path, notes: list[str], opts: Options, say,
+                  fleet=None) -> tuple[list, dict]:
+    """The layout check (run/layout.py): every variant built again with each function aligned to
+    64 bytes and measured the same way, in the same rounds, as `V@align64` columns; with what the
+    alignment moved, per build ("V/target/compiler" -> AlignmentMoved's fields and its words)."""
+    from dataclasses import asdict
+
+    from flagbench import build
+    from flagbench.run.layout import ALIGN_FLAG, aligned_column, aligned_experiment, alignment_moved
+    if exp.kernel is not None:
+        raise UserError(f"{exp.path}: the layout check builds C experiments only so far (kernel: "
+                        f"CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B in a variant's fragments does it by hand)")
+    aligned = aligned_experiment(exp)
+    say(f"layout check: every variant again with {ALIGN_FLAG}")
+    aligned_builds = build.build(aligned, jobs=opts.jobs, progress=None if opts.quiet else say)
+    by_key = {b.cell.key: b for b in aligned_builds}
+    checked = {}
+    for b in builds:
+        twin = by_key.get(f"{aligned_column(b.cell.variant.name)}/{b.cell.target}/{b.cell.compiler}")
+        if twin is None:
+            continue
+        moved = alignment_moved(b.objects, twin.objects)
+        words = moved.text(os_flag="-Os" in b.cflags)
+        checked[b.cell.key] = {**asdict(moved), "did_nothing": moved.did_nothing, "text": words}
+        if moved.did_nothing:
+            say(f"layout check {b.cell.key}: {words}")
+    names = {b.name for b in chosen}
+    benches = [benchspec.with_samples(b, opts.samples) for b in aligned.benches if b.name in names and not b.guest]
+    return host_cells(aligned, benches, aligned_builds, workdir / "aligned", notes, fleet, opts.cpu), checked
 
 
 def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, kexec_host=None,
