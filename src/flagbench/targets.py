@@ -9,8 +9,8 @@ header belongs to.
     qemu-user     runner and -cpu for exact counts                         (run/executors.py)
     uname -m      the machine names whose programs it builds               (run/places.py, hosts/)
     ELF           e_machine and class                                      (elf/)
-    Kbuild        ARCH, SRCARCH, image paths, implied options              (kernel/kbuild.py)
-    boot          the qemu-system recipe (machine, console, image, markers) (kernel/boot.py)
+    Kbuild        ARCH, SRCARCH, image paths, implied options              (kbuild/build.py)
+    boot          the qemu-system recipe (machine, console, image, markers) (run/guest/boot.py)
     instructions  its asm/isa.py family, comment char, padding bytes       (asm/)
 
 What is installed is not decided here: toolchains.py probes tools and versions.
@@ -41,7 +41,7 @@ class Kbuild:
 
 @frozen
 class Boot:
-    """A qemu-system machine for the target's kernel (kernel/boot.py boots it)."""
+    """A qemu-system machine for the target's kernel (run/guest/boot.py boots it)."""
     name: str                      # the target's name
     qemu: str                      # qemu-system-...
     machine: tuple[str, ...]       # -M/-cpu/firmware arguments
