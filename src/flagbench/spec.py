@@ -23,7 +23,7 @@ SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show", "kernel", "cache", "hosts", "build", "places"}
+            "variants", "target", "bench", "show", "kernel", "cache", "hosts", "build", "places", "layout_check"}
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources", "ref"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
@@ -95,6 +95,7 @@ class Experiment:
     hosts: tuple[str, ...] = ()                  # ssh destinations that time the benches (run --host)
     distcc: tuple[str, ...] = ()                 # [build] distcc: hosts compiles are sent to (distcc.py)
     places: tuple[str, ...] = ()                 # labgrid places that time them (run --place; hosts/labgrid.py)
+    layout_check: bool = False                   # measure again with every function 64-byte aligned (run/layout.py)
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -267,7 +268,8 @@ class _Checker:
             hash=experiment_hash(self.text, [sources, *(v.sources or () for v in variants)]),
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()),
             cache_remote=self.cache_remote(data.get("cache", {})),
-            hosts=self.hosts(data), distcc=self.build_table(data.get("build", {})), places=self.places(data))
+            hosts=self.hosts(data), distcc=self.build_table(data.get("build", {})), places=self.places(data),
+            layout_check=self.flag(data, "layout_check", ()))
         if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
             kernel = kernelspec.parse(self, data)
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
@@ -290,6 +292,12 @@ class _Checker:
             if b.kind == "command" and not b.guest and any("{dir}" in a for a in b.command):
                 self.fail(where, f"bench {b.name!r} uses {{dir}}, the objects of the build: name the sources "
                           f"(sources = [\"file.c\"])")
+
+    def flag(self, table: dict, key: str, where: tuple) -> bool:
+        value = table.get(key, False)
+        if not isinstance(value, bool):
+            self.fail(where + (key,), f"{key} must be true or false")
+        return value
 
     def hosts(self, data: dict) -> tuple[str, ...]:
         hosts = self.strings(data, "hosts", (), ())

@@ -47,6 +47,10 @@ def register(sub):
     p.add_argument("--budget", default="10m", metavar="TIME",
                    help="with --until: the measuring time allowed, the first samples included (300, 90s, 10m, 1h; "
                         "default 10m)")
+    p.add_argument("--layout-check", action="store_true",
+                   help="build every variant again with each function aligned to 64 bytes and measure it the same "
+                        "way: the verdicts say whether the effect survives alignment (a layout effect does not; "
+                        "the same as layout_check = true in the experiment file)")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--rounds", type=int, default=2, metavar="N",
                    help="kernel experiments with --host: boot every variant there by kexec N times, A B B A ... "
@@ -83,7 +87,7 @@ def _run(args, places=()) -> int:
                             jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
                             replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control,
                             rounds=args.rounds, until=None if args.until is None else parse_width(args.until),
-                            budget_s=parse_budget(args.budget))
+                            budget_s=parse_budget(args.budget), layout_check=args.layout_check)
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored

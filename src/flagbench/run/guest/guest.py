@@ -424,7 +424,10 @@ def _counts_job(booter: Booter, variant: str, tag: str, prov: dict):
         if r is None:
             return reason
         prov.update(guest_iterations=r.iterations, guest_ns=r.ns,
-                    guest_ops_per_s=r.iterations * 1e9 / r.ns if r.ns > 0 else None)
+                    guest_ops_per_s=r.iterations * 1e9 / r.ns if r.ns > 0 else None,
+                    # every symbol the bench ran, not only the profile's top rows: what a cause needs
+                    # to tell a changed function that ran from one that did not (causes.py)
+                    kernel_profile_per_iter={s: r.per_iter(n) for s, n in sorted(r.profile.items()) if n})
         if variant == booter.baseline:   # measured on the baseline: the other variants need not boot it
             prov["aa_noise_floor_kernel_per_iter"] = booter.floor(tag)
         emit(KERNEL_INSNS_PER_ITER, r.per_iter(r.kernel))
