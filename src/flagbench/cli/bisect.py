@@ -83,6 +83,7 @@ def register(sub):
 def run(args) -> int:
     from flagbench import procs
     from flagbench.errors import UserError
+    from flagbench.textsafe import term_text
 
     procs.install()
     if not args.run_step:
@@ -90,10 +91,10 @@ def run(args) -> int:
     try:
         return _run(args)
     except UserError as e:    # exit 2 would read as "bad" to git bisect run
-        print(f"flagbench bisect: {e}", file=sys.stderr)
+        print(f"flagbench bisect: {term_text(str(e))}", file=sys.stderr)
         return EXIT_ABORT
     except Exception as e:    # a crash (exit 1) too: stop the bisection rather than call the commit bad
-        print(f"flagbench bisect: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"flagbench bisect: internal error: {type(e).__name__}: {term_text(str(e))}", file=sys.stderr)
         return EXIT_ABORT
 
 
@@ -102,7 +103,7 @@ def _run(args) -> int:
     from flagbench.bisect import commits, timed
     from flagbench.errors import UserError
     from flagbench.run.until import parse_budget
-    from flagbench.textsafe import sayer
+    from flagbench.textsafe import sayer, term_text
 
     say = sayer("flagbench bisect: ", quiet=args.quiet)
     _check_numbers(args)
@@ -133,7 +134,7 @@ def _run(args) -> int:
             raise UserError("bisect to a commit needs --good REF and --bad REF (or --objects, or --run-step)")
         out = commits.bisect(subject, args.good, args.bad, opts, say)
     for line in commits.summary(out, opts):
-        print(line)
+        print(term_text(line))
     return 0 if out.found.first is not None else 1
 
 
@@ -166,6 +167,7 @@ def _objects(args, exp, share: float, say) -> int:
     from flagbench import procs
     from flagbench.bisect.objects import bisect_objects, summary
     from flagbench.errors import UserError
+    from flagbench.textsafe import term_text
 
     if args.metric == "time":
         raise UserError("--objects measures exact counts (insns) or size; time is not bisected to objects yet")
@@ -178,5 +180,5 @@ def _objects(args, exp, share: float, say) -> int:
         out = bisect_objects(exp, args.objects, metric=args.metric, bench=args.bench, share=share,
                              workdir=workdir, say=say, jobs=args.jobs)
         for line in summary(out):
-            print(line)
+            print(term_text(line))
     return 0

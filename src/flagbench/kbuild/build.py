@@ -42,7 +42,7 @@ from flagbench.kbuild import config as kconfig_file, seed
 from flagbench.kbuild import source
 from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, is_host_config, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
-from flagbench.textsafe import sayer
+from flagbench.textsafe import sayer, term_text
 from flagbench.targets import CLANG, is_clang
 
 STAMP_VERSION = 1
@@ -383,8 +383,9 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         error = None
         if not ok:
             error = "\n".join(errors[:12]) or f"make exited with status {rc}"
-            bars.update(task, description=f"[red]{escape(p.cell.key)} FAILED", now=escape(errors[0][:80]) if errors else "")
-            bars.console.print(f"[red]{p.cell.key} failed:[/]\n{escape(error)}", highlight=False)
+            shown = [term_text(e) for e in error.splitlines()]   # rich escapes markup, not ESC or BEL
+            bars.update(task, description=f"[red]{escape(p.cell.key)} FAILED", now=escape(shown[0][:80]))
+            bars.console.print(f"[red]{p.cell.key} failed:[/]\n{escape(chr(10).join(shown))}", highlight=False)
         else:
             bars.update(task, total=max(compiled, 1), completed=max(compiled, 1), now=f"{compiled} compiled")
         data = {**p.last, "stamp": p.stamp if ok else None, "ok": ok, "error": error, "seconds": seconds,
