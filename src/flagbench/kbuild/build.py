@@ -15,6 +15,8 @@ commit by commit in one O= directory shared by every ref variant of its kind (ma
 what the walk changed, ccache serves the rest). Each good build's artifacts are kept in
 `<tree home>/builds/<stamp>` (the stamp names the commit's tree, not the variant): that is the
 build's `dir`, and a later run, or another ref with the same tree, finds it there without make.
+Its objects are not kept (the next commit's make rewrites them), only their code's size and
+hash (size/objects.py: what `size --objects` compares); object bisection refuses such builds.
 
 Reproducible: KBUILD_BUILD_TIMESTAMP/USER/VERSION are pinned, so A and B differ only where
 the variant does and in the build identity, KBUILD_BUILD_HOST = fb-HASH16 (only init/version.o
@@ -468,12 +470,16 @@ def _keep(p: _Plan, data: dict) -> None:
     files = ["vmlinux", "System.map", ".config", "flagbench-make.log", *p.cell.arch.kbuild.images]
     if kconfig_file.read_config(p.odir / ".config").get("CONFIG_MODULES") == "y":
         files += [str(m.relative_to(p.odir)) for m in p.odir.rglob("*.ko")]
+    from flagbench.size.objects import CODE_INDEX, write_code_index
+    for left in p.snapshot.parent.glob(f"{p.snapshot.name}.tmp-*"):   # a killed run's (we hold the cell lock)
+        shutil.rmtree(left, ignore_errors=True)
     tmp = p.snapshot.with_name(f"{p.snapshot.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     for rel in files:
         if (p.odir / rel).is_file():
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(p.odir / rel, tmp / rel)
+    write_code_index(p.odir, tmp / CODE_INDEX)   # the objects stay behind: `size --objects` reads this
     _write_json(tmp / CELL_FILE, {**data, "commit": p.tree.commit.as_dict() if p.tree.commit else None})
     shutil.rmtree(p.snapshot, ignore_errors=True)
     os.replace(tmp, p.snapshot)
