@@ -104,15 +104,15 @@ def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectO
     from flagbench.run.guest import boot
     from flagbench.kbuild import build as kbuild
 
-    for name in (a, b):   # refused before anything builds
-        if exp.variant(name).commit is not None:
-            raise UserError(f"variant {name} is a commit (ref): object bisection relinks A's O= directory with "
-                            "B's objects, and a commit's build does not keep its objects; "
-                            f"`flagbench size EXP --variants {a},{b} --objects` names the objects whose code changed")
     cells = [c for c in exp.cells() if c.variant.name in (a, b)]
     cells = [c for c in cells if (c.target, c.compiler) == (cells[0].target, cells[0].compiler)]
+    commits = [n for n in (a, b) if exp.variant(n).commit is not None]
+    if commits:   # a commit's usual build keeps no objects: each gets a checkout and O= of its own
+        say(f"{', '.join(commits)}: a commit; built in a checkout and O= directory of its own (kept at it), "
+            "so A's objects can be relinked with B's")
     built = {k.cell.variant.name: k for k in kbuild.build_kernels(exp, cells, jobs=jobs, progress=True,
-                                                                  extra_fragments=boot.boot_fragments(exp))}
+                                                                  extra_fragments=boot.boot_fragments(exp),
+                                                                  keep_objects=bool(commits))}
     ka, kb = built[a], built[b]
     if not (ka.ok and kb.ok):
         raise UserError(f"a kernel did not build: {ka.error or kb.error}")

@@ -16,7 +16,8 @@ what the walk changed, ccache serves the rest). Each good build's artifacts are 
 `<tree home>/builds/<stamp>` (the stamp names the commit's tree, not the variant): that is the
 build's `dir`, and a later run, or another ref with the same tree, finds it there without make.
 Its objects are not kept (the next commit's make rewrites them), only their code's size and
-hash (size/objects.py: what `size --objects` compares); object bisection refuses such builds.
+hash (size/objects.py: what `size --objects` compares). Object bisection, which relinks the
+objects, asks for keep_objects: each ref variant in a checkout and O= directory of its own.
 
 Reproducible: KBUILD_BUILD_TIMESTAMP/USER/VERSION are pinned, so A and B differ only where
 the variant does and in the build identity, KBUILD_BUILD_HOST = fb-HASH16 (only init/version.o
@@ -111,16 +112,20 @@ class _Plan:
 
 
 def build_kernels(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int | None = None,
-                  progress: bool = True, extra_fragments: Sequence[str | Path] = ()) -> list[KernelBuild]:
+                  progress: bool = True, extra_fragments: Sequence[str | Path] = (),
+                  keep_objects: bool = False) -> list[KernelBuild]:
     """Build every cell (default: all of the experiment's), in order; see the module doc.
-    EXTRA_FRAGMENTS (config lines or fragment files) go into every cell, after the experiment's."""
+    EXTRA_FRAGMENTS (config lines or fragment files) go into every cell, after the experiment's.
+    KEEP_OBJECTS: a ref variant builds in a checkout and O= directory of its own (its `dir`, with
+    its objects, not a kept copy of vmlinux), which stay at its commit: what object bisection
+    relinks. It costs a checkout and a build directory per variant (ccache serves the compiles)."""
     if exp.kernel is None:
         raise UserError(f"{exp.path}: no [kernel] table: not a kernel experiment")
     cells = list(exp.cells() if cells is None else cells)
     jobs = jobs or os.cpu_count() or 1
     extra = extra_options(extra_fragments)
     say = sayer("flagbench build: ", quiet=not progress)
-    plans = [_plan(exp, cell, extra, say) for cell in cells]
+    plans = [_plan(exp, cell, extra, say, keep_objects) for cell in cells]
     for p in plans:
         if not p.cached:
             with _cell_locked(p):
@@ -211,7 +216,7 @@ def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]
     return tree.home / "out" / re.sub(r"[^A-Za-z0-9._+=-]", "_", exp_part) / re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
 
 
-def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
+def _plan(exp: Experiment, cell: Cell, extra: list[Option], say, keep_objects: bool = False) -> _Plan:
     kernel = exp.kernel
     if is_host_config(kernel.config):
         raise UserError(f"{exp.path}: config = {kernel.config!r}: the config comes from a machine "
@@ -226,6 +231,8 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     commit = cell.variant.commit
     if commit is not None:   # one walked checkout per O= directory, shared by experiments asking alike
         slot = ref_slot(kernel, cell, options)
+        if keep_objects:   # its own checkout and O=, left at its commit (see build_kernels)
+            slot += "--" + re.sub(r"[^A-Za-z0-9._+=,-]", "_", cell.variant.name)
         tree = source.git_tree(commit, slot)
         odir = tree.home / "out" / "git" / slot
     else:
@@ -258,7 +265,7 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     stamp = _sha(json.dumps(inputs, sort_keys=True))
     return _Plan(cell, tree, odir, make, env, options, kernel.config, tools, stamp,
                  _sha(json.dumps(config_inputs, sort_keys=True)), last,
-                 tree.home / "builds" / stamp[:16] if commit is not None else None)
+                 tree.home / "builds" / stamp[:16] if commit is not None and not keep_objects else None)
 
 
 def ref_slot(kernel, cell: Cell, options: list[Option]) -> str:
