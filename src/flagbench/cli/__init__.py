@@ -101,8 +101,9 @@ def _main(argv: list[str] | None) -> tuple[str | None, int]:
         verb, handler = ns.verb, lambda: ns.handler(ns)
     try:
         return verb, handler() or 0
-    except UserError as e:
-        print(f"flagbench {verb}: {e}", file=sys.stderr)
+    except UserError as e:   # its text may hold a compiler's or a commit's: controls escaped, line by line
+        from flagbench.textsafe import term_text
+        print(f"flagbench {verb}: " + "\n".join(map(term_text, str(e).split("\n"))), file=sys.stderr)
         return verb, 2
     except KeyboardInterrupt as e:   # procs.Terminated carries the signal: exit 128 + it
         print(f"flagbench {verb}: interrupted", file=sys.stderr)
