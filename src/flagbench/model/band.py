@@ -113,7 +113,9 @@ class Comparison:
         a, b = self.a, self.b
         out = ["branch prediction: llvm-mca takes every branch as predicted; mispredictions are not in the cycles",
                "memory: every access priced as an L1 hit; the cache misses above are not in the cycles",
-               "blocks priced one by one (steady-state throughput); nothing carried from one block to the next"]
+               "blocks priced one by one, each repeated back to back (steady-state throughput): nothing carried "
+               "from one block to the next, and a register a block reads and writes becomes a chain the real "
+               "code may not have; calls priced as a taken branch"]
         if a.cache or b.cache:
             out.append(f"misaligned accesses: A {a.cache.get('misaligned', 0):.4g}, B {b.cache.get('misaligned', 0):.4g} "
                        f"per {self.per}, priced as aligned (a trap, a split or a replay is not modelled)")

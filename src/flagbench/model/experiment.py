@@ -134,7 +134,7 @@ def _memcpy(bench, target, compiler, group, cores, opts, where, say, notes) -> l
 def _memcpy_point(bench, target, compiler, cores, opts, exes, a_fn, b_fn, point, say) -> Comparison:
     size, d, s = point
     reps = max(1, min(64, 65536 // size))       # as run/kinds/memfn.py counts
-    title = f"{bench.name} size {size} align {d}/{s}"
+    title = f"{bench.name} {size} {d}/{s}"
     say(f"model {title} {target}/{compiler}: {a_fn} vs {b_fn}")
     started = time.monotonic()
     sides = []

@@ -25,6 +25,7 @@ from flagbench.cache import cache_dir
 from flagbench.errors import UserError
 
 ITERATIONS = 100
+CALL_LATENCY = 1             # a call priced as a taken branch: the callee's blocks are priced on their own
 LLVM_MC, LLVM_MCA = "llvm-mc-19", "llvm-mca-19"
 TIMEOUT = 120
 
@@ -88,7 +89,7 @@ def _mca(triple: str, mattr: str, mcpu: str, texts: list[list[str]], skip: bool 
         f.write("\n".join(source) + "\n")
         f.flush()
         argv = [tool(LLVM_MCA), f"-mtriple={triple}", f"-mcpu={mcpu}", *([f"-mattr={mattr}"] if mattr else []),
-                f"-iterations={ITERATIONS}", "--json", *(["-skip-unsupported-instructions=any"] if skip else []),
+                f"-iterations={ITERATIONS}", f"-call-latency={CALL_LATENCY}", "--json", *(["-skip-unsupported-instructions=any"] if skip else []),
                 f.name]
         done = procs.run(argv, timeout=TIMEOUT)
     if done.failure:
@@ -108,7 +109,7 @@ def _price(summary: dict) -> dict:
 
 def price(triple: str, mattr: str, mcpu: str, texts: list[list[str]]) -> list[Price]:
     """Each block text's cycles per execution on MCPU."""
-    keys = [[version(LLVM_MCA), triple, mattr, mcpu, str(ITERATIONS), "\n".join(t)] for t in texts]
+    keys = [[version(LLVM_MCA), triple, mattr, mcpu, str(ITERATIONS), str(CALL_LATENCY), "\n".join(t)] for t in texts]
     out: list[dict | None] = [None] * len(texts)
     missing = []
     for i, key in enumerate(keys):

@@ -6,13 +6,14 @@ in tables and fences; json carries every figure."""
 from __future__ import annotations
 
 import json
+import textwrap
 
 from flagbench.model.band import Comparison
 from flagbench.model.cores import NO_MODEL
 from flagbench.textsafe import term_text
 
-HEADER = ("model = estimated cycles: llvm-mca-19 cycles of each executed block x its count under qemu; "
-          "not a measured time")
+HEADER = ("model = estimated cycles: llvm-mca-19's cycles of each executed block x its count under\n"
+          "qemu (exact); not a measured time")
 TOLERANCE = 0.02             # a ratio within 2 % of 1 is "no change" for the direction check
 
 
@@ -24,11 +25,18 @@ def _r(v) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def groups(comparisons: list[Comparison]) -> dict[str, list[Comparison]]:
+    """The pairs by target, compiler and what A and B are: one summary table each."""
+    out: dict[str, list[Comparison]] = {}
+    for c in comparisons:
+        out.setdefault(f"{c.target}/{c.compiler}: A = {c.a.label}, B = {c.b.label}", []).append(c)
+    return out
+
+
 def summary_rows(comparisons: list[Comparison]) -> list[list[str]]:
     rows = []
     for c in comparisons:
-        pair = f"{c.a.label} / {c.b.label}"
-        head = [c.title, f"{c.target}/{c.compiler}", pair, _f(c.a.insns), _f(c.b.insns), _r(c.insn_ratio())]
+        head = [c.title, _f(c.a.insns), _f(c.b.insns), _r(c.insn_ratio())]
         if not c.cores:
             rows.append(head + ["no model", "", "", ""])
             continue
@@ -39,8 +47,7 @@ def summary_rows(comparisons: list[Comparison]) -> list[list[str]]:
     return rows
 
 
-SUMMARY_HEAD = ["bench", "target", "A / B", "insns A", "insns B", "B/A", "model core", "cyc A", "cyc B",
-                "B/A"]
+SUMMARY_HEAD = ["bench", "insns A", "insns B", "B/A", "model core", "cyc A", "cyc B", "B/A"]
 
 
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
@@ -58,21 +65,23 @@ def detail(c: Comparison) -> list[str]:
            f" (modelled in {c.seconds:.1f} s)"]
     out.append(f"  exact (qemu plugin): insns A {_f(c.a.insns, 6)}  B {_f(c.b.insns, 6)}  B/A {_r(c.insn_ratio())}")
     if c.no_model():
-        out.append(f"  {c.target}: {c.no_model()}")
+        out += textwrap.wrap(f"{c.target}: {c.no_model()}", 100, initial_indent="  ", subsequent_indent="    ")
     else:
         band = c.band()
         names = ", ".join(f"{k.mcpu} ({k.pipeline})" for k in c.cores)
         out.append(f"  model B/A band {_r(band[0]) if band else '-'} .. {_r(band[1]) if band else '-'} over {names}")
         for core in c.cores:
             if core.note:
-                out.append(f"  {core.mcpu}: {core.note}")
+                out += textwrap.wrap(f"{core.mcpu}: {core.note}", 100, initial_indent="  ",
+                                     subsequent_indent="    ")
     out += _cache_lines(c)
     if c.cores:
         core = c.cores[-1].mcpu
         out += _symbol_lines(c, core)
         out += _hot_lines(c, core)
     out.append("  not modelled:")
-    out += [f"    - {line}" for line in c.unmodelled()]
+    for line in c.unmodelled():
+        out += textwrap.wrap(line, 100, initial_indent="    - ", subsequent_indent="      ")
     return out
 
 
@@ -141,7 +150,7 @@ def validation_rows(comparisons: list[Comparison]) -> list[list[str]]:
             verdict = "WRONG DIRECTION"
         else:
             verdict = f"model {model_dir}, measured {measured_dir}"
-        rows.append([c.title, f"{c.a.label} / {c.b.label}", f"{_r(band[0])}..{_r(band[1])}",
+        rows.append([c.title, f"{c.a.label}/{c.b.label}", f"{_r(band[0])}..{_r(band[1])}",
                      f"{_r(m['ratio'])} [{_r(m['low'])}, {_r(m['high'])}]", verdict])
     return rows
 
@@ -153,7 +162,9 @@ def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -
     if fmt == "json":
         return json.dumps([_as_json(c) for c in comparisons] + [{"notes": notes}], indent=1) + "\n"
     table = _md_table if fmt == "md" else _table
-    out = [HEADER, ""] + table(SUMMARY_HEAD, summary_rows(comparisons)) + [""]
+    out = [HEADER, ""]
+    for title, members in groups(comparisons).items():
+        out += [term_text(title)] + table(SUMMARY_HEAD, summary_rows(members)) + [""]
     for c in comparisons:
         body = detail(c)
         out += (["```", *body, "```"] if fmt == "md" else body) + [""]
