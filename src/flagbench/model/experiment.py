@@ -20,7 +20,7 @@ from flagbench.model.cores import NO_MODEL, cores_for
 from flagbench.run.harness import MEMSWEEP_C, MICRO_C, Program, link_with_build
 from flagbench.toolchains import get_target
 
-MEASURE_ROUNDS = 7           # A B alternated this many times; the ratio's median and range reported
+MEASURE_ROUNDS = 11          # A B alternated this many times; the ratio's median and quartiles reported
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,8 @@ def _memcpy_point(bench, target, compiler, cores, opts, exes, a_fn, b_fn, point,
 
 def _measure_pair(argv_of, calibrate_argv, a_exe, b_exe, timeout, per_unit, count_key) -> dict:
     """A and B timed natively here, alternated MEASURE_ROUNDS times with the count that takes
-    A >= 20 ms: the median ns per unit of each and the B/A ratio's median, low and high."""
+    A >= 20 ms: the median ns per unit of each and the B/A ratio's median and quartiles (the
+    middle half of the rounds: a shared machine's worst rounds do not set the range)."""
     from flagbench.run.executors import NativeExecutor
     native = NativeExecutor()
 
@@ -172,5 +173,6 @@ def _measure_pair(argv_of, calibrate_argv, a_exe, b_exe, timeout, per_unit, coun
         a_ns.append(a)
         b_ns.append(b)
         ratios.append(b / a)
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
     return {"a_ns": statistics.median(a_ns), "b_ns": statistics.median(b_ns),
-            "ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios)}
+            "ratio": statistics.median(ratios), "low": q1, "high": q3, "rounds": MEASURE_ROUNDS}

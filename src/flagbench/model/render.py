@@ -155,7 +155,7 @@ def validation_rows(comparisons: list[Comparison]) -> list[list[str]]:
     return rows
 
 
-VALIDATION_HEAD = ["bench", "A / B", "model B/A", "measured B/A [range]", "verdict"]
+VALIDATION_HEAD = ["bench", "A / B", "model B/A", "measured B/A [IQR]", "verdict"]
 
 
 def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -> str:
@@ -164,14 +164,17 @@ def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -
     table = _md_table if fmt == "md" else _table
     out = [HEADER, ""]
     for title, members in groups(comparisons).items():
-        out += [term_text(title)] + table(SUMMARY_HEAD, summary_rows(members)) + [""]
+        out += [term_text(title)] + table(SUMMARY_HEAD, summary_rows(members))
+        out += [f"  ! {c.title}: not in the cycles: {c.a.string_ops:.4g} (A), {c.b.string_ops:.4g} (B) string "
+                f"instructions per {c.per}" for c in members if c.a.string_ops or c.b.string_ops]
+        out += [""]
     for c in comparisons:
         body = detail(c)
         out += (["```", *body, "```"] if fmt == "md" else body) + [""]
     rows = validation_rows(comparisons)
     if rows:
-        out += ["validation here (x86_64, measured natively: median B/A of A,B alternated, its range; "
-                "beside the model, never in it):"] + table(VALIDATION_HEAD, rows) + [""]
+        out += ["validation here (x86_64, measured natively: the median B/A of A,B alternated 11 times",
+                "and its quartiles; beside the model, never in it):"] + table(VALIDATION_HEAD, rows) + [""]
     out += [f"note: {term_text(n)}" for n in notes]
     return "\n".join(out).rstrip() + "\n"
 
