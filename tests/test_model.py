@@ -225,3 +225,38 @@ def test_bad_core_is_one_line_and_exit_2(tmp_path, module_cache):
     out = flagbench("model", exp, "--core", "cortex-z99", cache=module_cache, timeout=120)
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1 and "cortex-z99" in out.stderr
+
+
+REP_C = r"""
+#include <stdlib.h>
+static unsigned long src[25], dst[25];
+int main(int argc, char **argv)
+{
+	unsigned long n = strtoul(argv[1], 0, 10);
+	for (unsigned long i = 0; i < n; i++) {
+		void *d = dst, *s = src;
+		unsigned long c = 25;
+		__asm__ volatile("rep movsq" : "+D"(d), "+S"(s), "+c"(c) : : "memory");
+	}
+	return 0;
+}
+"""
+
+
+def test_string_instructions_are_counted_and_kept_out_of_the_cycles(tmp_path, module_cache):
+    """A rep movsq of 25 elements: qemu runs its block once per element and once more to see
+    rcx at 0; those runs are named, and the cycles are only those of the other blocks."""
+    from flagbench.model.band import Comparison, model_side
+    from flagbench.model.cores import CORES
+    exe = _build(tmp_path, "rep", REP_C, "gcc")
+    cores = CORES["x86_64"]
+    side = model_side("A", "x86_64", exe, lambda k: [str(exe), str(k)], 100, cores, tmp_path, 60, cache=False)
+    assert side.string_ops == 26
+    rep_blocks = [i for i, text in enumerate(side.asm) if any(ln.startswith("rep movsq") for ln in text)]
+    assert rep_blocks
+    for core in cores:
+        only_rep = [i for i in rep_blocks if len(side.asm[i]) == 1]
+        assert only_rep and all(side.block_cycles[core.mcpu][i] == 0 for i in only_rep)
+        assert side.cycles[core.mcpu] > 0
+    c = Comparison("rep", "x86_64", "gcc", side, side, cores)
+    assert any("string instructions" in line and "NOT in the cycles" in line for line in c.unmodelled())

@@ -54,6 +54,9 @@ def run(args) -> int:
     bad = [t for t in args.target or () if t not in exp.targets]
     if bad:
         raise UserError(f"--target {', '.join(bad)}: the experiment builds {', '.join(exp.targets)}")
+    if args.target:   # only the targets asked for are built
+        import dataclasses
+        exp = dataclasses.replace(exp, targets=tuple(t for t in exp.targets if t in args.target))
     say = sayer("flagbench model: ")
     notes = list(exp.notes)
     opts = Options(benches=tuple(args.bench or ()), functions=tuple(args.function or ()),
@@ -61,8 +64,6 @@ def run(args) -> int:
                    measure=args.measure)
     with procs.owned_dir("flagbench-model") as workdir:
         builds = build.build(exp, jobs=2, notes=notes, skip_missing=True, progress=say)
-        if args.target:
-            builds = [b for b in builds if b.cell.target in args.target]
         comparisons, more = model_experiment(exp, builds, opts, Path(workdir), say)
     print(render(comparisons, notes + more, args.format), end="")
     sys.stdout.flush()

@@ -118,6 +118,13 @@ class Comparison:
     def unmodelled(self) -> list[str]:
         """What the cycles leave out, each with the figures that bound it."""
         a, b = self.a, self.b
+        if self.no_model():
+            out = ["cycles: no pipeline model for this target; the exact counts and the cache figures are what "
+                   "there is"]
+            if a.cache or b.cache:
+                out.append(f"misaligned accesses: A {a.cache.get('misaligned', 0):.4g}, "
+                           f"B {b.cache.get('misaligned', 0):.4g} per {self.per}")
+            return out
         out = ["branch prediction: llvm-mca takes every branch as predicted; mispredictions are not in the cycles",
                "memory: every access priced as an L1 hit; the cache misses above are not in the cycles",
                "blocks priced one by one, each repeated back to back (steady-state throughput): nothing carried "

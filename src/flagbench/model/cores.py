@@ -70,8 +70,7 @@ MORE_CORES: dict[str, tuple[Core, ...]] = {
 
 # Targets with no scheduling model in Debian's LLVM 19: their caches, from the seed's machine.
 NO_MODEL: dict[str, tuple[str, Core]] = {
-    "loongarch64": ("no model: llvm-mca-19 has no LoongArch scheduling model here (-mcpu=la464 exists "
-                    "only upstream)", Core("la464", "-", (64 * K, 4, 64 * K, 4, 256 * K, 16, 64))),
+    "loongarch64": ("no model: llvm-mca-19 here has no LoongArch one (la464 is upstream only)", Core("la464", "-", (64 * K, 4, 64 * K, 4, 256 * K, 16, 64))),
     "hppa": ("no model: LLVM has no PA-RISC backend", Core("pa8600", "-", (512 * K, 4, 1 * M, 4, 0, 0, 64))),
 }
 

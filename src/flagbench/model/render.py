@@ -175,7 +175,7 @@ def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -
     if rows:
         out += ["validation here (x86_64, measured natively: the median B/A of A,B alternated 11 times",
                 "and its quartiles; beside the model, never in it):"] + table(VALIDATION_HEAD, rows) + [""]
-    out += [f"note: {term_text(n)}" for n in notes]
+    out += [f"note: {term_text(n)}" for n in dict.fromkeys(notes)]
     return "\n".join(out).rstrip() + "\n"
 
 
