@@ -21,6 +21,7 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "run": "build an experiment's variants and run its benchmarks",
     "wis": "run a will-it-scale testcase (processes and threads, 1..N tasks)",
     "report": "print the tables of a stored run (default: the latest)",
+    "model": "a modelled cycle band (llvm-mca x qemu block counts) for A and B, beside exact counts",
     "profile": "per-symbol profiles (exact counts, perf time) of an experiment's micro benches, A vs B",
     "bisect": "the first commit where a metric moves, or the objects that carry a change",
     "demo": "run the bundled case studies end to end and write their report",
