@@ -119,18 +119,21 @@ def _raise(what: str):
 
 def run_series(path, range_text: str, *, variant: str | None = None, target: str | None = None,
                compiler: str | None = None, jobs: int | None = None, progress: bool = True,
-               asm: bool = True, counts: bool = True) -> Series:
+               asm: bool = True, counts: bool = True, experiment: spec.Experiment | None = None,
+               given: tuple[Path, list[vcs.Commit]] | None = None) -> Series:
     """Build every commit of the range, compare each with the last that built and with the
-    base, count its counted benches; see the module doc."""
+    base, count its counted benches; see the module doc. EXPERIMENT (loaded from PATH when
+    None) and GIVEN (repository, [base, *commits]) stand for the range when the commits come
+    from elsewhere: mail/run.py's patches applied in a checkout flagbench owns."""
     from flagbench import procs
     from flagbench.variants import choose
 
     procs.install()
     started = time.monotonic()
-    exp = spec.load(path)
+    exp = spec.load(path) if experiment is None else experiment
     template = exp.variant(variant) if variant else exp.variants[0]
     old, _, notes = choose(replace(exp, variants=(template, template)), None, target, compiler)
-    repo, commits = commits_of(exp, range_text)
+    repo, commits = commits_of(exp, range_text) if given is None else given
     dexp, missing = commit_experiment(exp, template, commits)
     say = sayer("flagbench series: ", quiet=not progress)
     say(f"{len(commits) - 1} commits on {commits[0].short} ({commits[0].subject[:60]}), "

@@ -3,6 +3,7 @@ bar per commit (size, and each count). Reads series.Series; nothing here builds 
 from __future__ import annotations
 
 from flagbench.series import Delta, Row, Series
+from flagbench.textsafe import md_cell
 
 WIDTH = 100
 _SHORT_METRICS = {"kernel_insns_per_iter": "k/it", "user_insns_per_iter": "u/it", "insns_per_iter": "i/it",
@@ -69,7 +70,7 @@ def text(series: Series) -> str:
             cells = _cells(r, shown, i == 0)
             lines.append(start + "".join(f"  {c:>{w}}" for c, w in zip(cells, widths)))
         else:
-            why = f"does not build: {r.error}" if r.error else "not built"
+            why = (r.error if r.error.startswith("does not ") else f"does not build: {r.error}") if r.error else "not built"
             lines.append(f"{start}  {why}"[:WIDTH])
         if previous is not None and r.compared_with and r.compared_with != previous:
             lines.append(f"{'':12}  (compared with {r.compared_with}, the last commit before it that built)")
@@ -126,10 +127,10 @@ def markdown(series: Series) -> str:
     lines = [f"**{_title(series)}**", "", "| " + " | ".join(head) + " |",
              "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
     for i, r in enumerate(series.rows):
-        subject = r.commit.subject.replace("|", "\\|")
+        subject = md_cell(r.commit.subject)
         if not r.built:
-            lines.append(f"| `{r.commit.short}` | {subject} | does not build: "
-                         f"{r.error.replace('|', chr(92) + '|')[:200]} |" + " |" * (len(head) - 3))
+            lines.append(f"| `{r.commit.short}` | {subject} | "
+                         f"{'' if r.error.startswith('does not ') else 'does not build: '}{r.error.replace('|', chr(92) + '|')[:200]} |" + " |" * (len(head) - 3))
             continue
         cells = _cells(r, [], i == 0)
         for k in labels:

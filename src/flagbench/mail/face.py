@@ -1,0 +1,38 @@
+"""What `flagbench series EXP --mbox FILE [--mbox FILE]` does (cli/series.py hands it over)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from flagbench.errors import UserError
+
+
+def series_from_mail(args) -> int:
+    from flagbench.mail import parse
+    from flagbench.mail.run import as_json, measure, with_authors
+    from flagbench.series_table import render
+
+    if args.range is not None and args.mbox:
+        raise UserError("give BASE..HEAD or --mbox FILE, not both")
+    if not args.mbox:
+        raise UserError("name the series: BASE..HEAD, or --mbox FILE (an mbox, a maildir, or -)")
+    if len(args.mbox) > 2:
+        raise UserError("--mbox at most twice: v1 and v2 of a series")
+    if args.mbox.count("-") > 1:
+        raise UserError("--mbox -: stdin can be read once")
+    mails = [parse.load(m) for m in args.mbox]     # all of them read (and refused) before any build
+    kw = dict(base=args.base, variant=args.variant, target=args.target, compiler=args.compiler,
+              jobs=args.jobs, progress=not args.quiet, asm=not args.no_asm, counts=not args.no_counts)
+    runs = [measure(args.experiment, m, mail=mail, **kw) for m, mail in zip(args.mbox, mails)]
+    if len(runs) == 1:
+        run = runs[0]
+        if args.format == "json":
+            sys.stdout.write(json.dumps(as_json(run), indent=1) + "\n")
+        else:
+            sys.stdout.write(render(with_authors(run), args.format))
+        return 0 if run.series.rows[0].built else 1
+    from flagbench.mail.match import compare_versions, render_versions
+
+    versions = compare_versions(*runs)
+    sys.stdout.write(render_versions(versions, args.format))
+    return 0 if all(r.series.rows[0].built for r in runs) else 1
