@@ -1,0 +1,43 @@
+"""`flagbench check EXP`: a patch or series on stdin measured and judged by the experiment's
+[check] budgets; prints b4's check JSON or patchwork's check (docs/mail.md)."""
+from __future__ import annotations
+
+
+def register(sub):
+    p = sub.add_parser(
+        "check", help="a patch or series on stdin measured against its base: b4's or patchwork's check",
+        description="Read a patch or a series (mails) on stdin, as b4 runs a check command, apply it with "
+        "git am in a clone flagbench owns, measure it against its base (size, asm, exact counts) and print "
+        "b4's check JSON (status from the experiment's [check] budgets) or, with --format patchwork, the "
+        "check a CI posts to patchwork. Nothing is posted anywhere.")
+    p.add_argument("experiment", help="the experiment (directory or .toml)")
+    p.add_argument("--format", choices=("b4", "patchwork"), default="b4", help="output (default b4)")
+    p.add_argument("--base", metavar="REF", help="the base when the mail names no base-commit:")
+    p.add_argument("--url", default="", help="the url the check points at (a report you publish)")
+    p.add_argument("--context", help="patchwork's context (default flagbench-EXPERIMENT)")
+    p.add_argument("--variant", help="the variant each patch is built as (default: the first)")
+    p.add_argument("--target", help="the target (default: the experiment's first)")
+    p.add_argument("--compiler", help="the compiler (default: the target's first)")
+    p.add_argument("--jobs", "-j", type=int, help="make -jN / parallel compiles (default: the CPUs)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    return p
+
+
+def run(args) -> int:
+    import json
+    import sys
+
+    from flagbench.errors import UserError
+    from flagbench.mail import check, parse
+    from flagbench.mail.run import measure
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError("--jobs must be at least 1")
+    mail = parse.load("-")
+    measured = measure(args.experiment, "-", mail=mail, base=args.base, variant=args.variant,
+                       target=args.target, compiler=args.compiler, jobs=args.jobs, progress=not args.quiet)
+    verdict = check.judge(measured)
+    out = (check.patchwork(measured, verdict, args.url, args.context) if args.format == "patchwork"
+           else check.b4_json(measured, verdict, args.url))
+    sys.stdout.write(json.dumps(out, indent=1) + "\n")
+    return 1 if verdict.status == "fail" else 0
