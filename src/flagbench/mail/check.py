@@ -70,7 +70,8 @@ def judge(run: MailRun) -> Verdict:
     if not budgets:
         v.findings.append({"status": "pass", "description": "no [check] budgets in the experiment: nothing judged"})
     moved.sort(key=lambda m: -m[0])
-    v.summary = "; ".join(m[1] for m in moved[:2]) or "no change in size or counts"
+    shown = [m for m in moved if m[0] > 0] or moved[:1]
+    v.summary = "; ".join(m[1] for m in shown[:2]) or "no change in size or counts"
     if len(v.summary) > 160:
         v.summary = v.summary[:159] + "~"
     return v

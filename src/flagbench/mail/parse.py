@@ -16,7 +16,7 @@ import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from email.header import decode_header, make_header
+from email.header import decode_header
 from pathlib import Path
 
 from flagbench.errors import UserError
@@ -124,16 +124,25 @@ def split(data: bytes, where: str) -> list[bytes]:
 
 
 def header(msg, name: str) -> str:
-    """Header NAME decoded (RFC 2047; an unknown charset left encoded), unfolded, made safe."""
+    """Header NAME decoded (RFC 2047, word by word: a word in an unknown charset read as UTF-8,
+    bytes that are not replaced), unfolded, made safe for a terminal."""
     raw = msg.get(name)
     if raw is None:
         return ""
     text = str(raw)
     try:
-        text = str(make_header(decode_header(text)))
-    except (LookupError, UnicodeError, ValueError, email.errors.HeaderParseError):
-        pass
-    return term_text(" ".join(text.split()))
+        words = decode_header(text)
+    except (ValueError, email.errors.HeaderParseError):
+        words = [(text, None)]
+    out = []
+    for word, charset in words:
+        if isinstance(word, bytes):
+            try:
+                word = word.decode(charset or "ascii")
+            except (LookupError, UnicodeError):
+                word = word.decode("utf-8", errors="replace")
+        out.append(word)
+    return term_text(" ".join("".join(out).split()))
 
 
 def body_text(msg) -> str:
