@@ -2,6 +2,8 @@
 [check] budgets; prints b4's check JSON or patchwork's check (docs/mail.md)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def register(sub):
     p = sub.add_parser(
@@ -19,6 +21,8 @@ def register(sub):
     p.add_argument("--target", help="the target (default: the experiment's first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
     p.add_argument("--jobs", "-j", type=int, help="make -jN / parallel compiles (default: the CPUs)")
+    p.add_argument("--db", type=Path, help="results database (default: check.db in flagbench's cache, not "
+                   "the directory b4 runs it in: the user's checkout)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     return p
 
@@ -33,9 +37,13 @@ def run(args) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    from flagbench.cache import cache_dir
+
     mail = parse.load("-")
+    db = args.db or cache_dir() / "mail" / "check.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
     measured = measure(args.experiment, "-", mail=mail, base=args.base, variant=args.variant,
-                       target=args.target, compiler=args.compiler, jobs=args.jobs, progress=not args.quiet)
+                       target=args.target, compiler=args.compiler, jobs=args.jobs, progress=not args.quiet, db=db)
     verdict = check.judge(measured)
     out = (check.patchwork(measured, verdict, args.url, args.context) if args.format == "patchwork"
            else check.b4_json(measured, verdict, args.url))

@@ -42,7 +42,7 @@ def _pct(old: float, new: float) -> float | None:
 def judge(run: MailRun) -> Verdict:
     """The series' tip (its last patch that applied and built) against its base."""
     v = Verdict()
-    budgets = dict(run.series.experiment.check)
+    budgets = dict(run.exp.check)
     rows = run.series.rows
     base = rows[0]
     moved: list[tuple[float, str]] = []          # (how far over its budget, the phrase)
@@ -125,5 +125,5 @@ def b4_json(run: MailRun, v: Verdict, url: str = "") -> list[dict]:
 
 def patchwork(run: MailRun, v: Verdict, url: str = "", context: str | None = None) -> dict:
     """The check a CI posts to patchwork (POST /api/patches/ID/checks/): flagbench posts nothing."""
-    name = context or f"{TOOL}-{re.sub(r'[^A-Za-z0-9_-]+', '-', run.series.experiment.name)}"
+    name = context or f"{TOOL}-{re.sub(r'[^A-Za-z0-9_-]+', '-', run.exp.name)}"
     return {"state": PW_STATE[v.status], "context": name, "description": v.summary[:255], "target_url": url}

@@ -22,8 +22,13 @@ def series_from_mail(args) -> int:
         raise UserError("--mbox -: stdin can be read once")
     mails = [parse.load(m) for m in args.mbox]     # all of them read (and refused) before any build
     kw = dict(base=args.base, variant=args.variant, target=args.target, compiler=args.compiler,
-              jobs=args.jobs, progress=not args.quiet, asm=not args.no_asm, counts=not args.no_counts)
+              jobs=args.jobs, progress=not args.quiet, asm=not args.no_asm, counts=not args.no_counts,
+              db=args.db)
     runs = [measure(args.experiment, m, mail=mail, **kw) for m, mail in zip(args.mbox, mails)]
+    stopped = next((r.status for r in runs if r.status > 1), 0)
+    if stopped:     # interrupted: what was measured is stored, the table would be partial
+        print("flagbench series: stopped; run again to resume", file=sys.stderr)
+        return stopped
     if len(runs) == 1:
         run = runs[0]
         if args.format == "json":

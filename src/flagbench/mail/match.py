@@ -140,7 +140,7 @@ def pair_table(v: Versions, a: int, b: int, how: str) -> list[str]:
 
 def markdown(v: Versions) -> str:
     o, n = v.old, v.new
-    head = (f"**flagbench series: {md_cell(o.series.experiment.name)} {o.series.cell}: "
+    head = (f"**flagbench series: {md_cell(o.exp.name)} {o.series.cell}: "
             f"{md_cell(n.mail.name)}, v{o.mail.version} against v{n.mail.version}**")
     lines = [head, "",
              f"- v{o.mail.version}: {len(o.mail.patches)} patches, {len(o.applied.commits)} applied on "

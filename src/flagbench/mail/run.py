@@ -7,19 +7,40 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flagbench import refspec, spec, vcs
+from flagbench import refspec, spec
 from flagbench.errors import UserError
 from flagbench.mail import apply, parse
-from flagbench.series import Row, Series, run_series
+from flagbench.series import Row, Series, records_of, run_series
 from flagbench.textsafe import sayer, term_text
 
 
 @dataclass
 class MailRun:
+    exp: spec.Experiment
     mail: parse.MailSeries
     applied: apply.Applied
     series: Series
     rows: dict[int, Row]        # index in mail.patches -> its row
+    status: int                 # the engine's exit status (series.run_series)
+
+
+@dataclass(frozen=True)
+class Unapplied:
+    """A row's commit where a patch did not apply: shaped as a CommitRecord, named "patch k/n"."""
+    name: str
+    subject: str
+    sha: str = ""
+    tree: str = ""
+    parents: tuple = ()
+    first_parent = None
+    merge = False
+
+    @property
+    def short(self) -> str:
+        return self.name
+
+    def to_json(self) -> dict:
+        return {"sha": None, "tree": None, "subject": self.subject, "parents": []}
 
 
 def base_ref(exp: spec.Experiment, mail: parse.MailSeries, base: str | None, variant: str | None) -> tuple[str, str]:
@@ -54,7 +75,7 @@ def relocated(exp: spec.Experiment, repo: Path, clone: Path) -> spec.Experiment:
 def measure(path, source: str, *, base: str | None = None, variant: str | None = None,
             target: str | None = None, compiler: str | None = None, jobs: int | None = None,
             progress: bool = True, asm: bool = True, counts: bool = True,
-            mail: parse.MailSeries | None = None) -> MailRun:
+            mail: parse.MailSeries | None = None, db: Path) -> MailRun:
     say = sayer("flagbench series: ", quiet=not progress)
     exp = spec.load(path)
     repo = refspec.repository(exp)
@@ -69,10 +90,11 @@ def measure(path, source: str, *, base: str | None = None, variant: str | None =
     say(f"{len(applied.commits)} of {len(mail.patches)} patch(es) applied onto {applied.base.short} ({why})")
     rexp = relocated(exp, repo, applied.clone) if exp.kernel is None else exp
     label = f"{mail.name[:60]} v{mail.version}"
-    series = run_series(path, label, variant=variant, target=target, compiler=compiler, jobs=jobs,
-                        progress=progress, asm=asm, counts=counts, experiment=rexp,
-                        given=(applied.clone, [applied.base, *applied.commits]))
-    series.repo = repo
+    commits = [applied.base, *applied.commits]
+    series, status = run_series(path, label, db=db, variant=variant, target=target, compiler=compiler, jobs=jobs,
+                                progress=progress, asm=asm, counts=counts, experiment=rexp,
+                                given=(applied.clone, commits, records_of(applied.clone, commits)))
+    series.repo = str(repo)
     series.range = f"{label} ({'stdin' if source == '-' else source}) on {applied.base.short}"
     series.notes[:0] = [f"{source}: {n}" for n in mail.notes] + [f"base: {why}"]
     by_sha = {r.commit.sha: r for r in series.rows}
@@ -82,13 +104,12 @@ def measure(path, source: str, *, base: str | None = None, variant: str | None =
             row = by_sha[commit.sha]
         else:
             n = p.number if p.number is not None else i + 1
-            row = Row(vcs.Commit(applied.clone, "", f"patch {n}/{p.total or len(mail.patches)}", "", p.subject),
-                      error=why_not)
+            row = Row(Unapplied(f"patch {n}/{p.total or len(mail.patches)}", p.subject), error=why_not)
         row.commit = replace(row.commit, subject=term_text(p.subject))
         rows[i] = row
         ordered.append(row)
     series.rows = ordered
-    return MailRun(mail, applied, series, rows)
+    return MailRun(exp, mail, applied, series, rows, status)
 
 
 def with_authors(run: MailRun) -> Series:
@@ -108,5 +129,5 @@ def as_json(run: MailRun) -> dict:
                     "base_commit": run.mail.base_commit, "clone": str(run.applied.clone)}
     for i, p in enumerate(run.mail.patches):
         data["rows"][i + 1].update({"patch": p.label, "author": p.author, "message_id": p.message_id,
-                                    "applied": run.rows[i].commit.tree != ""})
+                                    "applied": not isinstance(run.rows[i].commit, Unapplied)})
     return data
