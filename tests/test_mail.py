@@ -231,6 +231,11 @@ def test_check_prints_b4s_json_and_patchworks_check(repo, boxes, cache, tmp_path
     check = json.loads(pw.stdout)
     assert check == {"state": "fail", "context": "flagbench-exp", "description": entry["summary"],
                      "target_url": "https://ci.example.org/1"}
+    # b4's per-series check hands over the cover letter alone: nothing to measure, said so
+    run = flagbench_in("check", repo / "exp", "-q", cache=cache, input=mails(boxes["v2"])[0])
+    assert run.returncode == 0, run.stderr
+    (entry,) = b4_shape(run.stdout)
+    assert entry["status"] == "pass" and entry["summary"].startswith("a cover letter: nothing to measure")
     # v2's 2/3 alone onto v1 (as b4 hands one patch of a series): does not apply, a warning
     run = flagbench_in("check", repo / "exp", "--base", "v1", "-q", cache=cache, input=mails(boxes["v2"])[2])
     assert run.returncode == 0, run.stderr

@@ -28,24 +28,37 @@ def register(sub):
 
 
 def run(args) -> int:
-    import json
-    import sys
-
+    from flagbench import spec
+    from flagbench.cache import cache_dir
     from flagbench.errors import UserError
     from flagbench.mail import check, parse
     from flagbench.mail.run import measure
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
-    from flagbench.cache import cache_dir
-
-    mail = parse.load("-")
+    spec.load(args.experiment)    # a bad experiment is its line before stdin is read
+    mail = parse.load("-", allow_cover=True)
+    if not mail.patches:    # b4's per-series check hands over the cover letter alone
+        verdict = check.Verdict("pass", "a cover letter: nothing to measure in it (flagbench checks each patch, "
+                                "or the series as one mbox)")
+        return _print(args, check, verdict)
     db = args.db or cache_dir() / "mail" / "check.db"
     db.parent.mkdir(parents=True, exist_ok=True)
     measured = measure(args.experiment, "-", mail=mail, base=args.base, variant=args.variant,
                        target=args.target, compiler=args.compiler, jobs=args.jobs, progress=not args.quiet, db=db)
     verdict = check.judge(measured)
-    out = (check.patchwork(measured, verdict, args.url, args.context) if args.format == "patchwork"
-           else check.b4_json(measured, verdict, args.url))
+    if measured.status > 1:     # interrupted: what was measured is stored
+        return measured.status
+    return _print(args, check, verdict)
+
+
+def _print(args, check, verdict) -> int:
+    import json
+    import sys
+
+    from flagbench import spec
+
+    out = (check.patchwork(spec.load(args.experiment).name, verdict, args.url, args.context)
+           if args.format == "patchwork" else check.b4_json(verdict, args.url))
     sys.stdout.write(json.dumps(out, indent=1) + "\n")
     return 1 if verdict.status == "fail" else 0

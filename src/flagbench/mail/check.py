@@ -92,7 +92,7 @@ def _size(base, tip, budget, v: Verdict, moved) -> None:
     if over:
         v.worse("fail")
     rows = sorted(zip(t.deltas, t.names), key=lambda r: -abs(r[0]))
-    most = f", most {rows[0][1]} {rows[0][0]:+d}" if rows else ""
+    most = f", most {rows[0][1]} {rows[0][0]:+d} B" if rows else ""
     said = f"size {t.total_new - t.total_old:+d} B ({pct:+.2f}%" if pct is not None else "size ("
     said += f", budget +{budget:g}%)" if budget is not None else ")"
     moved.append((_over(pct, budget), said + most))
@@ -117,13 +117,13 @@ def _counts(base, tip, budget, v: Verdict, moved) -> None:
         v.findings.append({"status": "fail" if over else "pass", "description": f"{said}: {old:,.0f} -> {new:,.0f}"})
 
 
-def b4_json(run: MailRun, v: Verdict, url: str = "") -> list[dict]:
+def b4_json(v: Verdict, url: str = "") -> list[dict]:
     """What b4's check matrix reads from a check command's stdout."""
     return [{"tool": TOOL, "status": v.status, "summary": v.summary, "url": url,
              "details": json.dumps(v.findings)}]
 
 
-def patchwork(run: MailRun, v: Verdict, url: str = "", context: str | None = None) -> dict:
+def patchwork(experiment: str, v: Verdict, url: str = "", context: str | None = None) -> dict:
     """The check a CI posts to patchwork (POST /api/patches/ID/checks/): flagbench posts nothing."""
-    name = context or f"{TOOL}-{re.sub(r'[^A-Za-z0-9_-]+', '-', run.exp.name)}"
+    name = context or f"{TOOL}-{re.sub(r'[^A-Za-z0-9_-]+', '-', experiment)}"
     return {"state": PW_STATE[v.status], "context": name, "description": v.summary[:255], "target_url": url}

@@ -9,7 +9,7 @@ from flagbench.errors import UserError
 
 def series_from_mail(args) -> int:
     from flagbench.mail import parse
-    from flagbench.mail.run import as_json, measure, with_authors
+    from flagbench.mail.run import as_json, by_authors, measure, with_authors
     from flagbench.series_table import render
 
     if args.range is not None and args.mbox:
@@ -34,7 +34,7 @@ def series_from_mail(args) -> int:
         if args.format == "json":
             sys.stdout.write(json.dumps(as_json(run), indent=1) + "\n")
         else:
-            sys.stdout.write(render(with_authors(run), args.format))
+            sys.stdout.write(render(with_authors(run) if args.format != "text" else by_authors(run), args.format))
         return 0 if run.series.rows[0].built else 1
     from flagbench.mail.match import compare_versions, render_versions
 

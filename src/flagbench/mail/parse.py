@@ -65,10 +65,10 @@ class MailSeries:
     notes: list[str] = field(default_factory=list)
 
 
-def load(source: str) -> MailSeries:
+def load(source: str, allow_cover: bool = False) -> MailSeries:
     """The series in SOURCE (see the module doc); UserError for what cannot be one."""
     mails = _messages(source)
-    return series_of(source, mails)
+    return series_of(source, mails, allow_cover)
 
 
 def _messages(source: str) -> list[bytes]:
@@ -194,9 +194,10 @@ def check_paths(p: Patch) -> None:
                                 "refused (nothing applied)")
 
 
-def series_of(source: str, mails: list[bytes]) -> MailSeries:
+def series_of(source: str, mails: list[bytes], allow_cover: bool = False) -> MailSeries:
     """The patches of MAILS in order: replies and mails without a diff left out, duplicates of
-    one [PATCH vN k/n] kept once, the latest version when several are mixed; notes say so."""
+    one [PATCH vN k/n] kept once, the latest version when several are mixed; notes say so.
+    ALLOW_COVER: a cover letter alone is a series without patches (b4's per-series check)."""
     notes: list[str] = []
     covers: list[Patch] = []
     patches: list[Patch] = []
@@ -224,6 +225,9 @@ def series_of(source: str, mails: list[bytes]) -> MailSeries:
             base = base or (found.group(1) if found else None)
         else:
             notes.append(f"mail {i}: no patch in it ({subject[:60] or 'no subject'}): ignored")
+    if not patches and len(covers) == 1 and allow_cover:
+        c = covers[0]
+        return MailSeries(source, c.subject, c.version, c, [], base, notes)
     if not patches:
         raise UserError(f"{source}: no patch in {len(mails)} mail{'s' * (len(mails) != 1)} "
                         "(what `git format-patch` writes, or an mbox of it)")

@@ -121,6 +121,15 @@ def with_authors(run: MailRun) -> Series:
     return replace(run.series, rows=rows)
 
 
+def by_authors(run: MailRun) -> Series:
+    """The series with a note naming each patch's author (the text table has no room for them)."""
+    authors: dict[str, list[str]] = {}
+    for i, p in enumerate(run.mail.patches, 1):
+        authors.setdefault(p.author, []).append(str(p.number or i))
+    line = "; ".join(f"{a}: {', '.join(n)}" for a, n in authors.items())
+    return replace(run.series, notes=[*run.series.notes, f"patches by {line}"])
+
+
 def as_json(run: MailRun) -> dict:
     from flagbench.series_table import as_json as series_json
 
