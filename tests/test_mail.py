@@ -277,6 +277,15 @@ def test_a_path_outside_the_tree_is_refused_and_nothing_written(repo, tmp_path, 
     one_line_exit_2(flagbench_in("check", repo / "exp", cache=tmp_path / "cache", input=mbox.read_text()))
 
 
+def test_a_symbolic_link_in_a_patch_is_refused(repo, tmp_path):
+    link = EVIL.format(subject="a link", path="exp/loop.c").replace(
+        "new file mode 100644", "new file mode 120000").replace("+owned", "+/etc/passwd")
+    mbox = tmp_path / "link.mbx"
+    mbox.write_text(link)
+    said = one_line_exit_2(series(repo / "exp", "--mbox", mbox, cache=tmp_path / "cache"))
+    assert "a symbolic link in the patch: refused" in said
+
+
 def test_malformed_huge_and_binary_input(repo, tmp_path, cache):
     garbage = tmp_path / "garbage.mbx"
     garbage.write_bytes(b"From nobody\n\x00\x01\x02 not mail")
@@ -288,6 +297,8 @@ def test_malformed_huge_and_binary_input(repo, tmp_path, cache):
         f.write(EVIL.format(subject="big", path="exp/big.c").encode())
         f.truncate(100 * 2**20)
     assert "more than 32 MB of mail" in one_line_exit_2(series(repo / "exp", "--mbox", huge, cache=tmp_path / "cache"))
+    said = one_line_exit_2(flagbench_in("check", repo / "exp", input="x" * (33 * 2**20), cache=tmp_path / "cache"))
+    assert "stdin: more than 32 MB of mail" in said
     assert "No such file or directory" in one_line_exit_2(series(repo / "exp", "--mbox", tmp_path / "none", cache=tmp_path / "cache"))
     assert "not a maildir" in one_line_exit_2(series(repo / "exp", "--mbox", tmp_path, cache=tmp_path / "cache"))
     # a binary patch is a row that says so; the text patch after it applies

@@ -10,6 +10,7 @@ from flagbench.errors import UserError
 def series_from_mail(args) -> int:
     from flagbench.mail import parse
     from flagbench.mail.run import as_json, by_authors, measure, with_authors
+    from flagbench.cli.series import exit_status
     from flagbench.series_table import render
 
     if args.range is not None and args.mbox:
@@ -35,9 +36,9 @@ def series_from_mail(args) -> int:
             sys.stdout.write(json.dumps(as_json(run), indent=1) + "\n")
         else:
             sys.stdout.write(render(with_authors(run) if args.format != "text" else by_authors(run), args.format))
-        return 0 if run.series.rows[0].built else 1
+        return exit_status(run.series)
     from flagbench.mail.match import compare_versions, render_versions
 
     versions = compare_versions(*runs)
     sys.stdout.write(render_versions(versions, args.format))
-    return 0 if all(r.series.rows[0].built for r in runs) else 1
+    return max(exit_status(r.series) for r in runs)

@@ -180,8 +180,16 @@ def _prefix(subject: str) -> tuple[bool, int, int | None, int | None, str]:
     return is_patch, version, k, n, subject[m.end():].strip()
 
 
+_LINK = re.compile(r"^(?:new file mode|new mode|deleted file mode|old mode|index \S+) (120000|160000)$", re.M)
+
+
 def check_paths(p: Patch) -> None:
-    """A path in a diff that is absolute, climbs out of the tree or names .git: refused."""
+    """A path in a diff that is absolute, climbs out of the tree or names .git, or a symbolic
+    link or submodule (what could point a build outside the tree): refused."""
+    link = _LINK.search(p.body)
+    if link:
+        what = "a symbolic link" if link.group(1) == "120000" else "a submodule"
+        raise UserError(f"{p.label} {p.subject[:60]}: {what} in the patch: refused (nothing applied)")
     for m in _PATHS.finditer(p.body):
         for path in (g for g in m.groups() if g):
             path = path.strip().strip('"')
