@@ -17,6 +17,8 @@ def series_from_mail(args) -> int:
         raise UserError("give BASE..HEAD or --mbox FILE, not both")
     if not args.mbox:
         raise UserError("name the series: BASE..HEAD, or --mbox FILE (an mbox, a maildir, or -)")
+    if args.host or args.place:
+        raise UserError("--host and --place time BASE..HEAD series; --mbox counts exact instructions only")
     if len(args.mbox) > 2:
         raise UserError("--mbox at most twice: v1 and v2 of a series")
     if args.mbox.count("-") > 1:
