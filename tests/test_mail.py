@@ -324,12 +324,15 @@ def test_odd_header_encodings_are_decoded_and_made_safe(repo, boxes, tmp_path, c
     odd = re.sub(r"(?m)^From: .*$", "From: =?iso-8859-1?q?J=F6rg?= <j@example.org>", odd, count=1)
     unknown = xor.replace("Subject: [PATCH 3/3] loop: xor each step",
                           "Subject: [PATCH 3/3] =?x-no-such-charset?q?loop=3A_xor?= each step")
+    raw = comment.replace("Subject: [PATCH 2/3] loop: reword the comment",
+                          "Subject: [PATCH 2/3] loop: reword the comment, Grüße")    # 8-bit, unencoded
     mbox = tmp_path / "odd.mbx"
-    mbox.write_text(cover + odd + unknown)
+    mbox.write_text(cover + odd + raw + unknown)
     done = series(repo / "exp", "--mbox", mbox, "--no-counts", "--format", "md", cache=cache)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr and "Traceback" not in done.stderr
     assert "| helper\\\\x1b\\[31mred\\\\x1b\\[0m (Jörg) | +" in done.stdout, done.stdout
+    assert "| loop: reword the comment, Grüße (Zoë Åuthor) |" in done.stdout
     # a word in a charset nobody knows: read as UTF-8 here; git am refuses the mail: a row says so
     assert re.search(r"\| loop: xor each step \(Zoë Åuthor\) \| (does not apply: .+|\+\d+) \|", done.stdout), done.stdout
 

@@ -126,10 +126,11 @@ def split(data: bytes, where: str) -> list[bytes]:
 def header(msg, name: str) -> str:
     """Header NAME decoded (RFC 2047, word by word: a word in an unknown charset read as UTF-8,
     bytes that are not replaced), unfolded, made safe for a terminal."""
-    raw = msg.get(name)
+    raw = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
     if raw is None:
         return ""
-    text = str(raw)
+    # 8-bit bytes in a header (a client that sent UTF-8 raw) come as surrogates: read them as UTF-8
+    text = str(raw).encode("ascii", "surrogateescape").decode("utf-8", "replace")
     try:
         words = decode_header(text)
     except (ValueError, email.errors.HeaderParseError):
