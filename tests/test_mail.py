@@ -342,3 +342,24 @@ def test_check_budgets_are_checked_when_loaded(repo, tmp_path):
     done = flagbench("build", exp, cache=tmp_path / "cache")
     said = one_line_exit_2(done)
     assert f"{exp / 'experiment.toml'}:5:" in said and 'a growth budget like "+1%"' in said
+
+
+def test_subject_prefixes_give_version_and_order():
+    from flagbench.mail.parse import _prefix
+
+    assert _prefix("[RFC PATCH net-next v3 02/10] net: a change") == (True, 3, 2, 10, "net: a change")
+    assert _prefix("[PATCH] one") == (True, 1, None, None, "one")
+    assert _prefix("[PATCH v2 0/5] the series") == (True, 2, 0, 5, "the series")
+    assert _prefix("[net,v2,1/2] comma-separated") == (False, 2, 1, 2, "comma-separated")
+    assert _prefix("a plain subject") == (False, 1, None, None, "a plain subject")
+
+
+def test_mixed_versions_keep_the_newest(boxes):
+    from flagbench.mail.parse import series_of
+
+    one, two = mails(boxes["v1"]), mails(boxes["v2"])
+    got = series_of("mixed", [m.encode() for m in (two[2], one[1], two[0], two[1], one[3], two[3])])
+    assert got.version == 2 and got.name == COVER and got.cover is not None
+    assert [p.label for p in got.patches] == ["[PATCH v2 1/3]", "[PATCH v2 2/3]", "[PATCH v2 3/3]"]
+    assert any("2 patch(es) of other versions than v2 ignored" in n for n in got.notes)
+    assert got.base_commit is not None and len(got.base_commit) == 40

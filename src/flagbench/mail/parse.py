@@ -170,7 +170,7 @@ def _prefix(subject: str) -> tuple[bool, int, int | None, int | None, str]:
     m = _BRACKETS.match(subject)
     if not m:
         return False, 1, None, None, subject.strip()
-    words = re.findall(r"[^\s\[\]]+", m.group(1))
+    words = re.findall(r"[^\s\[\],]+", m.group(1))
     is_patch = any(w.upper() in ("PATCH", "RFC", "PULL") for w in words)
     version, k, n = 1, None, None
     for w in words:
