@@ -28,6 +28,7 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "box": "start, stop or show the qemu kexec box (a host to try --host on)",
     "series": "each commit of a git series built and compared: size, asm, exact counts",
     "check": "a patch or series on stdin measured and judged: b4's or patchwork's check JSON",
+    "watch": "follow branches: every new commit measured, changes found and reported",
 }
 
 
