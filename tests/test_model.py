@@ -260,3 +260,33 @@ def test_string_instructions_are_counted_and_kept_out_of_the_cycles(tmp_path, mo
         assert side.cycles[core.mcpu] > 0
     c = Comparison("rep", "x86_64", "gcc", side, side, cores)
     assert any("string instructions" in line and "NOT in the cycles" in line for line in c.unmodelled())
+
+
+IT_C = r"""
+#include <stdlib.h>
+volatile unsigned long sink;
+int main(int argc, char **argv)
+{
+	unsigned long n = strtoul(argv[1], 0, 10), s = 0;
+	for (unsigned long i = 0; i < n; i++)
+		if (i & 1)
+			s += i;
+	sink = s;
+	return 0;
+}
+"""
+
+
+def test_what_llvm_mca_cannot_price_is_counted_not_zero(tmp_path, module_cache):
+    """cortex-r52 has no scheduling figure for Thumb-2's `it`: each one run is counted as
+    unpriced; cortex-a57 prices it."""
+    from flagbench.model.band import model_side
+    from flagbench.model.cores import CORES
+    exe = _build(tmp_path, "it", IT_C, "arm-linux-gnueabihf-gcc")
+    r52, a57 = CORES["arm"]
+    side = model_side("A", "arm", exe, lambda k: [str(exe), str(k)], 1000, (r52, a57), tmp_path, 60, cache=False)
+    assert side.blocks[0].thumb
+    its = sum(b.per_iter for b, text in zip(side.blocks, side.asm) for ln in text if re.match(r"it[te]*\s", ln))
+    assert its > 0
+    assert side.unpriced["cortex-r52"] == pytest.approx(its)
+    assert side.unpriced["cortex-a57"] == 0
