@@ -290,3 +290,32 @@ def test_what_llvm_mca_cannot_price_is_counted_not_zero(tmp_path, module_cache):
     assert its > 0
     assert side.unpriced["cortex-r52"] == pytest.approx(its)
     assert side.unpriced["cortex-a57"] == 0
+
+
+def test_measure_on_x86_64_puts_a_measured_ratio_beside_the_model(tmp_path, module_cache):
+    """--measure: A and B timed here, reported apart from the model (no assertion on the time
+    itself: only that it is there, ordered, and never folded into the cycles)."""
+    import json
+    exp = write_experiment(tmp_path / "exp", """
+        sources = ["m.c"]
+        targets = ["x86_64"]
+        compilers = ["gcc"]
+        cflags = ["-O2"]
+        [variants]
+        default = {}
+        O0 = { cflags = ["-O0"] }
+        [[bench]]
+        name = "assign"
+        kind = "micro"
+        function = "assign_loop"
+        metrics = ["insns"]
+        """, {"m.c": MICRO})
+    out = flagbench("model", exp, "--measure", "--no-cache", "--format", "json", cache=module_cache, timeout=600)
+    assert out.returncode == 0, out.stderr
+    row = next(r for r in json.loads(out.stdout) if "target" in r)
+    m = row["measured"]
+    assert m["a_ns"] > 0 and m["b_ns"] > 0 and m["low"] <= m["ratio"] <= m["high"]
+    assert row["cores"] == ["skylake", "znver3"]
+    # the modelled ratio is the cycles' own, whatever was measured
+    for core, ratio in row["ratio"].items():
+        assert ratio == pytest.approx(row["b"]["cycles"][core] / row["a"]["cycles"][core])

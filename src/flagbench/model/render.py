@@ -10,7 +10,7 @@ import textwrap
 
 from flagbench.model.band import Comparison
 from flagbench.model.cores import NO_MODEL
-from flagbench.textsafe import term_text
+from flagbench.textsafe import md_cell, term_text
 
 HEADER = ("model = estimated cycles: llvm-mca-19's cycles of each executed block x its count under\n"
           "qemu (exact); not a measured time")
@@ -56,8 +56,8 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return out + ["| " + " | ".join(v.replace("|", "\\|") for v in r) + " |" for r in rows]
+    out = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return out + ["| " + " | ".join(md_cell(v) for v in r) + " |" for r in rows]
 
 
 def detail(c: Comparison) -> list[str]:
