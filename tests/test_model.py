@@ -260,3 +260,62 @@ def test_string_instructions_are_counted_and_kept_out_of_the_cycles(tmp_path, mo
         assert side.cycles[core.mcpu] > 0
     c = Comparison("rep", "x86_64", "gcc", side, side, cores)
     assert any("string instructions" in line and "NOT in the cycles" in line for line in c.unmodelled())
+
+
+IT_C = r"""
+#include <stdlib.h>
+volatile unsigned long sink;
+int main(int argc, char **argv)
+{
+	unsigned long n = strtoul(argv[1], 0, 10), s = 0;
+	for (unsigned long i = 0; i < n; i++)
+		if (i & 1)
+			s += i;
+	sink = s;
+	return 0;
+}
+"""
+
+
+def test_what_llvm_mca_cannot_price_is_counted_not_zero(tmp_path, module_cache):
+    """cortex-r52 has no scheduling figure for Thumb-2's `it`: each one run is counted as
+    unpriced; cortex-a57 prices it."""
+    from flagbench.model.band import model_side
+    from flagbench.model.cores import CORES
+    exe = _build(tmp_path, "it", IT_C, "arm-linux-gnueabihf-gcc")
+    r52, a57 = CORES["arm"]
+    side = model_side("A", "arm", exe, lambda k: [str(exe), str(k)], 1000, (r52, a57), tmp_path, 60, cache=False)
+    assert side.blocks[0].thumb
+    its = sum(b.per_iter for b, text in zip(side.blocks, side.asm) for ln in text if re.match(r"it[te]*\s", ln))
+    assert its > 0
+    assert side.unpriced["cortex-r52"] == pytest.approx(its)
+    assert side.unpriced["cortex-a57"] == 0
+
+
+def test_measure_on_x86_64_puts_a_measured_ratio_beside_the_model(tmp_path, module_cache):
+    """--measure: A and B timed here, reported apart from the model (no assertion on the time
+    itself: only that it is there, ordered, and never folded into the cycles)."""
+    import json
+    exp = write_experiment(tmp_path / "exp", """
+        sources = ["m.c"]
+        targets = ["x86_64"]
+        compilers = ["gcc"]
+        cflags = ["-O2"]
+        [variants]
+        default = {}
+        O0 = { cflags = ["-O0"] }
+        [[bench]]
+        name = "assign"
+        kind = "micro"
+        function = "assign_loop"
+        metrics = ["insns"]
+        """, {"m.c": MICRO})
+    out = flagbench("model", exp, "--measure", "--no-cache", "--format", "json", cache=module_cache, timeout=600)
+    assert out.returncode == 0, out.stderr
+    row = next(r for r in json.loads(out.stdout) if "target" in r)
+    m = row["measured"]
+    assert m["a_ns"] > 0 and m["b_ns"] > 0 and m["low"] <= m["ratio"] <= m["high"]
+    assert row["cores"] == ["skylake", "znver3"]
+    # the modelled ratio is the cycles' own, whatever was measured
+    for core, ratio in row["ratio"].items():
+        assert ratio == pytest.approx(row["b"]["cycles"][core] / row["a"]["cycles"][core])

@@ -79,11 +79,13 @@ def _price_on(side: Side, isa, core: Core) -> None:
         # an element on znver3, a few on skylake); they are counted and named instead.
         texts = [[ln for ln in side.asm[i] if not _STRING_OP.match(ln)] for i in indices]
         priced = [k for k, text in enumerate(texts) if text]
-        prices = mca.price(triple, isa.mattr, core.mcpu, [texts[k] for k in priced])
-        for k, p in zip(priced, prices):
-            b = side.blocks[indices[k]]
-            per_block[indices[k]] = (p.cycles or 0.0) * b.per_iter
-            unpriced += (len(texts[k]) - min(p.priced, len(texts[k]))) * b.per_iter
+        prices = dict(zip(priced, mca.price(triple, isa.mattr, core.mcpu, [texts[k] for k in priced])))
+        for k, i in enumerate(indices):
+            b, p = side.blocks[i], prices.get(k)
+            strings = len(side.asm[i]) - len(texts[k])
+            per_block[i] = (p.cycles or 0.0) * b.per_iter if p else 0.0
+            # what llvm-mc could not decode or llvm-mca could not price, string instructions apart
+            unpriced += max(0, b.insns - strings - (p.priced if p else 0)) * b.per_iter
     side.block_cycles[core.mcpu] = per_block
     side.cycles[core.mcpu] = sum(per_block)
     side.unpriced[core.mcpu] = unpriced

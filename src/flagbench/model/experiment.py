@@ -94,6 +94,10 @@ def _memcpy(bench, target, compiler, group, cores, opts, where, say, notes) -> l
     if len(bench.functions) < 2:
         notes.append(f"bench {bench.name}: one implementation, nothing to compare")
         return []
+    bad_sizes = [z for z in opts.sizes if z not in bench.sizes]
+    if bad_sizes:
+        raise UserError(f"bench {bench.name}: no size {', '.join(map(str, bad_sizes))} "
+                        f"(it has {', '.join(map(str, bench.sizes))})")
     wanted = list(opts.functions) or [bench.functions[1]]
     unknown = [f for f in wanted if f not in bench.functions]
     if unknown:

@@ -10,7 +10,7 @@ import textwrap
 
 from flagbench.model.band import Comparison
 from flagbench.model.cores import NO_MODEL
-from flagbench.textsafe import term_text
+from flagbench.textsafe import md_cell, term_text
 
 HEADER = ("model = estimated cycles: llvm-mca-19's cycles of each executed block x its count under\n"
           "qemu (exact); not a measured time")
@@ -56,8 +56,8 @@ def _table(head: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    return out + ["| " + " | ".join(v.replace("|", "\\|") for v in r) + " |" for r in rows]
+    out = ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return out + ["| " + " | ".join(md_cell(v) for v in r) + " |" for r in rows]
 
 
 def detail(c: Comparison) -> list[str]:
@@ -95,9 +95,14 @@ def _cache_lines(c: Comparison) -> list[str]:
         for level in ("l1i", "l1d", "l2"):
             key = f"c{i}.{level}_miss"
             if key in c.a.cache or key in c.b.cache:
-                cells.append(f"{level.upper()} {_f(c.a.cache.get(key, 0))} / {_f(c.b.cache.get(key, 0))}")
-        out.append(f"    {core.mcpu} geometry ({core.cache_label()}): {', '.join(cells)}")
+                cells.append(f"{level.upper()} {_count(c.a.cache.get(key, 0))} / {_count(c.b.cache.get(key, 0))}")
+        out += textwrap.wrap(f"{core.mcpu} ({core.cache_label()}): {', '.join(cells)}", 100,
+                             initial_indent="    ", subsequent_indent="      ")
     return out
+
+
+def _count(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 1000 else _f(v)
 
 
 def _symbol_lines(c: Comparison, core: str) -> list[str]:
@@ -135,27 +140,32 @@ def direction(ratio: float | None, low: float | None = None, high: float | None 
     return "unclear"
 
 
+def verdict(c: Comparison) -> str:
+    """The model's direction against the measured one (its quartiles): agree, WRONG DIRECTION,
+    or model/measured when one of them sees no clear change."""
+    m = c.measured
+    model_dir = {direction(c.ratio(k.mcpu)) for k in c.cores}
+    model_dir = model_dir.pop() if len(model_dir) == 1 else "split"
+    measured_dir = direction(m["ratio"], m["low"], m["high"])
+    if model_dir == measured_dir:
+        return "agree"
+    if {model_dir, measured_dir} == {"slower", "faster"}:
+        return "WRONG DIRECTION"
+    return f"{model_dir}/{measured_dir}"
+
+
 def validation_rows(comparisons: list[Comparison]) -> list[list[str]]:
     rows = []
     for c in comparisons:
         m, band = c.measured, c.band()
         if not m or not band:
             continue
-        model_dir = {direction(c.ratio(k.mcpu)) for k in c.cores}
-        model_dir = model_dir.pop() if len(model_dir) == 1 else "split"
-        measured_dir = direction(m["ratio"], m["low"], m["high"])
-        if model_dir == measured_dir:
-            verdict = "agree"
-        elif {model_dir, measured_dir} == {"slower", "faster"}:
-            verdict = "WRONG DIRECTION"
-        else:
-            verdict = f"model {model_dir}, measured {measured_dir}"
-        rows.append([c.title, f"{c.a.label}/{c.b.label}", f"{_r(band[0])}..{_r(band[1])}",
-                     f"{_r(m['ratio'])} [{_r(m['low'])}, {_r(m['high'])}]", verdict])
+        rows.append([c.title, f"{_r(band[0])}..{_r(band[1])}",
+                     f"{_r(m['ratio'])} [{_r(m['low'])}, {_r(m['high'])}]", verdict(c)])
     return rows
 
 
-VALIDATION_HEAD = ["bench", "A / B", "model B/A", "measured B/A [IQR]", "verdict"]
+VALIDATION_HEAD = ["bench", "model B/A", "measured B/A [IQR]", "model/measured"]
 
 
 def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -> str:
@@ -171,11 +181,14 @@ def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -
     for c in comparisons:
         body = detail(c)
         out += (["```", *body, "```"] if fmt == "md" else body) + [""]
-    rows = validation_rows(comparisons)
-    if rows:
+    measured = [c for c in comparisons if c.measured and c.band()]
+    if measured:
         out += ["validation here (x86_64, measured natively: the median B/A of A,B alternated 11 times",
-                "and its quartiles; beside the model, never in it):"] + table(VALIDATION_HEAD, rows) + [""]
-    out += [f"note: {term_text(n)}" for n in dict.fromkeys(notes)]
+                "and its quartiles; beside the model, never in it):", ""]
+        for title, members in groups(measured).items():
+            out += [term_text(title)] + table(VALIDATION_HEAD, validation_rows(members)) + [""]
+    for n in dict.fromkeys(notes):
+        out += textwrap.wrap(f"note: {term_text(n)}", 100, subsequent_indent="  ")
     return "\n".join(out).rstrip() + "\n"
 
 
