@@ -114,6 +114,12 @@ def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Co
     return repo, commits, [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]
 
 
+def records_of(repo: Path, commits: list[vcs.Commit]) -> list[CommitRecord]:
+    """COMMITS' records, with their parents (what commits_of returns third)."""
+    parents = _parents(repo, [c.sha for c in commits])
+    return [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]
+
+
 def _git(repo: Path, *args: str):
     import os
 
@@ -178,21 +184,24 @@ def compared_with(records: list[CommitRecord], built: set[str]) -> dict[str, str
 
 def run_series(path, range_text: str, *, db: Path, variant: str | None = None, target: str | None = None,
                compiler: str | None = None, jobs: int | None = None, progress: bool = True,
-               asm: bool = True, counts: bool = True, fresh: bool = False, fleet=None) -> tuple[Series, int]:
+               asm: bool = True, counts: bool = True, fresh: bool = False, fleet=None,
+               experiment: spec.Experiment | None = None, given=None) -> tuple[Series, int]:
     """Build every commit of the range, measure it through the engine into the store (resuming
-    a run of the same series), and read the table back: (series, the engine's exit status)."""
+    a run of the same series), and read the table back: (series, the engine's exit status).
+    EXPERIMENT (else loaded from PATH) and GIVEN (what commits_of returns) stand for the range
+    when the commits come from elsewhere: mail/run.py's patches applied in a clone flagbench owns."""
     from flagbench import procs
     from flagbench.series_cells import measure
     from flagbench.store import Store
     from flagbench.variants import choose
 
     procs.install()
-    exp = spec.load(path)
+    exp = spec.load(path) if experiment is None else experiment
     template = exp.variant(variant) if variant else exp.variants[0]
     old, _, notes = choose(replace(exp, variants=(template, template)), None, target, compiler)
     if fleet is not None and exp.kernel is not None:
         raise UserError(f"{exp.path}: a kernel series is not timed on --host/--place yet (its counts are exact)")
-    repo, commits, records = commits_of(exp, range_text)
+    repo, commits, records = commits_of(exp, range_text) if given is None else given
     place = ",".join(sorted(h.name for h in fleet.hosts)) if fleet is not None else ""
     key = series_store.run_key("series", exp.hash, f"{old.target}/{old.compiler}", template.name,
                                [c.sha for c in commits], asm, counts, place)

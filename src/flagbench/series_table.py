@@ -73,7 +73,8 @@ def text(series: Series) -> str:
             cells = _cells(r, shown, i == 0)
             lines.append(start + "".join(f"  {c:>{w}}" for c, w in zip(cells, widths)))
         else:
-            why = f"does not build: {term_text(r.error)}" if r.error else "not built"
+            why = (term_text(r.error) if r.error.startswith("does not ") else
+                   f"does not build: {term_text(r.error)}") if r.error else "not built"
             lines.append(f"{start}  {why}"[:WIDTH])
         why = _compared(r, previous, i == 0)
         if why:
@@ -158,7 +159,7 @@ def markdown(series: Series) -> str:
     for i, r in enumerate(series.rows):
         subject = md_cell(r.commit.subject)
         if not r.built:
-            lines.append(f"| `{r.commit.short}` | {subject} | does not build: "
+            lines.append(f"| `{r.commit.short}` | {subject} | {'' if r.error.startswith('does not ') else 'does not build: '}"
                          f"{md_cell(r.error[:200])} |" + " |" * (len(head) - 3))
             continue
         cells = _cells(r, [], i == 0)

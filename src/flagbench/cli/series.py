@@ -19,7 +19,11 @@ def register(sub):
         "out. The series is a run of the results database: run again, it resumes; `flagbench report RUN` "
         "prints it again.")
     p.add_argument("experiment", help="the experiment (directory or .toml)")
-    p.add_argument("range", metavar="BASE..HEAD", help="the series: BASE..HEAD (HEAD defaults to HEAD)")
+    p.add_argument("range", metavar="BASE..HEAD", nargs="?", help="the series: BASE..HEAD (HEAD defaults to HEAD)")
+    p.add_argument("--mbox", action="append", metavar="FILE", help="the series as mails (an mbox, a maildir, "
+                   "or - for stdin), applied with git am in a clone flagbench owns; twice: v1 against v2 "
+                   "(docs/mail.md)")
+    p.add_argument("--base", metavar="REF", help="with --mbox: the base when the mails name no base-commit:")
     p.add_argument("--variant", help="the variant each commit is built as (default: the first)")
     p.add_argument("--target", help="the target (default: the experiment's first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
@@ -46,6 +50,9 @@ def run(args) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
+    if args.mbox or args.range is None:
+        from flagbench.mail.face import series_from_mail
+        return series_from_mail(args)
     procs.install()
     if args.place:
         from flagbench.hosts.lab_place import leased, places_for

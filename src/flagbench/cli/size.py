@@ -135,8 +135,8 @@ def _experiment(args) -> bool:
         return True
     if args.objects:
         from flagbench.size import objects
-        changes = objects.compare_trees(pair.old.dir, pair.new.dir)
-        sys.stdout.write(objects.render(changes, len(objects.compiled_objects(pair.new.dir)), top=args.top or 30))
+        changes, total = objects.compare(pair.old.dir, pair.new.dir)
+        sys.stdout.write(objects.render(changes, total, top=args.top or 30))
         return True
     if args.format == "bom" and not args.kind:   # as the tree's own scripts/bloat-o-meter prints it
         from flagbench.size.summary import tree_bom
