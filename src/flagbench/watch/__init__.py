@@ -133,7 +133,7 @@ def _publish(subject: Subject, repo: Path, ledger: Ledger, opts: Options, out: P
                         ["--compiler", subject.compiler]) for a in a]
     for f in found:
         mbox, new = report.write(f, out / "reports", repo=str(repo), config=config,
-                                 command=report.reproduce(str(subject.exp.path), f, args),
+                                 command=report.reproduce(str(Path(subject.exp.path).resolve()), f, args),
                                  evidence=f"{out / 'index.html'}#c-{f.sha}")
         if new:
             result.new.append((f, mbox))
