@@ -200,6 +200,23 @@ def test_a_stride_skips_commits_and_bisects_the_changes_among_them(history, tmp_
             assert rows[sha]["compared_with"] == git(repo, "rev-parse", sha + "^").strip()
 
 
+def test_timed_on_a_host_only_where_the_path_moved(history, tmp_path):
+    from sshd_util import sshd_server
+
+    root, repo, kinds, _ = history
+    watched = git(repo, "rev-list", "HEAD~5..HEAD").split()
+    with sshd_server(tmp_path / "box", alias="box") as box:
+        done = flagbench("watch", repo / "exp", "--branch", "main", "--since", "HEAD~5", "--once", "--samples", "3",
+                         "--host", "box", "--db", tmp_path / "w.db", "--out", tmp_path / "out", cwd=tmp_path,
+                         cache=root / "cache", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=900)
+    assert done.returncode == 0, done.stderr
+    rows = ledger(tmp_path / "w.db")
+    timed = {sha for sha, r in rows.items() if r["timed"]}
+    assert timed == {sha for sha in watched if kinds[sha] == "loop"} and len(timed) == 1
+    (entry,) = rows[timed.pop()]["timed"].items()
+    assert entry[0] == "sum host=box ns_per_iter" and len(entry[1]["base"]) == len(entry[1]["head"]) == 3
+
+
 def test_bad_input_is_one_line_and_exit_2(history, tmp_path):
     root, repo, _, _ = history
     for args, said in (((repo / "exp", "--branch", "nope", "--once"), "--branch nope: no such branch"),
