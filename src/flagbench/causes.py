@@ -192,7 +192,7 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
 def _checked(t, r, v: str, checks: dict) -> str:
     """The layout check's line for variant v of row r: its change with every function aligned,
     and whether the effect survives; or that the alignment could not move anything."""
-    from flagbench.report.cells import fmt_change
+    from flagbench.report.cells import fmt_exact, pct
     from flagbench.run.layout import ALIGN
     from flagbench.stats.layout import survives
     aligned = r.aligned.get(v)
@@ -202,8 +202,14 @@ def _checked(t, r, v: str, checks: dict) -> str:
         moved = checks.get(cell_key(name.partition("+")[0], t.target, t.compiler))
         if isinstance(moved, dict) and moved.get("did_nothing"):
             return f"layout check: {moved.get('text', 'could not move anything')}"
-    return f"layout check (every function {ALIGN}-byte aligned): {fmt_change(aligned)}: " \
-           f"{survives(r.changes.get(v), aligned)}"
+    if aligned.verdict == "exact":
+        change = fmt_exact(aligned)
+    elif aligned.ci_low is None:
+        change = f"~ {pct(aligned.ratio)} % (no interval)"
+    else:
+        change = (f"{'~ ' * (aligned.verdict == '~')}{pct(aligned.estimate)} % [{pct(aligned.ci_low)}, "
+                  f"{pct(aligned.ci_high)}]{'' if aligned.verdict == '~' else ' ' + aligned.verdict}")
+    return f"layout check, functions {ALIGN}-byte aligned: {change}: {survives(r.changes.get(v), aligned)}"
 
 
 def _tkey(t) -> tuple:
