@@ -103,8 +103,8 @@ def test_layout_check_says_what_survives_alignment(tmp_path):
     out = done.stdout
     # counts: the planted instructions survive alignment; the layout variant moved nothing to begin with
     assert 'direct: cause: unknown: 1 changed function, no per-symbol counts (metrics "profile")' in out
-    assert "  layout check, functions 64-byte aligned: +15.79 % exact: survives alignment" in out
-    assert "  layout check, functions 64-byte aligned: +0.00 % exact: no change either way" in out
+    assert "  layout check, 64-byte aligned: +15.79 % exact: survives alignment" in out
+    assert "  layout check, 64-byte aligned: +0.00 % exact: no change either way" in out
     assert "base@align64" not in out   # its columns are the check's, not the table's
 
 

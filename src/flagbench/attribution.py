@@ -288,7 +288,8 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
     end = "" if regression else ": not a regression"
     counts = ["counts the same"] if not a.total_delta else [a.elsewhere_text(k) for k in (2, 1, 0)]
     choices = [f"no code change on the path; {c}{timed}{end}{tail}" for c in counts]
-    choices += [f"no code change on the path{timed}{end}{tail}"]   # the counts are in the table above
+    choices += [f"no code change on the path{timed}{end}{tail}",   # the counts are in the table above
+                f"no code change on the path{end}{tail}"]         # the band: in the table too
     return Cause("layout", _fitting("layout", choices, width), moved, regression)
 
 

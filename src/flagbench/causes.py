@@ -209,7 +209,11 @@ def _checked(t, r, v: str, checks: dict) -> str:
     else:
         change = (f"{'~ ' * (aligned.verdict == '~')}{pct(aligned.estimate)} % [{pct(aligned.ci_low)}, "
                   f"{pct(aligned.ci_high)}]{'' if aligned.verdict == '~' else ' ' + aligned.verdict}")
-    return f"layout check, functions {ALIGN}-byte aligned: {change}: {survives(r.changes.get(v), aligned)}"
+    return f"layout check, {ALIGN}-byte aligned: {change}: {survives(r.changes.get(v), aligned)}"
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= LINE_WIDTH else line[:LINE_WIDTH - 3] + "..."
 
 
 def _tkey(t) -> tuple:
@@ -243,9 +247,9 @@ def cause_texts(found: list[RowCause], fmt: str, *, detail: bool = True) -> list
         limit = LINE_WIDTH + (4 if fmt == "md" else 0)
         out.append(line if len(line) <= limit else line[:limit - 3] + "...")
         if detail and rc.attribution is not None and rc.attribution.changed and len(rows) == 1:
-            out += ["  " + x for x in attribution_lines(rc.attribution, fmt, top=3)[:-1]]
+            out += [_cut("  " + x) for x in attribution_lines(rc.attribution, fmt, top=3)[:-1]]
         if rc.layout_check:
-            out.append("  " + rc.layout_check)
+            out.append(_cut("  " + rc.layout_check))
     notes = sorted({rc.floor_note for rc in found if rc.floor_note})
     out += notes
     return out
