@@ -58,9 +58,14 @@ def changed_by_cell(builds, order, say=None) -> dict[str, list[str]]:
             try:
                 if hasattr(a, "vmlinux"):
                     c = compare_files(a.vmlinux, b.vmlinux, rank=False, mix_each=False)
+                elif not a.objects and not b.objects:   # nothing built from sources: no code to change
+                    out[cell_key(variant, target, compiler)] = []
+                    continue
+                elif not a.objects or not b.objects:
+                    continue
                 else:
                     c = compare_object_sets(list(a.objects), list(b.objects), rank=False)
-            except (UserError, OSError) as e:
+            except (UserError, OSError, ValueError, RuntimeError) as e:   # the run goes on: causes unknown
                 if say:
                     say(f"{variant} {target}/{compiler}: asm not compared ({e}): its causes are unknown")
                 continue
