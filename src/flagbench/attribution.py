@@ -283,15 +283,14 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
     if beyond_counts:
         return Cause("indirect", _fitting("indirect", [f"same code on the path; {a.elsewhere_text(k)}{tail}"
                                                       for k in (3, 2, 1, 0)], width), moved)
-    if band == BEYOND:
-        end, regression = ", time beyond the layout band", True
-    else:
-        end = (", time within the layout band" if band == WITHIN else "") + ": not a regression"
-        regression = False
-    if not a.total_delta:
-        return Cause("layout", f"no code change on the path; counts the same{end}{tail}", moved, regression)
-    return Cause("layout", _fitting("layout", [f"no code change on the path; {a.elsewhere_text(k)}{end}{tail}"
-                                               for k in (2, 1, 0)], width), moved, regression)
+    regression = band == BEYOND
+    timed = {BEYOND: "; time beyond the layout band", WITHIN: "; time within the layout band"}.get(band, "")
+    end = "" if regression else ": not a regression"
+    counts = ["counts the same"] if not a.total_delta else [a.elsewhere_text(k) for k in (2, 1, 0)]
+    choices = [f"no code change on the path; {c}{timed}{end}{tail}" for c in counts]
+    choices += [f"no code change on the path{timed}{end}{tail}",   # the counts are in the table above
+                f"no code change on the path{end}{tail}"]         # the band: in the table too
+    return Cause("layout", _fitting("layout", choices, width), moved, regression)
 
 
 def _fitting(kind: str, choices: list[str], width: int = LINE_WIDTH) -> str:
