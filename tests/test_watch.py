@@ -238,6 +238,38 @@ def test_edivisive_finds_a_spread_step_not_one_noisy_pair():
     assert change_points(step) == change_points(step)   # seeded: the same answer each time
 
 
+def _timed_history(levels: list[float | None], seed: int):
+    """A branch history of timed commits (None: not timed), each a pair of 5 noisy samples a side
+    around the level before it and its own: the shape loop.py stores."""
+    from flagbench.watch.changes import History
+    from flagbench.watch.evidence import Evidence
+
+    rng = np.random.default_rng(seed)
+    rows, before = [], levels[0]
+    for i, level in enumerate(levels):
+        sha = f"{i:040x}"
+        ev = Evidence(sha, f"{i - 1:040x}" if i else "", True, counts={"b insns_per_iter": 10.0},
+                      base_counts={"b insns_per_iter": 10.0}, profile={"b": {"f": 10.0}}, changed=["f"])
+        if level is not None:
+            ev.timed = {"b ns_per_iter": {"base": list(rng.normal(before, 0.03 * before, 5)),
+                                          "head": list(rng.normal(level, 0.03 * level, 5)), "unit": "ns"}}
+            before = level
+        rows.append((sha, f"commit {i}", True, ev))
+    return History("main", rows)
+
+
+def test_timed_change_points_over_the_history_not_one_noisy_pair():
+    from flagbench.watch import findings_of, report
+
+    step = [100.0, None, 100, None, 100, 100, None, 104, 104, None, 104, 104, 104, None]   # a 4 % step at 7
+    (f,) = [f for f in findings_of([_timed_history(step, 3)], 0.1) if f.kind == "timed"]
+    assert f.sha == f"{7:040x}" and f.metric == "b ns_per_iter" and f.cause == "direct"
+    text = report.body(f, repo="r", config="c", command="flagbench series e a..b", evidence="x")
+    assert "b ns_per_iter" in text and "cause: direct: f" in text
+    flat = [100.0, None, 100, 100, 100, 103.5, 100, None, 100, 100, 100, 100]   # one pair 3.5 % off, alone
+    assert [f for f in findings_of([_timed_history(flat, 4)], 0.1) if f.kind == "timed"] == []
+
+
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
