@@ -8,7 +8,6 @@ with its cause, written as a report (mbox + markdown) and drawn on a static dash
     lock.py       one watcher per repository and experiment
     evidence.py   a commit against the one before it (series.py's stages)
     cause.py      attribution and cause of an exact move
-    timing.py     paired timed rounds of the two builds (the engine, into the store)
     edivisive.py  change points of a timed history
     bisect.py     changes inside what --stride skipped, bisected on counts
     changes.py    findings over a branch's history

@@ -73,7 +73,8 @@ def body(f: Finding, *, repo: str, config: str, command: str, evidence: str) -> 
         f"parent: {f.parent}",
         term_text(f"branch: {f.branch} of {repo}"[:99]),
         term_text(f"config: {config}"[:99]),
-        f"kind:   {'exact count (one run is the value)' if f.kind == 'exact' else 'timed: a change point of the history (E-divisive means)'}",
+        "kind:   " + ("exact count (one run is the value)" if f.kind == "exact"
+                         else "timed: a change point of the history (E-divisive means)"),
         "",
         *table(f),
         "(exact counts: one run is the value, ±0; times: median ± %stddev, [95 % interval of the ratio])",
