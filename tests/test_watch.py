@@ -217,6 +217,38 @@ def test_timed_on_a_host_only_where_the_path_moved(history, tmp_path):
     assert entry[0] == "sum host=box ns_per_iter" and len(entry[1]["base"]) == len(entry[1]["head"]) == 3
 
 
+def test_polling_picks_up_a_new_commit(history, tmp_path):
+    import os
+
+    root, repo, _, _ = history
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    log = tmp_path / "err"
+    env = {**os.environ, "FLAGBENCH_CACHE": str(root / "cache"), "PYTHONPATH": str(ROOT / "src")}
+    with open(log, "w") as err, open(tmp_path / "out.txt", "w") as out:
+        robot = subprocess.Popen([sys.executable, "-m", "flagbench", "watch", str(clone / "exp"), "--branch", "main",
+                                  "--since", "HEAD~1", "--no-time", "--interval", "1s", "--db", str(tmp_path / "w.db"),
+                                  "--out", str(tmp_path / "out")], cwd=tmp_path, stderr=err, stdout=out, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while "pass: 2 commits measured" not in log.read_text():
+            assert robot.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        loop = clone / "exp" / "loop.c"
+        loop.write_text(loop.read_text().replace("\t\t/* STEP */\n", "\t\tacc += 7;\n\t\t/* STEP */\n"))
+        git(clone, "commit", "-q", "-a", "-m", "loop: a new step")
+        new = git(clone, "rev-parse", "HEAD").strip()
+        while new[:12] not in (tmp_path / "out.txt").read_text():   # its finding's line, as its pass ends
+            assert robot.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        robot.send_signal(signal.SIGTERM)
+        assert robot.wait(timeout=120) == 0
+    finally:
+        if robot.poll() is None:
+            robot.kill()
+    assert "pass: 1 commits measured" in log.read_text()
+
+
 def test_bad_input_is_one_line_and_exit_2(history, tmp_path):
     root, repo, _, _ = history
     for args, said in (((repo / "exp", "--branch", "nope", "--once"), "--branch nope: no such branch"),

@@ -122,8 +122,9 @@ def watch(path, opts: Options, *, db: Path, out: Path, interval: float | None, v
                     break
                 deadline = time.monotonic() + interval
                 while time.monotonic() < deadline and stop.signum is None:
-                    time.sleep(min(1.0, deadline - time.monotonic()))
+                    time.sleep(max(0.0, min(1.0, deadline - time.monotonic())))
                 if stop.signum is not None:
+                    say("stopped by a signal while waiting for the next pass")
                     result.stopped = True
                     break
         finally:
