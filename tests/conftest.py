@@ -116,6 +116,25 @@ LONGEST_FIRST = ("test_labgrid.py", "test_series.py", "test_kexec.py", "test_ker
                  "test_guest.py", "test_bisect.py", "test_distcc.py", "test_hosts_run.py", "test_box.py")
 
 
+# The modules whose slow tests build or boot x86_64 kernels: before the first of them in a worker
+# runs, the suite's one kernel (tests/kernel_util.py: the configuration the box, the kexec and
+# labgrid variants, the series and the test kernel share) is built, once for both xdist workers
+# (a file lock in the cache), so every later cell starts from it instead of compiling cold
+# beside it. `make check` (no slow tests) builds nothing.
+SHARED_KERNEL_USERS = {"test_labgrid.py", "test_series.py", "test_kexec.py", "test_kernel_build.py", "test_guest.py",
+                       "test_bisect.py", "test_distcc.py", "test_box.py", "test_mix_c.py", "test_normalise.py"}
+_shared_kernel_done = False
+
+
+def pytest_runtest_setup(item):
+    global _shared_kernel_done
+    if _shared_kernel_done or item.path.name not in SHARED_KERNEL_USERS or item.get_closest_marker("slow") is None:
+        return
+    from kernel_util import shared_kernel
+    _shared_kernel_done = True        # once per worker, built or not (a test that needs it says why not)
+    shared_kernel()
+
+
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: file order kept within

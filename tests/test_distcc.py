@@ -186,7 +186,7 @@ def test_kernel_through_distcc_is_the_local_build(farm, tmp_path):
     kernel would say no more, at ten minutes of this machine)."""
     import secrets
 
-    from kernel_util import BOOT_FRAGMENT, appending_patch, build_test_kernels
+    from kernel_util import FRAGMENTS_TOML, appending_patch, build_test_kernels
 
     local = build_test_kernels(("default",))["default"]    # the reference, and a warm ccache
     nonce = secrets.token_hex(8)                           # a result no earlier session stored
@@ -197,7 +197,7 @@ def test_kernel_through_distcc_is_the_local_build(farm, tmp_path):
         [kernel]
         source = "debian:6.1"
         config = "tinyconfig"
-        fragments = ["{BOOT_FRAGMENT}"]
+        fragments = {FRAGMENTS_TOML}
         [variants]
         touched = {{ patches = ["nonce.patch"] }}
         """, {"nonce.patch": patch})

@@ -47,6 +47,7 @@ class Options:
     rounds: int = 2                          # kexec rounds on the host: A B, B A, ...
     until: float | None = None               # sample on until each row's interval is +-this narrow (run/until.py)
     budget_s: float = 600.0                  # ... or this many seconds of measuring are spent
+    layout_check: bool = False               # A and B again with every function 64-byte aligned (run/layout.py)
 
 
 def run_experiment(path: Path, *, db: Path, benches=None, samples=None, fresh=False, jobs=2, seed=None,
@@ -92,11 +93,19 @@ def run(path: Path, opts: Options):
         with procs.owned_dir("flagbench-run") as workdir:
             # a host that boots the variants' kernels times their guest benches only
             cells = host_cells(exp, chosen, builds, workdir, notes, None if kexec_host else fleet, opts.cpu)
-            cells += _guest_cells(exp, chosen, workdir, notes, opts, kexec_host)
+            kernels: list = []
+            cells += _guest_cells(exp, chosen, workdir, notes, opts, kexec_host, kernels)
             shown = len(notes)
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
+            from flagbench.causes import CHANGED_KEY, changed_by_cell   # which functions' code changed: causes
+            changed = changed_by_cell([*builds, *kernels], order, say)
+            checked = {}
+            if opts.layout_check or exp.layout_check:
+                more, checked = _layout_check(exp, chosen, builds, workdir, notes, opts, say,
+                                              None if kexec_host else fleet)
+                cells += more
             if opts.aa_control:
                 from flagbench.run.noise import aa_control
                 cells += aa_control(cells, order)
@@ -105,7 +114,8 @@ def run(path: Path, opts: Options):
             until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
-                                            **_commits(exp),
+                                            CHANGED_KEY: changed, **_commits(exp),
+                                            **({"layout_check": checked} if checked else {}),
                                             **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet, until=until)
             if until is not None:
@@ -234,7 +244,39 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None
     return cells
 
 
-def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, kexec_host=None) -> list:
+def _layout_check(exp, chosen, builds, workdir: Path, notes: list[str], opts: Options, say,
+                  fleet=None) -> tuple[list, dict]:
+    """The layout check (run/layout.py): every variant built again with each function aligned to
+    64 bytes and measured the same way, in the same rounds, as `V@align64` columns; with what the
+    alignment moved, per build ("V/target/compiler" -> AlignmentMoved's fields and its words)."""
+    from dataclasses import asdict
+
+    from flagbench import build
+    from flagbench.run.layout import ALIGN_FLAG, aligned_column, aligned_experiment, alignment_moved
+    if exp.kernel is not None:
+        raise UserError(f"{exp.path}: the layout check builds C experiments only so far (kernel: "
+                        f"CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B in a variant's fragments does it by hand)")
+    aligned = aligned_experiment(exp)
+    say(f"layout check: every variant again with {ALIGN_FLAG}")
+    aligned_builds = build.build(aligned, jobs=opts.jobs, progress=None if opts.quiet else say)
+    by_key = {b.cell.key: b for b in aligned_builds}
+    checked = {}
+    for b in builds:
+        twin = by_key.get(f"{aligned_column(b.cell.variant.name)}/{b.cell.target}/{b.cell.compiler}")
+        if twin is None:
+            continue
+        moved = alignment_moved(b.objects, twin.objects)
+        words = moved.text(os_flag="-Os" in b.cflags)
+        checked[b.cell.key] = {**asdict(moved), "did_nothing": moved.did_nothing, "text": words}
+        if moved.did_nothing:
+            say(f"layout check {b.cell.key}: {words}")
+    names = {b.name for b in chosen}
+    benches = [benchspec.with_samples(b, opts.samples) for b in aligned.benches if b.name in names and not b.guest]
+    return host_cells(aligned, benches, aligned_builds, workdir / "aligned", notes, fleet, opts.cpu), checked
+
+
+def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, kexec_host=None,
+                 kernels: list | None = None) -> list:
     """Benches with `guest = true` run inside each variant's own kernel: the kernels are
     built once, with the boot options every variant gets alike (kernel/boot-TARGET.config,
     where the experiment does not list it already); under qemu-system each is booted once,
@@ -251,6 +293,8 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, k
     from flagbench.kbuild import build as kbuild
 
     builds = kbuild.build_kernels(exp, progress=not opts.quiet, extra_fragments=boot.boot_fragments(exp))
+    if kernels is not None:   # the caller compares them (causes.changed_by_cell)
+        kernels += builds
     booters: dict = {}
     cells = guests.guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes, booters=booters)
     if kexec_host is not None:   # each variant is booted under qemu before the host: a panic stays here

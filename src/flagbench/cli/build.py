@@ -66,6 +66,7 @@ def run(args) -> int:
                 print(f"{'':<{width}}  {b.ccache.line()}")
             if b.distcc:
                 print(f"{'':<{width}}  {b.distcc.line()}")
+        from flagbench.textsafe import term_text
         for note in notes if not args.quiet else ():
             print(f"note: {term_text(note)}")
     return 0 if all(k.ok for k in kernels) else 1

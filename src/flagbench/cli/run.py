@@ -35,7 +35,7 @@ def register(sub):
                         "for any place so tagged; repeatable): reserved, waited for, acquired, powered on, reached "
                         "over ssh through its NetworkService, released at the end")
     p.add_argument("--place-wait", default="10m", metavar="TIME",
-                   help="with --place: how long to wait for a place someone else holds (default 10m)")
+                   help="with --place: how long to wait for a place someone else holds (default 10m; 0: not at all)")
     p.add_argument("--replicate", action="store_true", help="with several --host: every host times every cell")
     p.add_argument("--cpu", type=int, metavar="N", help="pin the timed programs to CPU N (taskset on a host)")
     p.add_argument("--aa-control", action="store_true",
@@ -47,6 +47,10 @@ def register(sub):
     p.add_argument("--budget", default="10m", metavar="TIME",
                    help="with --until: the measuring time allowed, the first samples included (300, 90s, 10m, 1h; "
                         "default 10m)")
+    p.add_argument("--layout-check", action="store_true",
+                   help="build every variant again with each function aligned to 64 bytes and measure it the same "
+                        "way: the verdicts say whether the effect survives alignment (a layout effect does not; "
+                        "the same as layout_check = true in the experiment file)")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--rounds", type=int, default=2, metavar="N",
                    help="kernel experiments with --host: boot every variant there by kexec N times, A B B A ... "
@@ -56,18 +60,17 @@ def register(sub):
 
 def run(args) -> int:
     from flagbench import procs
-    from flagbench.run.until import parse_budget
 
     procs.install()
     from flagbench import spec
     exp = spec.load(Path(args.experiment))
     places = args.place or list(exp.places)
     if places:   # the lab's places are held around the whole run (hosts/lab_place.py)
-        from flagbench.hosts.lab_place import leased, places_for
+        from flagbench.hosts.lab_place import leased, parse_wait, places_for
         from flagbench.textsafe import sayer
         say = sayer("flagbench run: ")
         try:
-            with leased(places, wait_s=parse_budget(args.place_wait), say=say) as leases:
+            with leased(places, wait_s=parse_wait(args.place_wait), say=say) as leases:
                 return _run(args, places_for(leases, exp, say))
         except procs.Terminated as e:
             print(f"flagbench run: {e}: stopped", file=sys.stderr)
@@ -83,7 +86,7 @@ def _run(args, places=()) -> int:
                             jobs=args.jobs, seed=args.seed, fmt=args.format, hosts=tuple(args.host),
                             replicate=args.replicate, cpu=args.cpu, aa_control=args.aa_control,
                             rounds=args.rounds, until=None if args.until is None else parse_width(args.until),
-                            budget_s=parse_budget(args.budget))
+                            budget_s=parse_budget(args.budget), layout_check=args.layout_check)
     try:
         outcome, text = pipeline.run(Path(args.experiment), opts)
     except procs.Terminated as e:    # a signal before measuring started: nothing was stored

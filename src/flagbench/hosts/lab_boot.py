@@ -27,7 +27,8 @@ from typing import Callable
 from flagbench import procs
 from flagbench.cache import cache_dir
 from flagbench.errors import PlaceLost
-from flagbench.hosts.labgrid import Lease, LabError, one_line
+from flagbench.hosts.lab_api import LabError, one_line
+from flagbench.hosts.labgrid import Lease
 from flagbench.hosts.remote import SshHost
 from flagbench.hosts.ssh import Connection, HostError, label
 

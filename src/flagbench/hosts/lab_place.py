@@ -18,6 +18,22 @@ from flagbench.errors import UserError
 from flagbench.hosts.labgrid import WAIT_S, Lab, Lease
 
 
+def parse_wait(text: str) -> float:
+    """--place-wait: a time as --budget takes it (300, 90s, 10m, 1h), or 0: do not wait at all.
+
+    >>> parse_wait("0"), parse_wait("0s"), parse_wait("90s")
+    (0.0, 0.0, 90.0)
+    """
+    import re
+    from flagbench.run.until import parse_budget
+    if re.fullmatch(r"0*\.?0*[smh]?", text.strip().lower()) and any(c == "0" for c in text):
+        return 0.0
+    try:
+        return parse_budget(text)
+    except UserError:
+        raise UserError(f"--place-wait {text!r}: give a time such as 0, 300, 90s, 10m or 1h") from None
+
+
 @contextmanager
 def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
            say: Callable[[str], None] = lambda s: None) -> Iterator[list[Lease]]:

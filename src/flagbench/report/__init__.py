@@ -31,7 +31,7 @@ from dataclasses import asdict, replace
 
 from flagbench.report.cells import (LEGEND, fmt_change, fmt_value, has_intervals, notes,  # noqa: F401
                                     shape, table_anchor, table_cells)
-from flagbench.report.doc import WIDTH, Block, Grid, Heading, Html, Markdown, Para, fill, note_blocks
+from flagbench.report.doc import WIDTH, Block, Bullets, Grid, Heading, Html, Markdown, Para, fill, note_blocks
 from flagbench.report.tables import EXACT_TABLE, Row, Table, build_tables  # noqa: F401
 from flagbench.stats import Change
 from flagbench.textsafe import csv_cell, term_text
@@ -39,9 +39,9 @@ from flagbench.textsafe import csv_cell, term_text
 FORMATS = ("text", "md", "json", "csv", "html")
 
 
-def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False) -> list[Block]:
-    """Each table as a titled, anchored grid with its notes; with `figures`, its plots after it
-    (only the html exporter draws those)."""
+def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False, causes: dict | None = None) -> list[Block]:
+    """Each table as a titled, anchored grid with its notes and its verdicts' causes (causes.py);
+    with `figures`, its plots after it (only the html exporter draws those)."""
     from flagbench.report.figures import bench_forest, table_figures
     out: list[Block] = []
     for i, t in enumerate(tables):
@@ -49,6 +49,8 @@ def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False) -> l
         header, body = table_cells(t)
         out.append(Grid(header, body, title=t.title, anchor=table_anchor(t, prefix), notes=notes(t) + hidden,
                         align="r" * len(header), keys=len(t.param_keys) + (shape(t) != "side")))
+        if lines := _cause_lines(t, causes):
+            out.append(Bullets(lines))
         if figures:
             out += table_figures(t)
             group = (t.bench, t.target, t.compiler)
@@ -67,6 +69,12 @@ def _pasteable(t: Table) -> tuple[Table, list[str]]:
     return replace(t, rows=rows), ["insns_per_call (= insns_per_byte x size): in --format json and csv"]
 
 
+def _cause_lines(t: Table, causes: dict | None) -> list[str]:
+    from flagbench.causes import cause_texts
+    found = (causes or {}).get((t.bench, t.metric, t.target, t.compiler))
+    return cause_texts(found, "text") if found else []
+
+
 def failure_blocks(failures: list[dict]) -> list[Block]:
     if not failures:
         return []
@@ -75,8 +83,9 @@ def failure_blocks(failures: list[dict]) -> list[Block]:
 
 
 def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: list[dict] | None = None,
-           profiles: list | None = None) -> str:
-    """`profiles` (profile.Profile, from `flagbench profile`) are added to md, html and json."""
+           profiles: list | None = None, causes: dict | None = None) -> str:
+    """`profiles` (profile.Profile, from `flagbench profile`) are added to md, html and json;
+    `causes` (causes.run_causes) go under their tables in text, md, html and json."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}")
     failures = failures or []
@@ -85,16 +94,24 @@ def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: 
     said = note_blocks(run_notes(run))
     if fmt == "md":
         head = [Para([line])] if (line := run_line(run)) else []
-        return Markdown().render(head + said + blocks(tables) + extra + failure_blocks(failures) + legend)
+        return Markdown().render(head + said + blocks(tables, causes=causes) + extra + failure_blocks(failures)
+                                 + legend)
     if fmt == "html":
         title = f"flagbench run {run['id']}: {run['experiment']}" if run else "flagbench report"
         head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else []) + said + legend
-        return Html().render(head + blocks(tables, figures=True) + extra + failure_blocks(failures), title)
-    if fmt == "json" and profiles:
+        return Html().render(head + blocks(tables, figures=True, causes=causes) + extra + failure_blocks(failures),
+                             title)
+    if fmt == "json" and (profiles or causes):
         doc = json.loads(_json(tables, run, failures))
-        doc["profiles"] = [p.to_json() for p in profiles]
+        if profiles:
+            doc["profiles"] = [p.to_json() for p in profiles]
+        for t, d in zip(tables, doc["tables"]):
+            if found := (causes or {}).get((t.bench, t.metric, t.target, t.compiler)):
+                d["causes"] = [rc.to_json() for rc in found]
         return json.dumps(doc, indent=2, default=str) + "\n"
-    return {"text": _text, "json": _json, "csv": _csv}[fmt](tables, run, failures)
+    if fmt == "text":
+        return _text(tables, run, failures, causes)
+    return {"json": _json, "csv": _csv}[fmt](tables, run, failures)
 
 
 def _profile_blocks(profiles: list, tables: list[Table]) -> list[Block]:
@@ -136,7 +153,7 @@ def _hosts_part(hosts: dict | None) -> str:
     return f" · timed on {names} · exact counts taken here (they do not depend on the machine)"
 
 
-def _text(tables, run, failures) -> str:
+def _text(tables, run, failures, causes=None) -> str:
     from rich import box
     from rich.console import Console
     from rich.markup import escape
@@ -167,6 +184,8 @@ def _text(tables, run, failures) -> str:
         console.print(table)
         for note in notes(t) + hidden:
             say(note, "  note: ", "        ")
+        for line in _cause_lines(t, causes):
+            say(line)
     for f in failures:
         say(f"FAILED {f['bench']} {f['cell']}: {f['reason']}", "", "  ")
     return buffer.getvalue()
@@ -239,14 +258,21 @@ def _blank(x):
 def report_run(store, run_id: int, fmt: str) -> str:
     """The whole report of one stored run, in one of FORMATS."""
     from flagbench.report.profiles import stored
+    from flagbench.causes import run_causes
     run = store.run(run_id)
-    return render(run_tables(store, run_id), fmt, run=run,
-                  failures=[c for c in store.cells(run_id) if c["status"] == "failed"],
-                  profiles=stored(store, run["experiment_hash"]))
+    samples = store.samples(run_id)
+    tables = _tables(samples, run, store.metrics(run_id))
+    profiles = stored(store, run["experiment_hash"])
+    return render(tables, fmt, run=run, failures=[c for c in store.cells(run_id) if c["status"] == "failed"],
+                  profiles=profiles, causes=run_causes(tables, run, profiles, samples))
 
 
 def run_tables(store, run_id: int) -> list[Table]:
     """The tables of one stored run, variants in the experiment's order."""
-    order = store.run(run_id)["provenance"].get("variants")
+    return _tables(store.samples(run_id), store.run(run_id), store.metrics(run_id))
+
+
+def _tables(samples: list[dict], run: dict, declared: dict) -> list[Table]:
+    order = run["provenance"].get("variants")
     named = isinstance(order, list) and all(isinstance(v, str) for v in order)
-    return build_tables(store.samples(run_id), order if named else None, declared=store.metrics(run_id))
+    return build_tables(samples, order if named else None, declared=declared)

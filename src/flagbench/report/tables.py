@@ -39,6 +39,7 @@ class Row:
     seconds: dict[str, float] = field(default_factory=dict)             # variant -> mean wall seconds of one sample
     rounds: dict[str, list] = field(default_factory=dict)               # variant -> each sample's round (or None)
     control: Change | None = None       # the baseline against itself run again (an A/A control column)
+    aligned: dict[str, Change] = field(default_factory=dict)   # variant -> the layout check's change (run/layout.py)
 
     def median(self, variant: str) -> float | None:
         values = sorted(self.values.get(variant, ()))
@@ -140,6 +141,7 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
         variants = [v for v in order if any(v in vals for vals in rows_by_params.values())]
         variants, layouts = _split_layouts(variants)
         variants, controls = _split_controls(variants)
+        variants, aligned = _split_aligned(variants)
         exact = metric == EXACT_TABLE
         measure = None if exact else measures[key]
         rows = []
@@ -153,6 +155,10 @@ def build_tables(samples: list[dict], variant_order: list[str] | None = None, al
             for v in variants[1:]:
                 if base in values and v in values:
                     row.changes[v] = _change(row, base, v, measure, alpha, stats.reach(row.control))
+            if aligned.get(base) in values:   # the layout check: each variant aligned against the baseline aligned
+                for v in variants[1:]:
+                    if aligned.get(v) in values:
+                        row.aligned[v] = _change(row, aligned[base], aligned[v], measure, alpha)
             _add_bands(row, variants[0], layouts)
             if not exact or any(row.median(v) for v in variants):   # counters that stayed 0 say nothing
                 rows.append(row)
@@ -197,6 +203,18 @@ def _split_controls(columns: list[str]) -> tuple[list[str], dict[str, str]]:
     """
     controls = {c[:-len(AA_SUFFIX)]: c for c in columns if c.endswith(AA_SUFFIX) and c[:-len(AA_SUFFIX)] in columns}
     return [c for c in columns if c not in controls.values()], controls
+
+
+def _split_aligned(columns: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The layout check's columns ("new@align64": the variant built again with every function
+    64-byte aligned, run/layout.py) leave the table's variants; each row compares them apart.
+
+    >>> _split_aligned(["a", "b", "a@align64", "b@align64"])
+    (['a', 'b'], {'a': 'a@align64', 'b': 'b@align64'})
+    """
+    from flagbench.run.layout import split_aligned_column
+    aligned = {split_aligned_column(c): c for c in columns if split_aligned_column(c) in columns}
+    return [c for c in columns if c not in aligned.values()], aligned
 
 
 def _add_bands(row: Row, base: str, layouts: dict[str, list[str]]) -> None:

@@ -111,3 +111,95 @@ def symbol_address(executable: Path, name: str) -> int | None:
     """Where `name` landed in a linked program (read with flagbench's ELF reader)."""
     from flagbench import elf
     return elf.symbol_address(executable, name)
+
+
+# -- the layout check: A and B built again with every function aligned to 64 bytes ---------------
+# 0Day's manual step for "strange" bumps of commits that did not touch the benchmark's code: if
+# the effect is gone once no function's placement depends on its neighbours' sizes, it was layout.
+
+ALIGN = 64
+ALIGN_FLAG = f"-falign-functions={ALIGN}"
+ALIGN_SUFFIX = f"@align{ALIGN}"
+KERNEL_ALIGN_OPTION = "CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B"   # lib/Kconfig.debug, where the tree has it
+
+
+def aligned_column(column: str) -> str:
+    """The column of a variant (or a memcpy-like `variant+function` column) built aligned.
+
+    >>> aligned_column("base"), aligned_column("new+memcpy_v2"), split_aligned_column("new@align64+memcpy_v2")
+    ('base@align64', 'new@align64+memcpy_v2', 'new+memcpy_v2')
+    """
+    variant, plus, function = column.partition("+")
+    return f"{variant}{ALIGN_SUFFIX}{plus}{function}"
+
+
+def split_aligned_column(column: str) -> str | None:
+    """The plain column of an aligned one, None for any other column."""
+    variant, plus, function = column.partition("+")
+    if not variant.endswith(ALIGN_SUFFIX):
+        return None
+    return variant[:-len(ALIGN_SUFFIX)] + plus + function
+
+
+def aligned_experiment(exp):
+    """The experiment again, every variant `V` as `V@align64` with ALIGN_FLAG last on its command
+    line (after every other flag, so nothing undoes it); benches relink no layouts (`layouts`: the
+    check is one more layout, every function at a 64-byte boundary)."""
+    from dataclasses import replace
+
+    from flagbench.benchspec import MicroBench
+    variants = tuple(replace(v, name=aligned_column(v.name), cflags=(*v.cflags, ALIGN_FLAG)) for v in exp.variants)
+    benches = tuple(replace(b, layouts=0, layout_variants=None) if isinstance(b, MicroBench) else b
+                    for b in exp.benches)
+    return replace(exp, variants=variants, benches=benches)
+
+
+def function_offsets(path) -> dict[str, int]:
+    """Each sized function's value in an ELF file (an object: its offset in its section; a program
+    or vmlinux: its address), read with flagbench's ELF reader."""
+    from flagbench.elf.image import Image
+    STT_FUNC = 2
+    with Image(path) as image:
+        return {s.name: s.value for s in image.symbols if s.type == STT_FUNC and s.shndx and s.size}
+
+
+@dataclass(frozen=True)
+class AlignmentMoved:
+    """What building with ALIGN_FLAG did to the functions of a build, counted over its files."""
+    functions: int      # sized functions found in both builds
+    moved: int          # whose value mod ALIGN differs between the plain and the aligned build
+    aligned: int        # at a multiple of ALIGN in the aligned build
+
+    @property
+    def did_nothing(self) -> bool:
+        """Alignment moved no function and left some off a 64-byte boundary: gcc under -Os."""
+        return self.moved == 0 and self.aligned < self.functions
+
+    def text(self, os_flag: bool = False) -> str:
+        """
+        >>> AlignmentMoved(10, 0, 3).text(True)
+        'could not move anything (gcc ignores -falign-functions under -Os)'
+        >>> AlignmentMoved(10, 0, 3).text(), AlignmentMoved(10, 8, 10).text()
+        ('could not move anything (7 of 10 functions stayed)', 'every function 64-byte aligned, 8 of 10 moved')
+        """
+        if self.did_nothing:
+            why = "gcc ignores -falign-functions under -Os" if os_flag else \
+                f"{self.functions - self.aligned} of {self.functions} functions stayed"
+            return f"could not move anything ({why})"
+        if self.aligned == self.functions:
+            return f"every function {ALIGN}-byte aligned, {self.moved} of {self.functions} moved"
+        return f"partial: {self.aligned} of {self.functions} functions {ALIGN}-byte aligned, {self.moved} moved"
+
+
+def alignment_moved(plain_files, aligned_files) -> AlignmentMoved:
+    """Compare the functions of two builds' files, pairwise (objects, or vmlinux)."""
+    n = moved = aligned = 0
+    for a, b in zip(plain_files, aligned_files):
+        old, new = function_offsets(a), function_offsets(b)
+        for name, value in new.items():
+            if name not in old:
+                continue
+            n += 1
+            moved += old[name] % ALIGN != value % ALIGN
+            aligned += value % ALIGN == 0
+    return AlignmentMoved(n, moved, aligned)

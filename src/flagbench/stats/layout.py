@@ -95,3 +95,30 @@ def band_shrink(before: LayoutBand, after: LayoutBand, alpha: float = 0.05) -> t
     if p < alpha:
         return (SHRANK if narrower else GREW), p
     return NOT_SHOWN, p
+
+
+SURVIVES, GONE, APPEARS, NEITHER = ("survives alignment", "gone under alignment", "appears only under alignment",
+                                    "no change either way")
+
+
+def survives(plain, aligned) -> str:
+    """Does a change (stats.Change of B against A) survive the layout check (the same change with
+    every function of A and B 64-byte aligned, run/layout.py)? Called changes (faster/slower) are
+    compared by verdict, exact counts by the sign of their change.
+
+    >>> from flagbench.stats.verdict import exact_change
+    >>> survives(exact_change(10, 12), exact_change(10, 12)), survives(exact_change(10, 12), exact_change(10, 10))
+    ('survives alignment', 'gone under alignment')
+    """
+    def called(c) -> int:   # -1, 0, +1: the direction of a called change
+        if c.verdict == "exact":
+            return (c.ratio > 1) - (c.ratio < 1)
+        if c.verdict in ("faster", "slower"):
+            return 1 if c.estimate > 1 else -1
+        return 0
+    a, b = called(plain), called(aligned)
+    if a and b == a:
+        return SURVIVES
+    if a:
+        return GONE
+    return APPEARS if b else NEITHER
