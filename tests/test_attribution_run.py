@@ -62,10 +62,10 @@ def _report(root, fmt: str) -> str:
 def test_each_counted_verdict_names_its_cause(measured):
     _, text = measured
     exact = text[text.index("loop · exact counts"):]
-    assert "layout: cause: layout: no code change on the path; counts the same: not a regression" in exact
+    assert "layout: cause: layout: no changed code ran; counts the same: not a regression" in exact
     assert "direct: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" \
            "  changed code: loop +3 insns/iter" in exact
-    assert "indirect: cause: indirect: same code on the path; elsewhere -7, no A/A floor measured" in exact
+    assert "indirect: cause: indirect: no changed code ran; elsewhere -7, no A/A floor measured" in exact
 
 
 def test_each_timed_verdict_gets_the_cause_of_its_counts(measured):
@@ -87,7 +87,7 @@ def test_causes_in_json_md_and_html(measured):
     layout = next(c for c in exact["causes"] if c["variant"] == "layout")["attribution"]
     assert layout["changed_off_path"] == ["unrelated"] and layout["total_delta"] == 0
     md = _report(root, "md")
-    assert "```\nlayout: cause: layout: no code change on the path; counts the same: not a regression\n" in md
+    assert "```\nlayout: cause: layout: no changed code ran; counts the same: not a regression\n" in md
     html = _report(root, "html")
     assert "\ndirect: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" in html
     for out in (md, _report(root, "text")):

@@ -104,7 +104,7 @@ def _cell_facts(samples: list[dict]) -> tuple[dict[tuple, float], dict[tuple, di
     variant, params)."""
     floors, profiles = {}, {}
     for s in samples:
-        cell = (s.get("provenance") or {}).get("cell")
+        cell = s.get("provenance")   # flat: the cell's keys beside the record's (provenance.SampleRecord)
         if not isinstance(cell, dict):
             continue
         params = _params(s.get("params") or {})
