@@ -59,6 +59,7 @@ def _report(root, fmt: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_each_counted_verdict_names_its_cause(measured):
     _, text = measured
     exact = text[text.index("loop · exact counts"):]
@@ -68,6 +69,7 @@ def test_each_counted_verdict_names_its_cause(measured):
     assert "indirect: cause: indirect: no changed code ran; elsewhere -7, no A/A floor measured" in exact
 
 
+@pytest.mark.slow
 def test_each_timed_verdict_gets_the_cause_of_its_counts(measured):
     _, text = measured
     timed = text[text.index("loop · ns_per_iter"):text.index("loop · exact counts")]
@@ -75,6 +77,7 @@ def test_each_timed_verdict_gets_the_cause_of_its_counts(measured):
         assert f"\n{variant}: cause: {kind}: " in timed
 
 
+@pytest.mark.slow
 def test_causes_in_json_md_and_html(measured):
     root, _ = measured
     doc = json.loads(_report(root, "json"))

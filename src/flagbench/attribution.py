@@ -23,7 +23,7 @@ The API other stages call (series, bisect, watch: keep these names and fields st
 
     attribute(old, new, changed, *, floor=None, path=None, calls=None, total_old=None,
               total_new=None, unit="insns", top=TOP) -> Attribution
-    cause(attribution | None, *, band=None, layout_check=None) -> Cause
+    cause(attribution | None, *, band=None, layout_check=None, width=LINE_WIDTH) -> Cause
     cause_line(cause, fmt="text") -> str          # one line < 100 columns: text, md, html; json: a dict
     attribution_lines(attribution, fmt="text") -> list[str]   # the changed functions and the elsewhere line
     changed_functions(asm_comparison) -> tuple[str, ...]      # names whose code changed, added or removed
@@ -276,8 +276,8 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
         def direct(n: int, k: int) -> str:
             names = ", ".join(d.text() for d in a.changed[:n]) + (" ..." if len(a.changed) > n else "")
             return f"{names}; {a.elsewhere_text(k)}{tail}"
-        return Cause("direct", _fitting("direct", [direct(n, k) for n, k in ((3, 2), (2, 1), (1, 1), (1, 0))], width),
-                     tuple(d.name for d in a.changed))
+        choices = [direct(n, k) for n, k in ((3, 2), (2, 1), (1, 1), (1, 0))]
+        return Cause("direct", _fitting("direct", choices, width), tuple(d.name for d in a.changed))
     moved = tuple(d.name for d in a.elsewhere if d.delta)
     beyond_counts = (a.within_floor is False) or (a.floor is None and a.total_delta != 0)
     if beyond_counts:
