@@ -59,15 +59,17 @@ def _report(root, fmt: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_each_counted_verdict_names_its_cause(measured):
     _, text = measured
     exact = text[text.index("loop · exact counts"):]
-    assert "layout: cause: layout: no code change on the path; counts the same: not a regression" in exact
+    assert "layout: cause: layout: no changed code ran; counts the same: not a regression" in exact
     assert "direct: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" \
            "  changed code: loop +3 insns/iter" in exact
-    assert "indirect: cause: indirect: same code on the path; elsewhere -7, no A/A floor measured" in exact
+    assert "indirect: cause: indirect: no changed code ran; elsewhere -7, no A/A floor measured" in exact
 
 
+@pytest.mark.slow
 def test_each_timed_verdict_gets_the_cause_of_its_counts(measured):
     _, text = measured
     timed = text[text.index("loop · ns_per_iter"):text.index("loop · exact counts")]
@@ -75,6 +77,7 @@ def test_each_timed_verdict_gets_the_cause_of_its_counts(measured):
         assert f"\n{variant}: cause: {kind}: " in timed
 
 
+@pytest.mark.slow
 def test_causes_in_json_md_and_html(measured):
     root, _ = measured
     doc = json.loads(_report(root, "json"))
@@ -87,9 +90,9 @@ def test_causes_in_json_md_and_html(measured):
     layout = next(c for c in exact["causes"] if c["variant"] == "layout")["attribution"]
     assert layout["changed_off_path"] == ["unrelated"] and layout["total_delta"] == 0
     md = _report(root, "md")
-    assert "- layout: cause: layout: no code change on the path; counts the same: not a regression" in md
+    assert "```\nlayout: cause: layout: no changed code ran; counts the same: not a regression\n" in md
     html = _report(root, "html")
-    assert "<li>direct: cause: direct: loop +3; elsewhere +0, no A/A floor measured</li>" in html
+    assert "\ndirect: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" in html
     for out in (md, _report(root, "text")):
         causes = [line for line in out.splitlines() if "cause: " in line]
         assert len(causes) == 6 and all(len(line) < 100 for line in causes)
@@ -103,8 +106,8 @@ def test_layout_check_says_what_survives_alignment(tmp_path):
     out = done.stdout
     # counts: the planted instructions survive alignment; the layout variant moved nothing to begin with
     assert 'direct: cause: unknown: 1 changed function, no per-symbol counts (metrics "profile")' in out
-    assert "  layout check (every function 64-byte aligned): +15.79 % exact: survives alignment" in out
-    assert "  layout check (every function 64-byte aligned): +0.00 % exact: no change either way" in out
+    assert "  layout check, 64-byte aligned: +15.79 % exact: survives alignment" in out
+    assert "  layout check, 64-byte aligned: +0.00 % exact: no change either way" in out
     assert "base@align64" not in out   # its columns are the check's, not the table's
 
 

@@ -8,8 +8,9 @@ run's provenance under CHANGED_KEY ("variant/target/compiler" -> names).
 Report side (report/__init__.py): `run_causes` reads, per bench, target, compiler, variant and
 row, the exact count (insns_per_iter of a micro bench, kernel_insns_per_iter of a guest bench),
 the per-symbol counts (a micro bench's stored exact profile, `metrics = [..., "profile"]`; a
-guest bench's every symbol, kept with its counted cell, else its "kernel profile" rows), the A/A floor (a guest's baseline booted twice:
-`aa_noise_floor_kernel_per_iter` in its samples' provenance) and the changed functions, and
+guest bench's every symbol, kept with its counted cell, else its "kernel profile" rows), the A/A
+floor (a guest's baseline booted twice: `aa_noise_floor_kernel_per_iter` in its samples'
+provenance) and the changed functions, and
 makes each row's Attribution and Cause; a timed row gets the cause of its counts with its place
 against the layout band. Without per-symbol counts a change is still attributed when no
 function changed code (the whole delta is elsewhere); else its cause is unknown.
@@ -58,9 +59,14 @@ def changed_by_cell(builds, order, say=None) -> dict[str, list[str]]:
             try:
                 if hasattr(a, "vmlinux"):
                     c = compare_files(a.vmlinux, b.vmlinux, rank=False, mix_each=False)
+                elif not a.objects and not b.objects:   # nothing built from sources: no code to change
+                    out[cell_key(variant, target, compiler)] = []
+                    continue
+                elif not a.objects or not b.objects:
+                    continue
                 else:
                     c = compare_object_sets(list(a.objects), list(b.objects), rank=False)
-            except (UserError, OSError) as e:
+            except (UserError, OSError, ValueError, RuntimeError) as e:   # the run goes on: causes unknown
                 if say:
                     say(f"{variant} {target}/{compiler}: asm not compared ({e}): its causes are unknown")
                 continue
@@ -99,7 +105,7 @@ def _cell_facts(samples: list[dict]) -> tuple[dict[tuple, float], dict[tuple, di
     variant, params)."""
     floors, profiles = {}, {}
     for s in samples:
-        cell = (s.get("provenance") or {}).get("cell")
+        cell = s.get("provenance")   # flat: the cell's keys beside the record's (provenance.SampleRecord)
         if not isinstance(cell, dict):
             continue
         params = _params(s.get("params") or {})
@@ -192,7 +198,7 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
 def _checked(t, r, v: str, checks: dict) -> str:
     """The layout check's line for variant v of row r: its change with every function aligned,
     and whether the effect survives; or that the alignment could not move anything."""
-    from flagbench.report.cells import fmt_change
+    from flagbench.report.cells import fmt_exact, pct
     from flagbench.run.layout import ALIGN
     from flagbench.stats.layout import survives
     aligned = r.aligned.get(v)
@@ -202,8 +208,18 @@ def _checked(t, r, v: str, checks: dict) -> str:
         moved = checks.get(cell_key(name.partition("+")[0], t.target, t.compiler))
         if isinstance(moved, dict) and moved.get("did_nothing"):
             return f"layout check: {moved.get('text', 'could not move anything')}"
-    return f"layout check (every function {ALIGN}-byte aligned): {fmt_change(aligned)}: " \
-           f"{survives(r.changes.get(v), aligned)}"
+    if aligned.verdict == "exact":
+        change = fmt_exact(aligned)
+    elif aligned.ci_low is None:
+        change = f"~ {pct(aligned.ratio)} % (no interval)"
+    else:
+        change = (f"{'~ ' * (aligned.verdict == '~')}{pct(aligned.estimate)} % [{pct(aligned.ci_low)}, "
+                  f"{pct(aligned.ci_high)}]{'' if aligned.verdict == '~' else ' ' + aligned.verdict}")
+    return f"layout check, {ALIGN}-byte aligned: {change}: {survives(r.changes.get(v), aligned)}"
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= LINE_WIDTH else line[:LINE_WIDTH - 3] + "..."
 
 
 def _tkey(t) -> tuple:
@@ -237,9 +253,9 @@ def cause_texts(found: list[RowCause], fmt: str, *, detail: bool = True) -> list
         limit = LINE_WIDTH + (4 if fmt == "md" else 0)
         out.append(line if len(line) <= limit else line[:limit - 3] + "...")
         if detail and rc.attribution is not None and rc.attribution.changed and len(rows) == 1:
-            out += ["  " + x for x in attribution_lines(rc.attribution, fmt, top=3)[:-1]]
+            out += [_cut("  " + x) for x in attribution_lines(rc.attribution, fmt, top=3)[:-1]]
         if rc.layout_check:
-            out.append("  " + rc.layout_check)
+            out.append(_cut("  " + rc.layout_check))
     notes = sorted({rc.floor_note for rc in found if rc.floor_note})
     out += notes
     return out

@@ -104,7 +104,7 @@ def run(path: Path, opts: Options):
             checked = {}
             if opts.layout_check or exp.layout_check:
                 more, checked = _layout_check(exp, chosen, builds, workdir, notes, opts, say,
-                                              None if kexec_host else fleet)
+                                              None if kexec_host else fleet, kernels)
                 cells += more
             if opts.aa_control:
                 from flagbench.run.noise import aa_control
@@ -245,34 +245,52 @@ def host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None
 
 
 def _layout_check(exp, chosen, builds, workdir: Path, notes: list[str], opts: Options, say,
-                  fleet=None) -> tuple[list, dict]:
+                  fleet=None, kernels=()) -> tuple[list, dict]:
     """The layout check (run/layout.py): every variant built again with each function aligned to
-    64 bytes and measured the same way, in the same rounds, as `V@align64` columns; with what the
-    alignment moved, per build ("V/target/compiler" -> AlignmentMoved's fields and its words)."""
+    64 bytes and measured the same way, in the same rounds, as `V@align64` columns (a kernel's
+    guest benches under qemu); with what the alignment moved, per build ("V/target/compiler" ->
+    AlignmentMoved's fields and its words)."""
     from dataclasses import asdict
 
     from flagbench import build
     from flagbench.run.layout import ALIGN_FLAG, aligned_column, aligned_experiment, alignment_moved
-    if exp.kernel is not None:
-        raise UserError(f"{exp.path}: the layout check builds C experiments only so far (kernel: "
-                        f"CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B in a variant's fragments does it by hand)")
     aligned = aligned_experiment(exp)
-    say(f"layout check: every variant again with {ALIGN_FLAG}")
+    say(f"layout check: every variant again with {ALIGN_FLAG if exp.kernel is None else 'functions 64-byte aligned'}")
     aligned_builds = build.build(aligned, jobs=opts.jobs, progress=None if opts.quiet else say)
-    by_key = {b.cell.key: b for b in aligned_builds}
+    aligned_kernels = []
+    names = {b.name for b in chosen}
+    guest = [benchspec.with_samples(b, opts.samples) for b in aligned.benches if b.name in names and b.guest]
+    if guest:
+        from flagbench.kbuild import build as kbuild
+        from flagbench.run.guest import boot, guest as guests
+        aligned_kernels = kbuild.build_kernels(aligned, progress=not opts.quiet,
+                                               extra_fragments=boot.boot_fragments(aligned))
+    by_key = {b.cell.key: b for b in [*aligned_builds, *aligned_kernels]}
     checked = {}
-    for b in builds:
+    for b in [*builds, *kernels]:
         twin = by_key.get(f"{aligned_column(b.cell.variant.name)}/{b.cell.target}/{b.cell.compiler}")
-        if twin is None:
+        if twin is None or not getattr(twin, "ok", True) or not getattr(b, "ok", True):
             continue
-        moved = alignment_moved(b.objects, twin.objects)
-        words = moved.text(os_flag="-Os" in b.cflags)
+        kernel = hasattr(b, "vmlinux")
+        moved = alignment_moved([b.vmlinux], [twin.vmlinux]) if kernel else alignment_moved(b.objects, twin.objects)
+        os_flag = (_config_has(b.config, "CONFIG_CC_OPTIMIZE_FOR_SIZE=y") if kernel else "-Os" in b.cflags)
+        words = moved.text(os_flag=os_flag)
         checked[b.cell.key] = {**asdict(moved), "did_nothing": moved.did_nothing, "text": words}
         if moved.did_nothing:
             say(f"layout check {b.cell.key}: {words}")
-    names = {b.name for b in chosen}
-    benches = [benchspec.with_samples(b, opts.samples) for b in aligned.benches if b.name in names and not b.guest]
-    return host_cells(aligned, benches, aligned_builds, workdir / "aligned", notes, fleet, opts.cpu), checked
+    host = [benchspec.with_samples(b, opts.samples) for b in aligned.benches if b.name in names and not b.guest]
+    cells = host_cells(aligned, host, aligned_builds, workdir / "aligned", notes, fleet, opts.cpu)
+    if aligned_kernels:   # under qemu: no second A/A boot (the floor is the plain baseline's)
+        cells += guests.guest_cells(aligned, guest, aligned_kernels, workdir=workdir / "aligned-guest", notes=notes,
+                                    noise_floor=False)
+    return cells, checked
+
+
+def _config_has(config, line: str) -> bool:
+    try:
+        return line in Path(config).read_text(errors="replace").splitlines()
+    except (OSError, TypeError):
+        return False
 
 
 def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, kexec_host=None,

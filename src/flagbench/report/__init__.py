@@ -31,7 +31,7 @@ from dataclasses import asdict, replace
 
 from flagbench.report.cells import (LEGEND, fmt_change, fmt_value, has_intervals, notes,  # noqa: F401
                                     shape, table_anchor, table_cells)
-from flagbench.report.doc import WIDTH, Block, Bullets, Grid, Heading, Html, Markdown, Para, fill, note_blocks
+from flagbench.report.doc import WIDTH, Block, Code, Grid, Heading, Html, Markdown, Para, fill, note_blocks
 from flagbench.report.tables import EXACT_TABLE, Row, Table, build_tables  # noqa: F401
 from flagbench.stats import Change
 from flagbench.textsafe import csv_cell, term_text
@@ -49,8 +49,8 @@ def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False, caus
         header, body = table_cells(t)
         out.append(Grid(header, body, title=t.title, anchor=table_anchor(t, prefix), notes=notes(t) + hidden,
                         align="r" * len(header), keys=len(t.param_keys) + (shape(t) != "side")))
-        if lines := _cause_lines(t, causes):
-            out.append(Bullets(lines))
+        if lines := _cause_lines(t, causes):   # as printed: one line each, under 100 columns
+            out.append(Code(lines))
         if figures:
             out += table_figures(t)
             group = (t.bench, t.target, t.compiler)
