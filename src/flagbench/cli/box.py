@@ -30,7 +30,13 @@ def run(args) -> int:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
         raise UserError(f"box name {args.name!r}: letters, digits, '.', '_' and '-' only")
     home = box.home(args.name)
-    b = box.load(home)
+    if args.action == "stop":     # also what clears a damaged state
+        if box.stop(home):
+            print(f"{args.name}: stopped")
+        else:
+            print(f"{args.name}: not running")
+        return 0
+    b = box.load(home)           # a damaged state.json: one line, exit 2 (stop clears it)
     if args.action == "start":
         if b is not None:
             print(f"{args.name}: already running (qemu pid {b.pid}, ssh on 127.0.0.1:{b.port})", file=sys.stderr)
@@ -41,15 +47,11 @@ def run(args) -> int:
             b = box.start(home, args.name, say, progress=not args.quiet)
         _usage(b)
         return 0
-    if args.action == "stop":
-        if box.stop(home):
-            print(f"{args.name}: stopped")
-        else:
-            print(f"{args.name}: not running")
-        return 0
     if b is None:
         if args.action == "status":
-            print(f"{args.name}: not running (flagbench box start{_name_flag(args.name)})")
+            why = box.unfinished(home)
+            print(f"{args.name}: not running" + (f": {why}" if why else "") +
+                  f" (flagbench box start{_name_flag(args.name)})")
             return 1
         raise UserError(f"box {args.name} is not running: flagbench box start{_name_flag(args.name)}")
     if args.action == "ssh-config":

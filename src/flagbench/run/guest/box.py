@@ -18,14 +18,19 @@ start at once after every kexec.
 Like a Debian host, the box keeps its kernel and initramfs as /boot/vmlinuz-RELEASE and
 /boot/initrd.img-RELEASE (copied in once it answers: an initramfs cannot hold itself).
 
-The box's state (state.json: qemu's pid and start time, the port; the keys, ssh_config,
-console.log) lives in its directory, by default <cache>/box/NAME. qemu runs in its own session
+The box's state (state.json: qemu's pid and start time, the port, and "ready" once its kernel
+is in /boot; the keys, ssh_config, console.log) lives in its directory, by default
+<cache>/box/NAME. One `start` at a time per box (start.lock, naming its pid); a box whose
+start was killed before "ready" is not a box: `status` says so and the next `start` stops its
+qemu and starts over. A state.json that cannot be read is one line naming it; `stop` clears it
+(finding the box's qemu by its command line). qemu runs in its own session
 without flagbench's owner token, so it outlives `box start` (that is the point) and no later
 flagbench sweeps it up as a leftover; `stop` kills its process group, checked by pid and start
 time so a reused pid is never hit.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
@@ -49,6 +54,7 @@ PROGRAMS = {"/usr/sbin/kexec": "usr/sbin/kexec", "/usr/sbin/dropbear": "usr/sbin
 HERE = Path(__file__).resolve().parent
 FRAGMENTS = (HERE / "boot-x86_64.config", HERE / "box-x86_64.config")
 STATE = "state.json"
+LOCK = "start.lock"
 
 INIT = """#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /root /var/tmp /usr/bin /usr/sbin /sbin /boot
@@ -233,30 +239,129 @@ def qemu_argv(image: Path, initrd: Path, port: int, console: Path) -> list[str]:
             "-device", "virtio-net-pci,netdev=n0"]
 
 
-def load(dir: Path) -> Box | None:
-    """The box whose state is in DIR, if its qemu still runs."""
+class BoxStateError(UserError):
+    """DIR/state.json cannot be read as a box's state: one line, and how to clear it."""
+
+
+def read_state(dir: Path) -> dict | None:
+    """DIR's state.json, checked: None when there is none; BoxStateError when it is damaged."""
+    path = Path(dir) / STATE
     try:
-        state = json.loads((dir / STATE).read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except FileNotFoundError:
         return None
-    b = Box(dir, int(state["port"]), int(state["pid"]), state.get("alias", "box"))
-    return b if _qemu_alive(dir, b.pid, state.get("start_time")) else None
+    except OSError as e:
+        raise BoxStateError(f"{path}: {e.strerror or e}: `flagbench box stop` clears it") from None
+    try:
+        state = json.loads(text)
+        if not isinstance(state, dict):
+            raise ValueError("not an object")
+        for key in ("pid", "port"):
+            if type(state.get(key)) is not int or state[key] <= 0:
+                raise ValueError(f"{key!r} is not a number")
+        if state.get("start_time") is not None and type(state["start_time"]) is not int:
+            raise ValueError("'start_time' is not a number")
+        if not isinstance(state.get("alias", "box"), str):
+            raise ValueError("'alias' is not a name")
+    except ValueError as e:
+        name = Path(dir).name
+        raise BoxStateError(f"{path} is damaged ({e}): `flagbench box stop{'' if name == 'box' else ' --name ' + name}` "
+                            "clears it") from None
+    return state
+
+
+def load(dir: Path) -> Box | None:
+    """The box whose state is in DIR, if its qemu still runs and its start finished (BoxStateError:
+    a damaged state)."""
+    state = read_state(dir)
+    if state is None or not state.get("ready"):
+        return None
+    b = Box(Path(dir), state["port"], state["pid"], state.get("alias", "box"))
+    return b if _qemu_alive(Path(dir), b.pid, state.get("start_time")) else None
+
+
+def unfinished(dir: Path) -> str | None:
+    """Why DIR holds a box that is not one: a start still running (its pid), or a start that
+    was killed before the box was ready while its qemu runs on; None otherwise."""
+    holder = starting(dir)
+    if holder:
+        return f"being started by {holder}"
+    state = read_state(dir)
+    if state and not state.get("ready") and _qemu_alive(Path(dir), state["pid"], state.get("start_time")):
+        return (f"a start was stopped before the box was ready (its qemu, pid {state['pid']}, still runs: "
+                "`box stop` ends it, `box start` starts over)")
+    return None
+
+
+def starting(dir: Path) -> str | None:
+    """Who holds DIR's start lock ("pid N (flagbench box start)"), or None when nobody does."""
+    path = Path(dir) / LOCK
+    if not path.exists():
+        return None
+    with open(path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            return f.read().strip() or "another process"
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return None
+
+
+class _StartLock:
+    """DIR's start lock, held by this process for one `start` (the file names its pid); a second
+    start is told who holds it, at once."""
+
+    def __init__(self, dir: Path):
+        self.path = Path(dir) / LOCK
+
+    def __enter__(self) -> "_StartLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(self.path, "a+")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.seek(0)
+            who = self.file.read().strip() or "another process"
+            self.file.close()
+            raise UserError(f"the box in {self.path.parent} is being started by {who}: "
+                            "wait for it (`flagbench box status`)") from None
+        self.file.truncate(0)
+        self.file.write(f"pid {os.getpid()} (flagbench box start, since {time.strftime('%H:%M:%S')})\n")
+        self.file.flush()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.file.close()        # the lock goes with the file; a kill -9 lets it go as well
 
 
 def start(dir: Path, alias: str = "box", say: Callable[[str], None] = lambda s: None,
           progress: bool = False) -> Box:
     """Boot the box with its state in DIR and wait until it answers ssh; a box already running
-    there is returned as it is. Anything that fails (or a signal) stops qemu again."""
+    there is returned as it is. Anything that fails (or a signal) stops qemu again. One start
+    at a time (a second is told who starts it); what a killed start left is stopped first."""
     dir = Path(dir)
-    running = load(dir)
-    if running is not None:
-        return running
+    with _StartLock(dir):
+        running = load(dir)
+        if running is not None:
+            return running
+        if stop(dir):        # a start killed before the box was ready left its qemu running
+            say("stopped the qemu a start killed before the box was ready left running")
+        try:
+            return _boot(dir, alias, say, progress)
+        except subprocess.CalledProcessError as e:     # ssh-keygen, dropbearkey, ldd
+            words = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            raise UserError(f"the box: {Path(str(e.cmd[0])).name} failed: "
+                            f"{words.strip().splitlines()[-1] if words.strip() else e}") from None
+
+
+def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> Box:
     build = kernel(progress)
     dir.mkdir(parents=True, exist_ok=True)
     for name in ("id", "id.pub", STATE):
         (dir / name).unlink(missing_ok=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"flagbench {alias}", "-f",
-                    str(dir / "id")], check=True)
+                    str(dir / "id")], check=True, capture_output=True)
     initrd = make_initramfs(dir, (dir / "id.pub").read_text())
     port = free_port()
     (dir / "known_hosts").write_text(_host_key_line(dir, port))
@@ -268,8 +373,8 @@ def start(dir: Path, alias: str = "box", say: Callable[[str], None] = lambda s: 
         proc = subprocess.Popen(qemu_argv(build.image, initrd, port, console), stdout=log, stderr=log,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=dir, env=env)
     state = {"pid": proc.pid, "start_time": _start_time(proc.pid), "port": port, "alias": alias,
-             "kernel": str(build.image), "identity": build.identity}
-    (dir / STATE).write_text(json.dumps(state, indent=1))
+             "kernel": str(build.image), "identity": build.identity, "ready": False}
+    _write_state(dir, state)
     b = Box(dir, port, proc.pid, alias)
     try:
         say(f"booting the box (qemu pid {proc.pid}, ssh on 127.0.0.1:{port})")
@@ -282,10 +387,17 @@ def start(dir: Path, alias: str = "box", say: Callable[[str], None] = lambda s: 
                 done = b.run("sh", "-c", 'cat > "$1"', "sh", remote, timeout=120, stdin=f)
             if done.returncode != 0:
                 raise UserError(f"the box: cannot copy {remote} there: {done.stderr.decode(errors='replace').strip()}")
+        _write_state(dir, {**state, "ready": True})      # from here on it is a box
     except BaseException:
         stop(dir)
         raise
     return b
+
+
+def _write_state(dir: Path, state: dict) -> None:
+    tmp = dir / f".{STATE}.{os.getpid()}"
+    tmp.write_text(json.dumps(state, indent=1))
+    os.replace(tmp, dir / STATE)
 
 
 def wait_ssh(b: Box, proc: subprocess.Popen | None = None, within: float = BOOT_WAIT_S) -> str:
@@ -314,28 +426,47 @@ def _tail(path: Path, n: int = 300) -> str:
 
 
 def stop(dir: Path) -> bool:
-    """Kill the box's qemu (its whole process group) and wait until it is gone; False: none ran."""
+    """Kill the box's qemu (its whole process group) and wait until it is gone; False: none ran.
+    A damaged state.json is cleared: the box's qemu is then found by its command line."""
+    dir = Path(dir)
     try:
-        state = json.loads((Path(dir) / STATE).read_text())
-    except (OSError, ValueError):
-        return False
-    pid = int(state["pid"])
-    alive = _qemu_alive(Path(dir), pid, state.get("start_time"))
-    if alive:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        end = time.monotonic() + 30
-        while _start_time(pid) is not None and time.monotonic() < end:
-            try:   # our child (tests, box start that failed): reap it
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    break
-            except ChildProcessError:
-                pass
-            time.sleep(0.05)
-    (Path(dir) / STATE).unlink(missing_ok=True)
+        state = read_state(dir)
+        pids = [(state["pid"], state.get("start_time"))] if state else []
+    except BoxStateError:
+        pids = [(pid, None) for pid in _qemus_of(dir)]
+    alive = False
+    for pid, start_time in pids:
+        if _qemu_alive(dir, pid, start_time):
+            alive = True
+            _kill(pid)
+    (dir / STATE).unlink(missing_ok=True)
     return alive
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 30
+    while _start_time(pid) is not None and time.monotonic() < end:
+        try:   # our child (tests, box start that failed): reap it
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+
+
+def _qemus_of(dir: Path) -> list[int]:
+    """The pids of qemus running on DIR's files (its state lost)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _qemu_alive(dir, int(entry.name)):
+            out.append(int(entry.name))
+    return out
 
 
 def _start_time(pid: int) -> int | None:
