@@ -335,7 +335,7 @@ def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
         assert done.stderr.count("power-cycle place qb into") == 4, done.stderr
         assert "place qb is back on its own image" in done.stderr and lab.acquired("qb") is None
         assert not qemus(marker)                            # labgrid's qemu ended with the run
-        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (kexec)"]
+        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (power cycle)"]
         assert len(got) == 8                               # 2 variants x 2 rounds x 2 samples
         one_kernel_per_variant(got, not_this=kernel.identity)
         boots = {}

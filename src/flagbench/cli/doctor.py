@@ -46,14 +46,14 @@ def _hosts(dests: list[str], fmt: str) -> int:
     from flagbench import procs
     from flagbench.errors import UserError
     from flagbench.hosts.facts import noise, perf_problem
-    from flagbench.hosts.remote import SshHost
+    from flagbench.hosts.factory import checked_place
     from flagbench.hosts import kexec
     from flagbench.toolchains import TARGETS
 
     procs.install()
     out, status = [], 0
     for dest in dests:
-        host, started = SshHost(dest), time.monotonic()
+        host, started = checked_place(dest), time.monotonic()
         try:
             host.open()
         except UserError as e:

@@ -280,6 +280,7 @@ class KexecHost(SshHost):
     after a signal too, kexecs it back into its own kernel (and says so)."""
 
     boots = True
+    boot_kind = "kexec"             # how enter() boots a variant: the rows say it
 
     def __init__(self, dest: str, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
         super().__init__(dest)

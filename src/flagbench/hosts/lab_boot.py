@@ -119,6 +119,7 @@ class LabBootHost(SshHost):
     """A held place whose every variant is booted by power cycle (see the module's docstring)."""
 
     boots = True
+    boot_kind = "power cycle"       # how enter() boots a variant: the rows say it
 
     def __init__(self, lease: Lease, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
         super().__init__(lease.dest)

@@ -116,6 +116,12 @@ class Box:
     def stop(self) -> None:
         stop(self.dir)
 
+    def place(self, *, kexec: bool = False, say: Callable[[str], None] = lambda s: None):
+        """The box as a run's place (hosts/factory.py): flagbench's ssh client through its config;
+        a KexecHost with KEXEC (kernel experiments boot their variants there)."""
+        from flagbench.hosts.factory import box_place
+        return box_place(self, kexec=kexec, say=say)
+
 
 def home(name: str = "box") -> Path:
     return cache_dir() / "box" / name
