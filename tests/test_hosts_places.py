@@ -4,6 +4,7 @@ against a real OpenSSH server (tests/sshd_util.py) through the box's own ssh con
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import pytest
 
 from conftest import ROOT
@@ -57,3 +58,48 @@ def test_the_box_is_a_place_through_hosts_ssh(tmp_path):
 
 def test_doctor_checks_an_ssh_host():
     assert type(checked_place("box")) is SshHost
+
+
+def test_one_wait_for_boot_for_every_booting_place(tmp_path):
+    """hosts/booting.py against a real sshd: it reconnects each try until ANSWERED takes the
+    machine's /proc/version; a machine that never answers as asked is one HostError naming it."""
+    from flagbench.hosts.booting import wait_for_boot
+    from flagbench.hosts.ssh import Connection, HostError
+
+    proc_version = Path("/proc/version").read_text().strip()
+    with sshd_server(tmp_path / "srv", alias="box") as server:
+        conn = Connection("box", ssh=server.ssh)
+        try:
+            seen: list[str] = []
+            version, seconds = wait_for_boot(conn, lambda v: seen.append(v) or len(seen) == 3, within=120,
+                                             what="answer", who="host box")
+            assert version == proc_version and seen == [proc_version] * 3 and seconds > 0
+            with pytest.raises(HostError) as e:
+                wait_for_boot(conn, lambda v: False, within=2, what="answer as fb-0000", who="place p")
+            assert str(e.value) == "place p did not answer as fb-0000 within 2 s; last ssh error: no answer yet"
+            with pytest.raises(HostError, match="^gone for good$"):
+                wait_for_boot(conn, lambda v: True, within=60, what="answer", who="x", gone=lambda: "gone for good")
+        finally:
+            conn.close()
+
+
+def test_the_box_waits_through_hosts_ssh_and_says_when_its_qemu_is_gone(tmp_path):
+    from flagbench.errors import UserError
+    import subprocess
+    with sshd_server(tmp_path / "srv", alias="box") as server:
+        b = kbox.Box(server.dir, server.port, pid=0, alias="box")
+        qemu = subprocess.Popen(["sleep", "600"])          # stands in for a running qemu
+        try:
+            assert kbox.wait_ssh(b, qemu, within=120) == Path("/proc/version").read_text().strip()
+        finally:
+            qemu.kill()
+            qemu.wait()
+        with pytest.raises(UserError, match="^the box's qemu exited"):
+            kbox.wait_ssh(b, qemu, within=120)
+    qemu = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(UserError, match=r"^the box did not answer ssh within 3 s; last ssh error: .*; console: "):
+            kbox.wait_ssh(b, qemu, within=3)
+    finally:
+        qemu.kill()
+        qemu.wait()
