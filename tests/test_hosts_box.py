@@ -120,3 +120,17 @@ def test_stop_finds_the_qemu_of_a_box_whose_state_is_damaged(tmp_path, home, qem
     stop = box(tmp_path, "stop")
     assert stop.returncode == 0 and stop.stdout == f"{NAME}: stopped\n", stop
     assert qemu.wait(timeout=30) is not None and not (home / kbox.STATE).exists()
+
+
+def test_box_stop_stops_its_lab(tmp_path, home, monkeypatch):
+    """`box start --lab`'s coordinator and exporter (hosts/lab_box.py) end with `box stop`."""
+    pytest.importorskip("labgrid", reason="make venv installs flagbench[lab] (labgrid 26.0.1)")
+    from flagbench.hosts import lab_box
+    monkeypatch.delenv("LG_ENV", raising=False)
+    lab = lab_box.start_lab(home / "lab", alias=NAME, arch="x86_64")
+    pids = [p["pid"] for p in json.loads((lab.dir / lab_box.STATE).read_text())["processes"].values()]
+    assert len(pids) == 2 and all(kbox._start_time(pid) for pid in pids)
+    done = box(tmp_path, "stop")
+    assert done.returncode == 0 and done.stdout.startswith(f"{NAME}: its lab stopped"), done
+    assert not any(kbox._start_time(pid) for pid in pids)
+    assert lab_box.load_lab(home / "lab") is None
