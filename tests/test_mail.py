@@ -272,7 +272,8 @@ def test_a_path_outside_the_tree_is_refused_and_nothing_written(repo, tmp_path, 
     before = repo_state(repo)
     said = one_line_exit_2(series(repo / "exp", "--mbox", mbox, cache=tmp_path / "cache"))
     assert "outside the tree: refused" in said
-    assert not (tmp_path / "cache" / "mail").exists()               # refused before any clone
+    assert not list((tmp_path / "cache").glob("mail/*/work"))        # refused before any clone
+    assert not list((tmp_path / "cache").glob("mail/mbox-*"))        # the mbox's copy gone
     assert not (repo.parent / "evil").exists() and repo_state(repo) == before
     one_line_exit_2(flagbench_in("check", repo / "exp", cache=tmp_path / "cache", input=mbox.read_text()))
 
@@ -363,3 +364,17 @@ def test_mixed_versions_keep_the_newest(boxes):
     assert [p.label for p in got.patches] == ["[PATCH v2 1/3]", "[PATCH v2 2/3]", "[PATCH v2 3/3]"]
     assert any("2 patch(es) of other versions than v2 ignored" in n for n in got.notes)
     assert got.base_commit is not None and len(got.base_commit) == 40
+
+
+def test_a_maildir_is_a_series_and_holds_mails_only(repo, boxes, cache, tmp_path):
+    box = tmp_path / "box"
+    for sub in ("cur", "new", "tmp"):
+        (box / sub).mkdir(parents=True)
+    for i, mail in enumerate(reversed(mails(boxes["v1"]))):     # delivered in any order
+        (box / "cur" / f"{1000 + i}.mail{i}:2,S").write_text(mail.split("\n", 1)[1])   # no From_ line
+    done = series(repo / "exp", "--mbox", box, "--format", "json", "--no-counts", cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert [r["subject"] for r in json.loads(done.stdout)["rows"][1:]] == [s for s, _ in V1]
+    (box / "new" / "zero").symlink_to("/dev/zero")
+    said = one_line_exit_2(series(repo / "exp", "--mbox", box, cache=cache))
+    assert "not a regular file: a maildir holds mails only" in said

@@ -9,9 +9,9 @@ that will not be applied (a row says so).
 from __future__ import annotations
 
 import email
+import email.errors
 import email.policy
 import mailbox
-import os
 import re
 import sys
 import tempfile
@@ -80,8 +80,11 @@ def _messages(source: str) -> list[bytes]:
     if path.is_dir():
         if not (path / "cur").is_dir() and not (path / "new").is_dir():
             raise UserError(f"{source}: a directory that is not a maildir (no cur/ or new/)")
-        size = sum(f.stat().st_size for sub in ("new", "cur") if (path / sub).is_dir()
-                   for f in (path / sub).iterdir() if f.is_file())
+        files = [f for sub in ("new", "cur") if (path / sub).is_dir() for f in (path / sub).iterdir()]
+        odd = next((f for f in files if f.is_symlink() or not f.is_file()), None)
+        if odd is not None:
+            raise UserError(f"{odd}: not a regular file: a maildir holds mails only")
+        size = sum(f.stat().st_size for f in files)
         _check_size(size, source)
         box = mailbox.Maildir(path, factory=None, create=False)
         return [box.get_bytes(key) for key in sorted(box.keys())]
@@ -113,7 +116,11 @@ def split(data: bytes, where: str) -> list[bytes]:
         raise UserError(f"{where}: empty: no mail")
     if not data.startswith(b"From "):
         return [data]
-    with tempfile.TemporaryDirectory(prefix="flagbench-mbox-") as tmp:
+    from flagbench.cache import cache_dir
+
+    home = cache_dir() / "mail"    # mailbox reads a file: the copy is flagbench's, in its cache
+    home.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mbox-", dir=home) as tmp:
         path = Path(tmp) / "mbox"
         path.write_bytes(data)
         box = mailbox.mbox(path, factory=None, create=False)
