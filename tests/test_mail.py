@@ -378,3 +378,14 @@ def test_a_maildir_is_a_series_and_holds_mails_only(repo, boxes, cache, tmp_path
     (box / "new" / "zero").symlink_to("/dev/zero")
     said = one_line_exit_2(series(repo / "exp", "--mbox", box, cache=cache))
     assert "not a regular file: a maildir holds mails only" in said
+
+
+def test_stdin_is_a_series_too(repo, boxes, cache):
+    done = flagbench_in("series", repo / "exp", "--mbox", "-", "--no-counts", "--format", "json",
+                        "--db", cache.parent / "mail.db", input=boxes["v2"].read_text(), cache=cache)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["mail"]["source"] == "-" and data["mail"]["version"] == 2
+    assert [r["subject"] for r in data["rows"][1:]] == [s for s, _ in V2]
+    said = one_line_exit_2(series(repo / "exp", "--mbox", "-", "--mbox", "-", cache=cache))
+    assert "stdin can be read once" in said
