@@ -389,3 +389,18 @@ def test_stdin_is_a_series_too(repo, boxes, cache):
     assert [r["subject"] for r in data["rows"][1:]] == [s for s, _ in V2]
     said = one_line_exit_2(series(repo / "exp", "--mbox", "-", "--mbox", "-", cache=cache))
     assert "stdin can be read once" in said
+
+
+def test_a_base_commit_the_repository_lacks_needs_base(repo, boxes, cache):
+    text = boxes["v1"].read_text()
+    real = git(repo, "rev-parse", "base").strip()
+    elsewhere = text.replace(f"base-commit: {real}", "base-commit: " + "1234567890" * 4)
+    said = one_line_exit_2(flagbench_in("series", repo / "exp", "--mbox", "-", "--db", cache.parent / "mail.db",
+                                        input=elsewhere, cache=cache))
+    assert "base-commit 123456789012 (from the mails) is not in" in said and "--base REF" in said
+    done = flagbench_in("series", repo / "exp", "--mbox", "-", "--base", "base", "--no-counts", "--format", "json",
+                        "--db", cache.parent / "mail.db", input=elsewhere, cache=cache)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["rows"][0]["sha"] == real and data["rows"][1]["built"]
+    assert any("is not in the repository" in n for n in data["notes"])
