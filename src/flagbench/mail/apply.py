@@ -90,7 +90,8 @@ def apply_series(repo: Path, series: MailSeries, base_ref: str, say=lambda text:
             if p.binary:
                 applied.results.append((p, None, "does not apply: a binary patch (flagbench applies text only)"))
                 continue
-            mail.write_bytes(p.raw if p.raw.startswith(b"From ") else b"From flagbench Mon Sep 17 00:00:00 2001\n" + p.raw)
+            mbox_line = b"" if p.raw.startswith(b"From ") else b"From flagbench Mon Sep 17 00:00:00 2001\n"
+            mail.write_bytes(mbox_line + p.raw)
             done = _git(clone, "am", "--quiet", "--empty=drop", "--committer-date-is-author-date", str(mail))
             if done.failure:
                 why = _why_not(clone, mail, done)

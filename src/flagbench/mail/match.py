@@ -124,7 +124,8 @@ def pair_table(v: Versions, a: int, b: int, how: str) -> list[str]:
     lines = [_fit(title, WIDTH), "",
              _fit(f"{one} {p_old.label}, range-diff: {how} ({SAYS.get(how, how)})", WIDTH), ""]
     w = (WIDTH - 13) // 4   # four columns of cells, their bars and spaces
-    lines += [f"| {'evidence':{w}} | {_fit(md_cell(one), w):>{w}} | {_fit(md_cell(two), w):>{w}} | {_fit(md_cell(f'{two} - {one}'), w):>{w}} |",
+    heads = [_fit(md_cell(x), w) for x in (one, two, f"{two} - {one}")]
+    lines += [f"| {'evidence':{w}} | " + " | ".join(f"{h:>{w}}" for h in heads) + " |",
               f"|{'-' * (w + 2)}|{'-' * (w + 1)}:|{'-' * (w + 1)}:|{'-' * (w + 1)}:|"]
 
     def row(label, x, y, change=""):

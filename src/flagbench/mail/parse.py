@@ -46,7 +46,9 @@ class Patch:
     @property
     def label(self) -> str:
         v = f"v{self.version} " if self.version > 1 else ""
-        return f"[PATCH {v}{self.number}/{self.total}]" if self.number is not None else f"[PATCH {v}]".replace(" ]", "]")
+        if self.number is None:
+            return f"[PATCH {v}]".replace(" ]", "]")
+        return f"[PATCH {v}{self.number}/{self.total}]"
 
     @property
     def author_name(self) -> str:
@@ -158,9 +160,11 @@ def body_text(msg) -> str:
     parts = msg.walk() if msg.is_multipart() else [msg]
     out = []
     for part in parts:
-        if part.get_content_maintype() != "text" or part.get_content_subtype() not in ("plain", "x-patch", "x-diff"):
-            if not (part.get_content_type() == "application/octet-stream" and part.get_filename("").endswith((".patch", ".diff"))):
-                continue
+        text = part.get_content_type() in ("text/plain", "text/x-patch", "text/x-diff")
+        attached = (part.get_content_type() == "application/octet-stream"
+                    and (part.get_filename() or "").endswith((".patch", ".diff")))
+        if not (text or attached):
+            continue
         payload = part.get_payload(decode=True)
         if payload is None:
             continue
