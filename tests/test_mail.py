@@ -407,3 +407,15 @@ def test_a_base_commit_the_repository_lacks_needs_base(repo, boxes, cache):
     data = json.loads(done.stdout)
     assert data["rows"][0]["sha"] == real and data["rows"][1]["built"]
     assert any("is not in the repository" in n for n in data["notes"])
+
+
+def test_check_fails_a_patch_that_does_not_build(repo, tmp_path, cache):
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(repo), str(work))
+    commit_edits(work, [("loop: broken", ("\t\tacc += i;\n", "\t\tacc += i\n"))])
+    patch = git(work, "format-patch", "--stdout", "--base=base", "base..HEAD")
+    run = flagbench_in("check", repo / "exp", "-q", cache=cache, input=patch)
+    assert run.returncode == 1, run.stderr
+    (entry,) = b4_shape(run.stdout)
+    assert entry["status"] == "fail"
+    assert entry["summary"].startswith("[PATCH] does not build: ") and "expected ';'" in entry["summary"]

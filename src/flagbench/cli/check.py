@@ -39,7 +39,7 @@ def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
     spec.load(args.experiment)    # a bad experiment is its line before stdin is read
-    if sys.stdin.isatty():
+    if sys.stdin is not None and sys.stdin.isatty():
         raise UserError("check reads a patch or a series on stdin (as b4 hands it): flagbench check EXP < FILE")
     mail = parse.load("-", allow_cover=True)
     if not mail.patches:    # b4's per-series check hands over the cover letter alone

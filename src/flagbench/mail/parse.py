@@ -75,6 +75,8 @@ def load(source: str, allow_cover: bool = False) -> MailSeries:
 
 def _messages(source: str) -> list[bytes]:
     if source == "-":
+        if sys.stdin is None:
+            raise UserError("stdin is closed: no mail to read")
         data = sys.stdin.buffer.read(MAX_BYTES + 1)
         _check_size(len(data), "stdin")
         return split(data, "stdin")
