@@ -215,6 +215,9 @@ def test_check_prints_b4s_json_and_patchworks_check(repo, boxes, cache, tmp_path
     assert run.returncode == 0, run.stderr
     (entry,) = b4_shape(run.stdout)
     assert entry["status"] == "pass" and entry["tool"] == "flagbench"
+    quiet = flagbench_in("check", repo / "exp", "--base", done.stdout.strip(), "-q", "--format", "checkpatch",
+                         cache=cache, input=comment)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")      # b4: "passed all checks"
     assert entry["summary"].startswith("size +0 B (+0.00%, budget +1%)")
     details = json.loads(entry["details"])
     assert any("time (budget +3%): not measured" in d["description"] for d in details)
@@ -232,6 +235,13 @@ def test_check_prints_b4s_json_and_patchworks_check(repo, boxes, cache, tmp_path
     check = json.loads(pw.stdout)
     assert check == {"state": "fail", "context": "flagbench-exp", "description": entry["summary"],
                      "target_url": "https://ci.example.org/1"}
+    # as lines for b4 am/prep --check: one ERROR: line per failure, the summary first
+    lines = flagbench_in("check", repo / "exp", "-q", "--format", "checkpatch", cache=cache,
+                         input=boxes["v2"].read_text())
+    assert lines.returncode == 1 and lines.stderr == ""
+    assert lines.stdout.splitlines()[0] == f"ERROR: flagbench: {entry['summary']}"
+    said = lines.stdout.splitlines()
+    assert len(said) == 3 and all(x.startswith("ERROR: flagbench: ") for x in said)   # the size and the count
     # b4's per-series check hands over the cover letter alone: nothing to measure, said so
     run = flagbench_in("check", repo / "exp", "-q", cache=cache, input=mails(boxes["v2"])[0])
     assert run.returncode == 0, run.stderr

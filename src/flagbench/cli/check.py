@@ -13,7 +13,9 @@ def register(sub):
         "b4's check JSON (status from the experiment's [check] budgets) or, with --format patchwork, the "
         "check a CI posts to patchwork. Nothing is posted anywhere.")
     p.add_argument("experiment", help="the experiment (directory or .toml)")
-    p.add_argument("--format", choices=("b4", "patchwork"), default="b4", help="output (default b4)")
+    p.add_argument("--format", choices=("b4", "patchwork", "checkpatch"), default="b4",
+                   help="b4 (b4 review's JSON, default), patchwork (a CI's check), checkpatch (lines for "
+                   "b4 am/prep --check)")
     p.add_argument("--base", metavar="REF", help="the base when the mail names no base-commit:")
     p.add_argument("--url", default="", help="the url the check points at (a report you publish)")
     p.add_argument("--context", help="patchwork's context (default flagbench-EXPERIMENT)")
@@ -62,6 +64,9 @@ def _print(args, check, verdict) -> int:
 
     from flagbench import spec
 
+    if args.format == "checkpatch":
+        sys.stdout.write(check.checkpatch_lines(verdict))
+        return 1 if verdict.status == "fail" else 0
     out = (check.patchwork(spec.load(args.experiment).name, verdict, args.url, args.context)
            if args.format == "patchwork" else check.b4_json(verdict, args.url))
     sys.stdout.write(json.dumps(out, indent=1) + "\n")
