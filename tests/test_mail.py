@@ -429,3 +429,33 @@ def test_check_fails_a_patch_that_does_not_build(repo, tmp_path, cache):
     (entry,) = b4_shape(run.stdout)
     assert entry["status"] == "fail"
     assert entry["summary"].startswith("[PATCH] does not build: ") and "expected ';'" in entry["summary"]
+
+
+def test_a_kernel_tree_from_its_mbox_walks_the_applied_commits(tmp_path):
+    """A kernel experiment takes the same path without a kernel build: a tree with a Makefile and
+    Kconfig that configures nothing. Each applied commit is walked out of the clone flagbench
+    owns into kbuild's checkout, and make's failure is the row's."""
+    linux = tmp_path / "linux"
+    (linux / "lib").mkdir(parents=True)
+    (linux / "Makefile").write_text("VERSION = 6\nPATCHLEVEL = 1\n\n%:\n\t@echo no $@ in this tree >&2; exit 2\n")
+    (linux / "Kconfig").write_text('mainmenu "not a kernel"\n')
+    (linux / "lib" / "a.c").write_text("int x;\n")
+    git(linux, "init", "-q", "-b", "main")
+    git(linux, "add", ".")
+    git(linux, "commit", "-q", "-m", "base")
+    git(linux, "tag", "base")
+    (linux / "lib" / "a.c").write_text("int x;\nint y;\n")
+    git(linux, "commit", "-q", "-a", "-m", "lib: y", env=AUTHOR)
+    mbox = tmp_path / "k.mbx"
+    mbox.write_text(git(linux, "format-patch", "--stdout", "--cover-letter", "--base=base", "base..main"))
+    git(linux, "reset", "-q", "--hard", "base")                     # the series is in the mail only
+    write_experiment(tmp_path / "exp", '[kernel]\nsource = "../linux"\n[variants]\ndefault = {}\n', {})
+    before = repo_state(linux)
+    done = series(tmp_path / "exp", "--mbox", mbox, "--format", "json", cache=tmp_path / "cache")
+    assert repo_state(linux) == before
+    assert done.returncode == 1, done.stderr                        # nothing built: the tree is no kernel
+    rows = json.loads(done.stdout)["rows"]
+    assert [r["subject"] for r in rows] == ["base", "lib: y"] and rows[1]["applied"]
+    assert all("no tinyconfig in this tree" in r["error"] for r in rows), rows
+    walked = list((tmp_path / "cache" / "kernel" / "trees").glob("git-*/src/lib/a.c"))
+    assert [w.read_text() for w in walked] == ["int x;\nint y;\n"]  # the applied commit, last walked
