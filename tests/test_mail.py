@@ -247,6 +247,9 @@ def test_check_prints_b4s_json_and_patchworks_check(repo, boxes, cache, tmp_path
     assert run.returncode == 0, run.stderr
     (entry,) = b4_shape(run.stdout)
     assert entry["status"] == "pass" and entry["summary"].startswith("a cover letter: nothing to measure")
+    pending = flagbench_in("check", repo / "exp", "--format", "patchwork", "--pending", cache=cache, input="")
+    assert json.loads(pending.stdout) == {"state": "pending", "context": "flagbench-exp",
+                                          "description": "flagbench is measuring", "target_url": ""}
     # v2's 2/3 alone onto v1 (as b4 hands one patch of a series): does not apply, a warning
     run = flagbench_in("check", repo / "exp", "--base", "v1", "-q", cache=cache, input=mails(boxes["v2"])[2])
     assert run.returncode == 0, run.stderr

@@ -19,6 +19,8 @@ def register(sub):
     p.add_argument("--base", metavar="REF", help="the base when the mail names no base-commit:")
     p.add_argument("--url", default="", help="the url the check points at (a report you publish)")
     p.add_argument("--context", help="patchwork's context (default flagbench-EXPERIMENT)")
+    p.add_argument("--pending", action="store_true", help="with --format patchwork: print the pending check a "
+                   "CI posts before measuring (stdin is not read)")
     p.add_argument("--variant", help="the variant each patch is built as (default: the first)")
     p.add_argument("--target", help="the target (default: the experiment's first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
@@ -30,6 +32,7 @@ def register(sub):
 
 
 def run(args) -> int:
+    import json
     import sys
 
     from flagbench import spec
@@ -40,7 +43,13 @@ def run(args) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
-    spec.load(args.experiment)    # a bad experiment is its line before stdin is read
+    exp = spec.load(args.experiment)    # a bad experiment is its line before stdin is read
+    if args.pending:
+        if args.format != "patchwork":
+            raise UserError("--pending is patchwork's state: with --format patchwork")
+        print(json.dumps(check.patchwork(exp.name, check.Verdict("pending", "flagbench is measuring"),
+                                         args.url, args.context), indent=1))
+        return 0
     if sys.stdin is not None and sys.stdin.isatty():
         raise UserError("check reads a patch or a series on stdin (as b4 hands it): flagbench check EXP < FILE")
     mail = parse.load("-", allow_cover=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from flagbench.mail.run import MailRun
 
 TOOL = "flagbench"
-PW_STATE = {"pass": "success", "warn": "warning", "fail": "fail"}
+PW_STATE = {"pass": "success", "warn": "warning", "fail": "fail", "pending": "pending"}
 _ORDER = {"pass": 0, "warn": 1, "fail": 2}
 
 
