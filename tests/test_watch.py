@@ -113,7 +113,7 @@ def test_a_restart_measures_nothing_again(history):
 
 def test_second_watcher_refused_sigterm_between_steps_and_resume(history, tmp_path):
     root, repo, kinds, _ = history
-    args = [repo / "exp", "--branch", "main", "--since", "base", "--no-time", "--db", tmp_path / "w.db",
+    args = [repo / "exp", "--branch", "main", "--since", "HEAD~12", "--no-time", "--db", tmp_path / "w.db",
             "--out", tmp_path / "out"]
     env_cache = {"FLAGBENCH_CACHE": str(root / "cache"), "PYTHONPATH": str(ROOT / "src")}
     log = tmp_path / "first.err"
@@ -137,22 +137,22 @@ def test_second_watcher_refused_sigterm_between_steps_and_resume(history, tmp_pa
     said = log.read_text()
     assert "stopped by a signal between two commits" in said and "Traceback" not in said
     measured = len(ledger(tmp_path / "w.db"))
-    assert 4 <= measured < N + 1
+    assert 4 <= measured < 13
     rest = watch(tmp_path, *args, "--once", cache=root / "cache")
     assert rest.returncode == 0, rest.stderr
-    assert f"pass: {N + 1 - measured} commits measured" in rest.stderr
-    assert len(ledger(tmp_path / "w.db")) == N + 1
+    assert f"pass: {13 - measured} commits measured" in rest.stderr
+    assert len(ledger(tmp_path / "w.db")) == 13
 
 
 def test_max_commits_bounds_a_pass_and_says_the_backlog(history, tmp_path):
     root, repo, _, _ = history
-    args = [repo / "exp", "--branch", "main", "--since", "HEAD~6", "--no-time", "--once", "--max-commits", "4",
+    args = [repo / "exp", "--branch", "main", "--since", "HEAD~4", "--no-time", "--once", "--max-commits", "3",
             "--db", tmp_path / "w.db", "--out", tmp_path / "out"]
     first = watch(tmp_path, *args, cache=root / "cache")
     assert first.returncode == 0, first.stderr
-    assert "pass: 4 commits measured" in first.stderr and "backlog 3 commits" in first.stderr
+    assert "pass: 3 commits measured" in first.stderr and "backlog 2 commits" in first.stderr
     second = watch(tmp_path, *args, cache=root / "cache")
-    assert "pass: 3 commits measured" in second.stderr and "backlog" not in second.stderr
+    assert "pass: 2 commits measured" in second.stderr and "backlog" not in second.stderr
 
 
 def test_a_force_pushed_branch_is_followed(history, tmp_path):
@@ -186,17 +186,35 @@ def test_a_force_pushed_branch_is_followed(history, tmp_path):
 
 def test_a_stride_skips_commits_and_bisects_the_changes_among_them(history, tmp_path):
     root, repo, kinds, _ = history
-    done = watch(tmp_path, repo / "exp", "--branch", "main", "--since", "base", "--once", "--stride", "5",
+    done = watch(tmp_path, repo / "exp", "--branch", "main", "--since", "HEAD~16", "--once", "--stride", "5",
                  "--no-time", "--db", tmp_path / "w.db", "--out", tmp_path / "out", cache=root / "cache")
     assert done.returncode == 0, done.stderr
-    loops = {sha[:12] for sha, k in kinds.items() if k == "loop"}
-    assert {sha for sha, kind, _ in findings(done.stdout)} == loops
+    watched = git(repo, "rev-list", "HEAD~16..HEAD").split()
+    loops = {sha[:12] for sha in watched if kinds[sha] == "loop"}
+    assert len(loops) == 2 and {sha for sha, kind, _ in findings(done.stdout)} == loops
     assert "bisect: " in done.stderr and "skipped by --stride" in done.stderr
     rows = ledger(tmp_path / "w.db")
-    assert sum(r["status"] == "skipped" for r in rows.values()) > N // 3   # not everything was measured
-    for sha in kinds:   # a loop commit was compared with its own parent once bisected
+    assert sum(r["status"] == "skipped" for r in rows.values()) >= 5   # not everything was measured
+    for sha in watched:   # a loop commit was compared with its own parent once bisected
         if kinds[sha] == "loop":
             assert rows[sha]["compared_with"] == git(repo, "rev-parse", sha + "^").strip()
+
+
+def test_timed_on_a_host_only_where_the_path_moved(history, tmp_path):
+    from sshd_util import sshd_server
+
+    root, repo, kinds, _ = history
+    watched = git(repo, "rev-list", "HEAD~5..HEAD").split()
+    with sshd_server(tmp_path / "box", alias="box") as box:
+        done = flagbench("watch", repo / "exp", "--branch", "main", "--since", "HEAD~5", "--once", "--samples", "3",
+                         "--host", "box", "--db", tmp_path / "w.db", "--out", tmp_path / "out", cwd=tmp_path,
+                         cache=root / "cache", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=900)
+    assert done.returncode == 0, done.stderr
+    rows = ledger(tmp_path / "w.db")
+    timed = {sha for sha, r in rows.items() if r["timed"]}
+    assert timed == {sha for sha in watched if kinds[sha] == "loop"} and len(timed) == 1
+    (entry,) = rows[timed.pop()]["timed"].items()
+    assert entry[0] == "sum host=box ns_per_iter" and len(entry[1]["base"]) == len(entry[1]["head"]) == 3
 
 
 def test_bad_input_is_one_line_and_exit_2(history, tmp_path):
@@ -218,6 +236,38 @@ def test_edivisive_finds_a_spread_step_not_one_noisy_pair():
     assert change_points(one) == []
     assert change_points([5.0] * 10) == []
     assert change_points(step) == change_points(step)   # seeded: the same answer each time
+
+
+def _timed_history(levels: list[float | None], seed: int):
+    """A branch history of timed commits (None: not timed), each a pair of 5 noisy samples a side
+    around the level before it and its own: the shape loop.py stores."""
+    from flagbench.watch.changes import History
+    from flagbench.watch.evidence import Evidence
+
+    rng = np.random.default_rng(seed)
+    rows, before = [], levels[0]
+    for i, level in enumerate(levels):
+        sha = f"{i:040x}"
+        ev = Evidence(sha, f"{i - 1:040x}" if i else "", True, counts={"b insns_per_iter": 10.0},
+                      base_counts={"b insns_per_iter": 10.0}, profile={"b": {"f": 10.0}}, changed=["f"])
+        if level is not None:
+            ev.timed = {"b ns_per_iter": {"base": list(rng.normal(before, 0.03 * before, 5)),
+                                          "head": list(rng.normal(level, 0.03 * level, 5)), "unit": "ns"}}
+            before = level
+        rows.append((sha, f"commit {i}", True, ev))
+    return History("main", rows)
+
+
+def test_timed_change_points_over_the_history_not_one_noisy_pair():
+    from flagbench.watch import findings_of, report
+
+    step = [100.0, None, 100, None, 100, 100, None, 104, 104, None, 104, 104, 104, None]   # a 4 % step at 7
+    (f,) = [f for f in findings_of([_timed_history(step, 3)], 0.1) if f.kind == "timed"]
+    assert f.sha == f"{7:040x}" and f.metric == "b ns_per_iter" and f.cause == "direct"
+    text = report.body(f, repo="r", config="c", command="flagbench series e a..b", evidence="x")
+    assert "b ns_per_iter" in text and "cause: direct: f" in text
+    flat = [100.0, None, 100, 100, 100, 103.5, 100, None, 100, 100, 100, 100]   # one pair 3.5 % off, alone
+    assert [f for f in findings_of([_timed_history(flat, 4)], 0.1) if f.kind == "timed"] == []
 
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 UNITS = {"s": 1, "m": 60, "h": 3600}
 
@@ -30,7 +31,9 @@ def register(sub):
     when.add_argument("--once", action="store_true", help="one pass, then exit (cron, a git hook)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--host", help="time on this ssh host (default: this machine)")
-    where.add_argument("--place", help="time on this labgrid place")
+    where.add_argument("--place", help="time on this place of the labgrid lab at LG_COORDINATOR")
+    p.add_argument("--place-wait", default="10m", metavar="TIME",
+                   help="with --place: how long to wait for a place someone else holds (default 10m)")
     p.add_argument("--since", help="on the first pass, watch from after this commit (default: the tip's parent)")
     p.add_argument("--max-commits", type=int, help="measure at most N commits a pass (the rest: backlog)")
     p.add_argument("--stride", type=int, default=1,
@@ -49,8 +52,6 @@ def register(sub):
 
 
 def run(args) -> int:
-    import sys
-    from contextlib import ExitStack
     from pathlib import Path
 
     from flagbench.errors import UserError
@@ -70,45 +71,33 @@ def run(args) -> int:
     every = None if args.once else interval(args.interval)
     opts = Options(list(args.branch), args.since, args.max_commits, args.stride, args.threshold, not args.no_time,
                    args.samples)
-    with ExitStack() as stack:
-        if args.host or args.place:
-            opts.fleet = stack.enter_context(_fleet(args))
-        outcome = watch(Path(args.experiment), opts, db=Path(args.db), out=Path(args.out), interval=every,
-                        variant=args.variant, target=args.target, compiler=args.compiler, jobs=args.jobs,
-                        quiet=args.quiet)
-    for f, mbox in outcome.new:
-        from flagbench.watch.report import line
-        print(line(f, mbox))
-    sys.stdout.flush()
+
+    def tell(text: str) -> None:   # a new finding's line, as soon as its pass ends
+        print(text, flush=True)
+
+    watch(Path(args.experiment), opts, db=Path(args.db), out=Path(args.out), interval=every,
+          variant=args.variant, target=args.target, compiler=args.compiler, jobs=args.jobs, quiet=args.quiet,
+          tell=tell, place=(lambda: _fleet(args)) if args.host or args.place else None)
     return 0
 
 
+@contextmanager
 def _fleet(args):
-    """The timing place: an ssh host, or a labgrid place held for the whole watch."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def opened():
-        from flagbench import spec
-        from flagbench.run.places import Fleet
-        if args.host:
-            from flagbench.hosts.remote import SshHost
-            fleet = Fleet([SshHost(args.host)]).open()
-            try:
-                yield fleet
-            finally:
-                fleet.close()
-            return
-        from flagbench.hosts.lab_place import leased, places_for
-        from flagbench.textsafe import sayer
-        say = sayer("flagbench watch: ")
-        exp = spec.load(Path(args.experiment))
-        with leased([args.place], wait_s=600, say=say) as leases:
-            fleet = Fleet(list(places_for(leases, exp, say))).open()
-            try:
-                yield fleet
-            finally:
-                fleet.close()
-
+    """The timing place, opened for the whole watch the way `series` opens it (pipeline's fleet:
+    an ssh host, or a labgrid place leased until the watch ends)."""
     from pathlib import Path
-    return opened()
+
+    from flagbench import pipeline, spec
+    from flagbench.textsafe import sayer
+
+    say = sayer("flagbench watch: ", quiet=args.quiet)
+    exp = spec.load(Path(args.experiment))
+    if args.place:
+        from flagbench.hosts.lab_place import leased, places_for
+        from flagbench.run.until import parse_budget
+        with leased([args.place], wait_s=parse_budget(args.place_wait), say=say) as leases, \
+                pipeline._fleet(exp, pipeline.Options(places=tuple(places_for(leases, exp, say))), say) as fleet:
+            yield fleet
+        return
+    with pipeline._fleet(exp, pipeline.Options(hosts=(args.host,)), say) as fleet:
+        yield fleet

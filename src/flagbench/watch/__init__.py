@@ -8,7 +8,6 @@ with its cause, written as a report (mbox + markdown) and drawn on a static dash
     lock.py       one watcher per repository and experiment
     evidence.py   a commit against the one before it (series.py's stages)
     cause.py      attribution and cause of an exact move
-    timing.py     paired timed rounds of the two builds (the engine, into the store)
     edivisive.py  change points of a timed history
     bisect.py     changes inside what --stride skipped, bisected on counts
     changes.py    findings over a branch's history
@@ -21,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,8 +77,11 @@ def findings_of(hs: list[changes.History], threshold_pct: float) -> list[changes
 
 
 def watch(path, opts: Options, *, db: Path, out: Path, interval: float | None, variant=None, target=None,
-          compiler=None, jobs=None, quiet=False, cache_root: Path | None = None) -> Outcome:
-    """Passes until stopped (one with interval None); reports and the dashboard after each."""
+          compiler=None, jobs=None, quiet=False, cache_root: Path | None = None, tell=None,
+          place=None) -> Outcome:
+    """Passes until stopped (one with interval None); reports and the dashboard after each, and
+    TELL(line) for each new finding. PLACE: opens the timing place (a context manager), once the
+    watch holds its lock."""
     from flagbench.cache import cache_dir
     from flagbench.store import Store
 
@@ -88,7 +91,10 @@ def watch(path, opts: Options, *, db: Path, out: Path, interval: float | None, v
     key = hashlib.sha256(f"{repo}\0{subject.exp.path}\0{subject.key}".encode()).hexdigest()[:16]
     result = Outcome()
     lock_path = (cache_root or cache_dir()) / "watch" / f"{key}.lock"
-    with held(lock_path, f"{repo} for {subject.exp.path}"), Stop() as stop:
+    with held(lock_path, f"{repo} for {subject.exp.path}"), ExitStack() as stack:
+        if place is not None:
+            opts.fleet = stack.enter_context(place())
+        stop = stack.enter_context(Stop())
         with Store(Path(db)):   # made (or checked) as a results database before the watch adds its tables
             pass
         ledger = Ledger(Path(db), key)
@@ -105,7 +111,9 @@ def watch(path, opts: Options, *, db: Path, out: Path, interval: float | None, v
                     + (f", {p.seconds / (p.measured + p.bisect_steps):.2f} s a commit measured"
                        if p.measured else "")
                     + (f"; backlog {p.backlog} commits (--max-commits {opts.max_commits})" if p.backlog else ""))
-                _publish(subject, repo, ledger, opts, out, result, say)
+                for f, mbox in _publish(subject, repo, ledger, opts, out, result, say):
+                    if tell is not None:
+                        tell(report.line(f, mbox))
                 if p.stopped or stop.signum is not None:
                     say("stopped by a signal between two commits: what was measured is stored")
                     result.stopped = True
@@ -123,7 +131,8 @@ def watch(path, opts: Options, *, db: Path, out: Path, interval: float | None, v
     return result
 
 
-def _publish(subject: Subject, repo: Path, ledger: Ledger, opts: Options, out: Path, result: Outcome, say) -> None:
+def _publish(subject: Subject, repo: Path, ledger: Ledger, opts: Options, out: Path, result: Outcome, say) -> list:
+    """Reports of every finding of the history, the dashboard; the findings new this pass."""
     hs = histories(ledger, opts.branches)
     found = findings_of(hs, opts.threshold_pct)
     result.findings = found
@@ -131,12 +140,17 @@ def _publish(subject: Subject, repo: Path, ledger: Ledger, opts: Options, out: P
               f"({subject.target}/{subject.compiler})")
     args = [a for a in (["--variant", subject.template.name], ["--target", subject.target],
                         ["--compiler", subject.compiler]) for a in a]
+    new = []
     for f in found:
-        mbox, new = report.write(f, out / "reports", repo=str(repo), config=config,
-                                 command=report.reproduce(str(subject.exp.path), f, args),
-                                 evidence=f"{out / 'index.html'}#c-{f.sha}")
-        if new:
-            result.new.append((f, mbox))
+        try:
+            mbox, fresh = report.write(f, out / "reports", repo=str(repo), config=config,
+                                       command=report.reproduce(str(Path(subject.exp.path).resolve()), f, args),
+                                       evidence=f"{out / 'index.html'}#c-{f.sha}")
+        except OSError as e:
+            raise UserError(f"--out {out}: cannot write a report: {e.strerror or e}") from None
+        if fresh:
+            new.append((f, mbox))
+    result.new += new
     page = out / "index.html"
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -146,3 +160,4 @@ def _publish(subject: Subject, repo: Path, ledger: Ledger, opts: Options, out: P
     except OSError as e:
         raise UserError(f"--out {out}: cannot write the dashboard: {e.strerror or e}") from None
     result.dashboard = page
+    return new

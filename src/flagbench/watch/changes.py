@@ -32,6 +32,7 @@ class Finding:
     cause_line: str
     cause: str
     changed: list[str] = field(default_factory=list)
+    also: list[tuple[str, list[float], list[float]]] = field(default_factory=list)  # the commit's other rows
 
     @property
     def percent(self) -> float:
@@ -53,10 +54,11 @@ def exact_findings(h: History, threshold_pct: float, judge_all) -> list[Finding]
             continue
         base = by_sha.get(ev.compared_with)
         base_profile = base.profile if base is not None else {}
+        timed_rows = [(m, t["base"], t["head"]) for m, t in ev.timed.items() if t["base"] and t["head"]]
         for v in judge_all(ev, base_profile, ev.profile, threshold_pct):
             if v.moved:
                 out.append(Finding(h.branch, "exact", v.metric, sha, ev.compared_with, subject, [v.base], [v.head],
-                                   "insns", v.line, v.cause, list(v.changed_on_path)))
+                                   "insns", v.line, v.cause, list(v.changed_on_path), timed_rows))
     return out
 
 
@@ -88,5 +90,6 @@ def timed_findings(h: History, threshold_pct: float, judge_all) -> list[Finding]
             line = v.line if v else "cause: unknown: no exact counts for this bench"
             out.append(Finding(h.branch, "timed", metric, sha, ev.compared_with, subjects.get(sha, ""),
                                list(t["base"]), list(t["head"]), t["unit"], line,
-                               v.cause if v else "unknown", list(v.changed_on_path) if v else []))
+                               v.cause if v else "unknown", list(v.changed_on_path) if v else [],
+                               [(m, [n], [x]) for m, n, x in ((v.metric, v.base, v.head),) if v]))
     return out

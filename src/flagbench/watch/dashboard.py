@@ -52,8 +52,8 @@ def _plot(h: History, metric: str, marked: set[str]) -> str:
     parts.append(f'<polyline points="{line}" fill="none" stroke="#888"/>')
     for i, sha, v, ev in points:
         x = PAD + (W - 2 * PAD) * i / n
-        if v is None and ev is not None and ev.error.startswith("skipped"):
-            continue
+        if v is None and (ev is None or ev.built or ev.error.startswith("skipped")):
+            continue    # not measured, or not timed (the same code on the path as before)
         if v is None:   # did not build: a row, never a point
             parts.append(f'<a href="#c-{sha}"><text x="{x:.1f}" y="{H - 8}" class="broken">×</text></a>')
             continue
@@ -102,7 +102,8 @@ def render(title: str, histories: list[History], findings: list[Finding]) -> str
         body.append(f"<h2>branch {html.escape(h.branch)}</h2>")
         body += [_plot(h, m, {f.sha for f in findings if f.branch == h.branch and f.metric == m})
                  for m in _metrics(h)]
-        body.append(f"<p>{len(marked)} commits with findings, marked red; × did not build.</p>")
+        body.append(f"<p>{len(marked)} commits with findings, marked red; × did not build; a timed metric has "
+                    "points only where the commit was timed (the others ran the same code on the path).</p>")
         body.append(_evidence(h, findings))
     style = ("body{font-family:sans-serif;margin:1em}svg{display:block;margin:.5em 0;background:#fafafa}"
              ".point{fill:#36c}.change{fill:#d22;stroke:#000}.broken{fill:#a60;font-size:14px}"

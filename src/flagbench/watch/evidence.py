@@ -117,9 +117,11 @@ def open_pair(store, subject: Subject, repo: Path, watch: str, commits, parents:
         else:
             pair.built[rec.short] = got
         if stored.cell(rec.short, "build") is None:
-            facts = {"files": [str(f) for f in got.files], "size_file": str(got.size_file)} if rec.short in pair.built else {}
+            ok = rec.short in pair.built
+            facts = {"files": [str(f) for f in got.files], "size_file": str(got.size_file)} if ok else {}
+            cached = float(bool(getattr(got, "cached", False)))
             ss.record(store, run_id, key, "build", ss.cell_key(rec.short, t, c), rec,
-                      [(ss.BUILD_S, time.monotonic() - t0), (ss.CACHED, float(bool(getattr(got, "cached", False))))],
+                      [(ss.BUILD_S, time.monotonic() - t0), (ss.CACHED, cached)],
                       facts=facts, failed=pair.errors.get(rec.short))
     return pair
 

@@ -44,7 +44,11 @@ def chain(repo: Path, tip_sha: str, since: str | None, limit: int = 100_000) -> 
     for line in reversed(done.stdout.splitlines()):
         sha, tree, parents, subject = line.split("\0", 3)
         out.append(vcs.Commit(Path(repo), sha[:12], sha, tree, subject))
+        _PARENTS[sha] = tuple(parents.split())
     return out
+
+
+_PARENTS: dict[str, tuple[str, ...]] = {}   # what chain() read: a commit's parents never change
 
 
 def parent(repo: Path, sha: str) -> str | None:
@@ -54,6 +58,8 @@ def parent(repo: Path, sha: str) -> str | None:
 
 def parents(repo: Path, sha: str) -> tuple[str, ...]:
     """The commit's parents, first parent first."""
+    if sha in _PARENTS:
+        return _PARENTS[sha]
     done = _git(repo, "rev-list", "--parents", "-n", "1", sha, "--")
     return tuple(done.stdout.split()[1:]) if not done.failure else ()
 

@@ -5,8 +5,9 @@
                kept and marked gone (ledger.py)
     measure    per commit, at most --max-commits a pass: built, compared with the last commit
                before it that built (evidence.py), its counts judged (cause.py), timed against
-               it only when what a bench executes moved (timing.py); stored at once (ledger.py
-               and a store run of its exact values); SIGTERM is taken between two commits
+               it only when what a bench executes moved; stored at once (its series run, and
+               the ledger's summary); SIGTERM is taken between two commits
+    bisect     with --stride, the count changes among the skipped commits (bisect.py)
     findings   changes.py over the stored history of each branch
 """
 from __future__ import annotations

@@ -32,10 +32,11 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 or float(x).is_integer() else f"{x:.3g}"
 
 
-def _change(f: Finding) -> str:
-    text = f"{f.percent:+.2f}%"
-    if f.kind == "timed":
-        ci = ratio_interval(f.base, f.head)
+def _change(base: list[float], head: list[float]) -> str:
+    b = statistics.median(base)
+    text = f"{100 * (statistics.median(head) - b) / b:+.2f}%" if b else "n/a"
+    if len(base) > 1 and len(head) > 1:
+        ci = ratio_interval(base, head)
         if ci is not None:
             text += f" [{100 * (ci[0] - 1):+.1f}, {100 * (ci[1] - 1):+.1f}]"
     return text
@@ -52,10 +53,14 @@ def subject_line(f: Finding) -> str:
 
 
 def table(f: Finding) -> list[str]:
-    b, h = statistics.median(f.base), statistics.median(f.head)
-    head = f"{'base':>16} {'':>7} | {'%change':>22} | {'head':>16} {'':>7} | stat"
-    row = f"{_num(b):>16} {_spread(f.base):>7} | {_change(f):>22} | {_num(h):>16} {_spread(f.head):>7} | {f.metric}"
-    return [head, "-" * min(len(head) + 10, 99), row[:99]]
+    """0Day's table: the finding's metric first, then the commit's other measured rows."""
+    head = f"{'base':>14} {'':>7} | {'%change':>22} | {'head':>14} {'':>7} | stat"
+    rows = [head, "-" * min(len(head) + 14, 99)]
+    for metric, base, new in [(f.metric, f.base, f.head), *[r for r in f.also if r[0] != f.metric]]:
+        b, h = statistics.median(base), statistics.median(new)
+        rows.append(f"{_num(b):>14} {_spread(base):>7} | {_change(base, new):>22} | {_num(h):>14} "
+                    f"{_spread(new):>7} | {metric}"[:99])
+    return rows
 
 
 def body(f: Finding, *, repo: str, config: str, command: str, evidence: str) -> str:
@@ -68,9 +73,11 @@ def body(f: Finding, *, repo: str, config: str, command: str, evidence: str) -> 
         f"parent: {f.parent}",
         term_text(f"branch: {f.branch} of {repo}"[:99]),
         term_text(f"config: {config}"[:99]),
-        f"kind:   {'exact count (one run is the value)' if f.kind == 'exact' else 'timed: a change point of the history (E-divisive means)'}",
+        "kind:   " + ("exact count (one run is the value)" if f.kind == "exact"
+                         else "timed: a change point of the history (E-divisive means)"),
         "",
         *table(f),
+        "(exact counts: one run is the value, ±0; times: median ± %stddev, [95 % interval of the ratio])",
         "",
         term_text(f.cause_line),
         *([term_text(("functions changed on the path: " + ", ".join(f.changed))[:99])] if f.changed else []),
