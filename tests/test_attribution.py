@@ -125,7 +125,7 @@ def test_an_unrelated_function_before_the_loop_is_layout(built):
     assert a.total_delta == 0 and a.elsewhere_delta == 0 and a.within_floor is True
     c = cause(a)
     assert c.kind == "layout" and not c.regression
-    assert cause_line(c) == "cause: layout: no code change on the path; counts the same: not a regression"
+    assert cause_line(c) == "cause: layout: no changed code ran; counts the same: not a regression"
 
 
 def test_a_changed_loop_is_direct_with_its_count(built):
@@ -135,7 +135,7 @@ def test_a_changed_loop_is_direct_with_its_count(built):
     assert a.attributed_delta == 3 and a.total_delta == 3 and a.elsewhere_delta == 0
     c = cause(a)
     assert c.kind == "direct" and c.functions == ("loop",) and c.regression
-    assert cause_line(c) == "cause: direct: loop +3; elsewhere +0, within the A/A floor 0"
+    assert cause_line(c) == "cause: direct: loop +3; elsewhere +0 within A/A floor 0"
 
 
 def test_a_callee_switched_through_a_pointer_is_indirect(built):
@@ -148,7 +148,7 @@ def test_a_callee_switched_through_a_pointer_is_indirect(built):
     c = cause(a)
     assert c.kind == "indirect" and c.functions == ("slow_step", "fast_step")
     line = cause_line(c)
-    assert line == (f"cause: indirect: same code on the path; elsewhere -7, beyond the A/A floor 0 "
+    assert line == (f"cause: indirect: no changed code ran; elsewhere -7 beyond A/A floor 0 "
                     f"(slow_step {moved['slow_step']:.0f})")   # fast_step would pass 100 columns
 
 

@@ -59,15 +59,17 @@ def _report(root, fmt: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_each_counted_verdict_names_its_cause(measured):
     _, text = measured
     exact = text[text.index("loop · exact counts"):]
-    assert "layout: cause: layout: no code change on the path; counts the same: not a regression" in exact
+    assert "layout: cause: layout: no changed code ran; counts the same: not a regression" in exact
     assert "direct: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" \
            "  changed code: loop +3 insns/iter" in exact
-    assert "indirect: cause: indirect: same code on the path; elsewhere -7, no A/A floor measured" in exact
+    assert "indirect: cause: indirect: no changed code ran; elsewhere -7, no A/A floor measured" in exact
 
 
+@pytest.mark.slow
 def test_each_timed_verdict_gets_the_cause_of_its_counts(measured):
     _, text = measured
     timed = text[text.index("loop · ns_per_iter"):text.index("loop · exact counts")]
@@ -75,6 +77,7 @@ def test_each_timed_verdict_gets_the_cause_of_its_counts(measured):
         assert f"\n{variant}: cause: {kind}: " in timed
 
 
+@pytest.mark.slow
 def test_causes_in_json_md_and_html(measured):
     root, _ = measured
     doc = json.loads(_report(root, "json"))
@@ -87,7 +90,7 @@ def test_causes_in_json_md_and_html(measured):
     layout = next(c for c in exact["causes"] if c["variant"] == "layout")["attribution"]
     assert layout["changed_off_path"] == ["unrelated"] and layout["total_delta"] == 0
     md = _report(root, "md")
-    assert "```\nlayout: cause: layout: no code change on the path; counts the same: not a regression\n" in md
+    assert "```\nlayout: cause: layout: no changed code ran; counts the same: not a regression\n" in md
     html = _report(root, "html")
     assert "\ndirect: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" in html
     for out in (md, _report(root, "text")):

@@ -335,7 +335,7 @@ def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
         assert done.stderr.count("power-cycle place qb into") == 4, done.stderr
         assert "place qb is back on its own image" in done.stderr and lab.acquired("qb") is None
         assert not qemus(marker)                            # labgrid's qemu ended with the run
-        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (kexec)"]
+        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (power cycle)"]
         assert len(got) == 8                               # 2 variants x 2 rounds x 2 samples
         one_kernel_per_variant(got, not_this=kernel.identity)
         boots = {}
@@ -577,3 +577,32 @@ def test_a_coordinator_gone_mid_run_says_not_released_once(tmp_path, object_cach
     lines = [*said, str(e.value)]
     assert sum("not released" in line for line in lines) == 1, lines
     assert str(e.value).startswith("place q: not released: labgrid coordinator"), lines
+
+
+@pytest.mark.slow
+def test_the_box_lab_is_a_lab_to_try_place_on(tmp_path):
+    """hosts/lab_box.py (`flagbench box start --lab`) around a box: here the sshd test server
+    answering as the ssh alias "box" stands in for the qemu box (no kernel build). A run with
+    --place box is reserved, acquired, timed there and released; stop_lab leaves no labgrid."""
+    from flagbench.hosts import lab_box
+    from flagbench.run.guest.box_state import start_time_of
+    from test_hosts_run import experiment as host_experiment
+
+    with sshd_server(tmp_path / "box", alias="box") as box:
+        lab = lab_box.start_lab(tmp_path / "lab", alias="box", arch=os.uname().machine)
+        try:
+            pids = [p["pid"] for p in json.loads((tmp_path / "lab" / lab_box.STATE).read_text())["processes"].values()]
+            assert len(pids) == 2 and all(start_time_of(pid) for pid in pids)
+            assert lab_box.load_lab(tmp_path / "lab").address == lab.address == lab.exports["LG_COORDINATOR"]
+            exp = host_experiment(tmp_path / "exp", samples=2)
+            env = {**lab.exports, "FLAGBENCH_SSH": box.ssh_env, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+            done = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", "--place", "box", "--format", "json")
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert "place box: acquired by" in done.stderr and "place box: released" in done.stderr, done.stderr
+            assert "its shell is root@box (NetworkService)" in done.stderr, done.stderr
+            taken = samples(tmp_path / "fb.db")
+            assert sum(s["cell"].endswith(":host=box") for s in taken) >= 4, taken[:2]   # 2 variants x 2 samples
+        finally:
+            assert lab_box.stop_lab(tmp_path / "lab")
+        assert not any(start_time_of(pid) for pid in pids)          # nothing of the lab outlives stop
+        assert lab_box.load_lab(tmp_path / "lab") is None and not lab_box.stop_lab(tmp_path / "lab")

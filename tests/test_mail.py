@@ -142,7 +142,8 @@ def test_an_mbox_is_a_series_of_rows_with_subjects_and_authors(repo, boxes, cach
     assert helper["vs_parent"]["functions"] == ["helper"] and helper["vs_parent"]["total"] > 0
     assert comment["vs_parent"]["total"] == 0 and comment["vs_parent"]["changed"] == 0
     assert xor["vs_parent"]["functions"] == ["sum_loop"]
-    assert xor["vs_parent"]["counts"]["sum insns_per_iter"] > 0 and helper["vs_parent"]["counts"]["sum insns_per_iter"] == 0
+    assert xor["vs_parent"]["counts"]["sum insns_per_iter"] > 0
+    assert helper["vs_parent"]["counts"]["sum insns_per_iter"] == 0
     clone = Path(data["mail"]["clone"])
     assert clone.is_relative_to(cache) and not clone.is_relative_to(repo.parent)
     text = series(repo / "exp", "--mbox", boxes["v1"], cache=cache)
@@ -214,6 +215,9 @@ def test_check_prints_b4s_json_and_patchworks_check(repo, boxes, cache, tmp_path
     assert run.returncode == 0, run.stderr
     (entry,) = b4_shape(run.stdout)
     assert entry["status"] == "pass" and entry["tool"] == "flagbench"
+    quiet = flagbench_in("check", repo / "exp", "--base", done.stdout.strip(), "-q", "--format", "checkpatch",
+                         cache=cache, input=comment)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")      # b4: "passed all checks"
     assert entry["summary"].startswith("size +0 B (+0.00%, budget +1%)")
     details = json.loads(entry["details"])
     assert any("time (budget +3%): not measured" in d["description"] for d in details)
@@ -231,11 +235,21 @@ def test_check_prints_b4s_json_and_patchworks_check(repo, boxes, cache, tmp_path
     check = json.loads(pw.stdout)
     assert check == {"state": "fail", "context": "flagbench-exp", "description": entry["summary"],
                      "target_url": "https://ci.example.org/1"}
+    # as lines for b4 am/prep --check: one ERROR: line per failure, the summary first
+    lines = flagbench_in("check", repo / "exp", "-q", "--format", "checkpatch", cache=cache,
+                         input=boxes["v2"].read_text())
+    assert lines.returncode == 1 and lines.stderr == ""
+    assert lines.stdout.splitlines()[0] == f"ERROR: flagbench: {entry['summary']}"
+    said = lines.stdout.splitlines()
+    assert len(said) == 3 and all(x.startswith("ERROR: flagbench: ") for x in said)   # the size and the count
     # b4's per-series check hands over the cover letter alone: nothing to measure, said so
     run = flagbench_in("check", repo / "exp", "-q", cache=cache, input=mails(boxes["v2"])[0])
     assert run.returncode == 0, run.stderr
     (entry,) = b4_shape(run.stdout)
     assert entry["status"] == "pass" and entry["summary"].startswith("a cover letter: nothing to measure")
+    pending = flagbench_in("check", repo / "exp", "--format", "patchwork", "--pending", cache=cache, input="")
+    assert json.loads(pending.stdout) == {"state": "pending", "context": "flagbench-exp",
+                                          "description": "flagbench is measuring", "target_url": ""}
     # v2's 2/3 alone onto v1 (as b4 hands one patch of a series): does not apply, a warning
     run = flagbench_in("check", repo / "exp", "--base", "v1", "-q", cache=cache, input=mails(boxes["v2"])[2])
     assert run.returncode == 0, run.stderr
@@ -272,7 +286,8 @@ def test_a_path_outside_the_tree_is_refused_and_nothing_written(repo, tmp_path, 
     before = repo_state(repo)
     said = one_line_exit_2(series(repo / "exp", "--mbox", mbox, cache=tmp_path / "cache"))
     assert "outside the tree: refused" in said
-    assert not (tmp_path / "cache" / "mail").exists()               # refused before any clone
+    assert not list((tmp_path / "cache").glob("mail/*/work"))        # refused before any clone
+    assert not list((tmp_path / "cache").glob("mail/mbox-*"))        # the mbox's copy gone
     assert not (repo.parent / "evil").exists() and repo_state(repo) == before
     one_line_exit_2(flagbench_in("check", repo / "exp", cache=tmp_path / "cache", input=mbox.read_text()))
 
@@ -299,7 +314,8 @@ def test_malformed_huge_and_binary_input(repo, tmp_path, cache):
     assert "more than 32 MB of mail" in one_line_exit_2(series(repo / "exp", "--mbox", huge, cache=tmp_path / "cache"))
     said = one_line_exit_2(flagbench_in("check", repo / "exp", input="x" * (33 * 2**20), cache=tmp_path / "cache"))
     assert "stdin: more than 32 MB of mail" in said
-    assert "No such file or directory" in one_line_exit_2(series(repo / "exp", "--mbox", tmp_path / "none", cache=tmp_path / "cache"))
+    missing = series(repo / "exp", "--mbox", tmp_path / "none", cache=tmp_path / "cache")
+    assert "No such file or directory" in one_line_exit_2(missing)
     assert "not a maildir" in one_line_exit_2(series(repo / "exp", "--mbox", tmp_path, cache=tmp_path / "cache"))
     # a binary patch is a row that says so; the text patch after it applies
     work = tmp_path / "work"
@@ -334,7 +350,8 @@ def test_odd_header_encodings_are_decoded_and_made_safe(repo, boxes, tmp_path, c
     assert "| helper\\\\x1b\\[31mred\\\\x1b\\[0m (Jörg) | +" in done.stdout, done.stdout
     assert "| loop: reword the comment, Grüße (Zoë Åuthor) |" in done.stdout
     # a word in a charset nobody knows: read as UTF-8 here; git am refuses the mail: a row says so
-    assert re.search(r"\| loop: xor each step \(Zoë Åuthor\) \| (does not apply: .+|\+\d+) \|", done.stdout), done.stdout
+    row = r"\| loop: xor each step \(Zoë Åuthor\) \| (does not apply: .+|\+\d+) \|"
+    assert re.search(row, done.stdout), done.stdout
 
 
 def test_check_budgets_are_checked_when_loaded(repo, tmp_path):
@@ -363,3 +380,85 @@ def test_mixed_versions_keep_the_newest(boxes):
     assert [p.label for p in got.patches] == ["[PATCH v2 1/3]", "[PATCH v2 2/3]", "[PATCH v2 3/3]"]
     assert any("2 patch(es) of other versions than v2 ignored" in n for n in got.notes)
     assert got.base_commit is not None and len(got.base_commit) == 40
+
+
+def test_a_maildir_is_a_series_and_holds_mails_only(repo, boxes, cache, tmp_path):
+    box = tmp_path / "box"
+    for sub in ("cur", "new", "tmp"):
+        (box / sub).mkdir(parents=True)
+    for i, mail in enumerate(reversed(mails(boxes["v1"]))):     # delivered in any order
+        (box / "cur" / f"{1000 + i}.mail{i}:2,S").write_text(mail.split("\n", 1)[1])   # no From_ line
+    done = series(repo / "exp", "--mbox", box, "--format", "json", "--no-counts", cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert [r["subject"] for r in json.loads(done.stdout)["rows"][1:]] == [s for s, _ in V1]
+    (box / "new" / "zero").symlink_to("/dev/zero")
+    said = one_line_exit_2(series(repo / "exp", "--mbox", box, cache=cache))
+    assert "not a regular file: a maildir holds mails only" in said
+
+
+def test_stdin_is_a_series_too(repo, boxes, cache):
+    done = flagbench_in("series", repo / "exp", "--mbox", "-", "--no-counts", "--format", "json",
+                        "--db", cache.parent / "mail.db", input=boxes["v2"].read_text(), cache=cache)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["mail"]["source"] == "-" and data["mail"]["version"] == 2
+    assert [r["subject"] for r in data["rows"][1:]] == [s for s, _ in V2]
+    said = one_line_exit_2(series(repo / "exp", "--mbox", "-", "--mbox", "-", cache=cache))
+    assert "stdin can be read once" in said
+
+
+def test_a_base_commit_the_repository_lacks_needs_base(repo, boxes, cache):
+    text = boxes["v1"].read_text()
+    real = git(repo, "rev-parse", "base").strip()
+    elsewhere = text.replace(f"base-commit: {real}", "base-commit: " + "1234567890" * 4)
+    said = one_line_exit_2(flagbench_in("series", repo / "exp", "--mbox", "-", "--db", cache.parent / "mail.db",
+                                        input=elsewhere, cache=cache))
+    assert "base-commit 123456789012 (from the mails) is not in" in said and "--base REF" in said
+    done = flagbench_in("series", repo / "exp", "--mbox", "-", "--base", "base", "--no-counts", "--format", "json",
+                        "--db", cache.parent / "mail.db", input=elsewhere, cache=cache)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["rows"][0]["sha"] == real and data["rows"][1]["built"]
+    assert any("is not in the repository" in n for n in data["notes"])
+
+
+def test_check_fails_a_patch_that_does_not_build(repo, tmp_path, cache):
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(repo), str(work))
+    commit_edits(work, [("loop: broken", ("\t\tacc += i;\n", "\t\tacc += i\n"))])
+    patch = git(work, "format-patch", "--stdout", "--base=base", "base..HEAD")
+    run = flagbench_in("check", repo / "exp", "-q", cache=cache, input=patch)
+    assert run.returncode == 1, run.stderr
+    (entry,) = b4_shape(run.stdout)
+    assert entry["status"] == "fail"
+    assert entry["summary"].startswith("[PATCH] does not build: ") and "expected ';'" in entry["summary"]
+
+
+def test_a_kernel_tree_from_its_mbox_walks_the_applied_commits(tmp_path):
+    """A kernel experiment takes the same path without a kernel build: a tree with a Makefile and
+    Kconfig that configures nothing. Each applied commit is walked out of the clone flagbench
+    owns into kbuild's checkout, and make's failure is the row's."""
+    linux = tmp_path / "linux"
+    (linux / "lib").mkdir(parents=True)
+    (linux / "Makefile").write_text("VERSION = 6\nPATCHLEVEL = 1\n\n%:\n\t@echo no $@ in this tree >&2; exit 2\n")
+    (linux / "Kconfig").write_text('mainmenu "not a kernel"\n')
+    (linux / "lib" / "a.c").write_text("int x;\n")
+    git(linux, "init", "-q", "-b", "main")
+    git(linux, "add", ".")
+    git(linux, "commit", "-q", "-m", "base")
+    git(linux, "tag", "base")
+    (linux / "lib" / "a.c").write_text("int x;\nint y;\n")
+    git(linux, "commit", "-q", "-a", "-m", "lib: y", env=AUTHOR)
+    mbox = tmp_path / "k.mbx"
+    mbox.write_text(git(linux, "format-patch", "--stdout", "--cover-letter", "--base=base", "base..main"))
+    git(linux, "reset", "-q", "--hard", "base")                     # the series is in the mail only
+    write_experiment(tmp_path / "exp", '[kernel]\nsource = "../linux"\n[variants]\ndefault = {}\n', {})
+    before = repo_state(linux)
+    done = series(tmp_path / "exp", "--mbox", mbox, "--format", "json", cache=tmp_path / "cache")
+    assert repo_state(linux) == before
+    assert done.returncode == 1, done.stderr                        # nothing built: the tree is no kernel
+    rows = json.loads(done.stdout)["rows"]
+    assert [r["subject"] for r in rows] == ["base", "lib: y"] and rows[1]["applied"]
+    assert all("no tinyconfig in this tree" in r["error"] for r in rows), rows
+    walked = list((tmp_path / "cache" / "kernel" / "trees").glob("git-*/src/lib/a.c"))
+    assert [w.read_text() for w in walked] == ["int x;\nint y;\n"]  # the applied commit, last walked

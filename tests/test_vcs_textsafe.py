@@ -78,3 +78,17 @@ def test_a_kernel_compiler_error_and_a_commit_subject_are_escaped(tmp_path):
     said = done.stdout + done.stderr
     assert "FAILED" in said and "boom" in said and "a subject" in said, said
     assert _clean(said), said
+
+
+def test_a_c_build_note_is_printed_escaped(tmp_path):
+    """A note (an optional flag the compiler rejects, named with an ESC in it) is printed, escaped:
+    the path that printed notes once raised a NameError on every C build with a note."""
+    exp = write_experiment(tmp_path / "exp", """
+        sources = ["a.c"]
+        [variants]
+        odd = { optional_cflags = ["-fno-such-flag-\\u001b[31m"] }
+        """)
+    done = flagbench("build", exp, cache=tmp_path / "cache")
+    assert done.returncode == 0, done.stderr
+    note = next(ln for ln in done.stdout.splitlines() if ln.startswith("note: "))
+    assert "rejects optional -fno-such-flag-\\x1b[31m" in note and _clean(done.stdout + done.stderr)

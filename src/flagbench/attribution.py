@@ -23,7 +23,7 @@ The API other stages call (series, bisect, watch: keep these names and fields st
 
     attribute(old, new, changed, *, floor=None, path=None, calls=None, total_old=None,
               total_new=None, unit="insns", top=TOP) -> Attribution
-    cause(attribution | None, *, band=None, layout_check=None) -> Cause
+    cause(attribution | None, *, band=None, layout_check=None, width=LINE_WIDTH) -> Cause
     cause_line(cause, fmt="text") -> str          # one line < 100 columns: text, md, html; json: a dict
     attribution_lines(attribution, fmt="text") -> list[str]   # the changed functions and the elsewhere line
     changed_functions(asm_comparison) -> tuple[str, ...]      # names whose code changed, added or removed
@@ -43,7 +43,7 @@ non-zero count in A or B (the symbols the bench executed).
 ([('loop', 30)], 3, True, ('cold_fn',))
 >>> c = cause(a)
 >>> c.kind, cause_line(c)
-('direct', 'cause: direct: loop +30; elsewhere +3, within the A/A floor 5 (alloc +3)')
+('direct', 'cause: direct: loop +30; elsewhere +3 within A/A floor 5 (alloc +3)')
 >>> cause(attribute({"loop": 100}, {"loop": 100}, [])).kind, cause(None).kind
 ('layout', 'unknown')
 """
@@ -186,13 +186,13 @@ class Attribution:
         return None if self.floor is None else abs(self.elsewhere_delta) <= self.floor
 
     def elsewhere_text(self, top: int = 2) -> str:
-        """`elsewhere +3, within the A/A floor 5 (alloc +3)`: the rest of the delta, its verdict,
+        """`elsewhere +3 within A/A floor 5 (alloc +3)`: the rest of the delta, its verdict,
         then up to `top` symbols that carry it."""
         out = f"elsewhere {_signed(self.elsewhere_delta)}"
         if self.floor is None:
             out += ", no A/A floor measured"
         else:
-            out += (", within" if self.within_floor else ", beyond") + f" the A/A floor {_num(self.floor)}"
+            out += (" within" if self.within_floor else " beyond") + f" A/A floor {_num(self.floor)}"
         carriers = [d.text() for d in self.elsewhere[:top] if d.delta]
         return out + (f" ({', '.join(carriers)})" if carriers else "")
 
@@ -276,20 +276,20 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
         def direct(n: int, k: int) -> str:
             names = ", ".join(d.text() for d in a.changed[:n]) + (" ..." if len(a.changed) > n else "")
             return f"{names}; {a.elsewhere_text(k)}{tail}"
-        return Cause("direct", _fitting("direct", [direct(n, k) for n, k in ((3, 2), (2, 1), (1, 1), (1, 0))], width),
-                     tuple(d.name for d in a.changed))
+        choices = [direct(n, k) for n, k in ((3, 2), (2, 1), (1, 1), (1, 0))]
+        return Cause("direct", _fitting("direct", choices, width), tuple(d.name for d in a.changed))
     moved = tuple(d.name for d in a.elsewhere if d.delta)
     beyond_counts = (a.within_floor is False) or (a.floor is None and a.total_delta != 0)
     if beyond_counts:
-        return Cause("indirect", _fitting("indirect", [f"same code on the path; {a.elsewhere_text(k)}{tail}"
+        return Cause("indirect", _fitting("indirect", [f"no changed code ran; {a.elsewhere_text(k)}{tail}"
                                                       for k in (3, 2, 1, 0)], width), moved)
     regression = band == BEYOND
     timed = {BEYOND: "; time beyond the layout band", WITHIN: "; time within the layout band"}.get(band, "")
     end = "" if regression else ": not a regression"
     counts = ["counts the same"] if not a.total_delta else [a.elsewhere_text(k) for k in (2, 1, 0)]
-    choices = [f"no code change on the path; {c}{timed}{end}{tail}" for c in counts]
-    choices += [f"no code change on the path{timed}{end}{tail}",   # the counts are in the table above
-                f"no code change on the path{end}{tail}"]         # the band: in the table too
+    choices = [f"no changed code ran; {c}{timed}{end}{tail}" for c in counts]
+    choices += [f"no changed code ran{timed}{end}{tail}",   # the counts are in the table above
+                f"no changed code ran{end}{tail}"]         # the band: in the table too
     return Cause("layout", _fitting("layout", choices, width), moved, regression)
 
 
@@ -309,8 +309,8 @@ def cause_line(c: Cause, fmt: str = "text") -> str | dict:
     """The cause in one line under 100 columns: text (through textsafe.term_text), md (escaped as
     the report's Markdown is), html (escaped); json: a dict. Names come from binaries: never raw.
 
-    >>> cause_line(Cause("layout", "no code change on the path; counts the same: not a regression"), "md")
-    '**cause: layout**: no code change on the path; counts the same: not a regression'
+    >>> cause_line(Cause("layout", "no changed code ran; counts the same: not a regression"), "md")
+    '**cause: layout**: no changed code ran; counts the same: not a regression'
     >>> cause_line(Cause("direct", "a<b> +3"), "html")
     'cause: direct: a&lt;b&gt; +3'
     >>> print(cause_line(Cause("direct", "x" + chr(27) + "[2J +3")))

@@ -8,8 +8,9 @@ run's provenance under CHANGED_KEY ("variant/target/compiler" -> names).
 Report side (report/__init__.py): `run_causes` reads, per bench, target, compiler, variant and
 row, the exact count (insns_per_iter of a micro bench, kernel_insns_per_iter of a guest bench),
 the per-symbol counts (a micro bench's stored exact profile, `metrics = [..., "profile"]`; a
-guest bench's every symbol, kept with its counted cell, else its "kernel profile" rows), the A/A floor (a guest's baseline booted twice:
-`aa_noise_floor_kernel_per_iter` in its samples' provenance) and the changed functions, and
+guest bench's every symbol, kept with its counted cell, else its "kernel profile" rows), the A/A
+floor (a guest's baseline booted twice: `aa_noise_floor_kernel_per_iter` in its samples'
+provenance) and the changed functions, and
 makes each row's Attribution and Cause; a timed row gets the cause of its counts with its place
 against the layout band. Without per-symbol counts a change is still attributed when no
 function changed code (the whole delta is elsewhere); else its cause is unknown.
@@ -104,7 +105,7 @@ def _cell_facts(samples: list[dict]) -> tuple[dict[tuple, float], dict[tuple, di
     variant, params)."""
     floors, profiles = {}, {}
     for s in samples:
-        cell = (s.get("provenance") or {}).get("cell")
+        cell = s.get("provenance")   # flat: the cell's keys beside the record's (provenance.SampleRecord)
         if not isinstance(cell, dict):
             continue
         params = _params(s.get("params") or {})

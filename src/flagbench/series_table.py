@@ -159,7 +159,8 @@ def markdown(series: Series) -> str:
     for i, r in enumerate(series.rows):
         subject = md_cell(r.commit.subject)
         if not r.built:
-            lines.append(f"| `{r.commit.short}` | {subject} | {'' if r.error.startswith('does not ') else 'does not build: '}"
+            why = "" if r.error.startswith("does not ") else "does not build: "
+            lines.append(f"| `{r.commit.short}` | {subject} | {why}"
                          f"{md_cell(r.error[:200])} |" + " |" * (len(head) - 3))
             continue
         cells = _cells(r, [], i == 0)

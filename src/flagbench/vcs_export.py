@@ -124,21 +124,22 @@ def _store_blobs(repo: Path, missing: set[str], blobs, store: Path) -> None:
         if sha in missing:
             modes.setdefault(sha, set()).add(mode)
     env = _env(GIT_DIR=str(_git_dir(repo)))
-    try:
-        proc = subprocess.Popen(["git", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=env)
+    try:   # procs: it dies with flagbench, whatever ends it
+        proc = procs.start(["git", "cat-file", "--batch"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, env=env)
     except FileNotFoundError:
         raise UserError("git is not installed: apt-get install git") from None
     with proc:
-        feeder = threading.Thread(target=_feed, args=(proc.stdin, [f"{sha}\n".encode() for sha in modes]),
+        feeder = threading.Thread(target=_feed, args=(proc.popen.stdin, [f"{sha}\n".encode() for sha in modes]),
                                   daemon=True)
         feeder.start()
         try:
             for _ in modes:
-                _store_one(proc.stdout, modes, tmpdir, store, repo)
+                _store_one(proc.popen.stdout, modes, tmpdir, store, repo)
         finally:
-            proc.kill()
+            proc.stop()
             feeder.join()
+            proc.popen.stdout.close()
 
 
 def _feed(pipe, lines: list[bytes]) -> None:

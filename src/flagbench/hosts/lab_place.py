@@ -53,28 +53,6 @@ def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
 
 
 def places_for(leases: Sequence[Lease], exp, say: Callable[[str], None]) -> list:
-    """The run's places (run/places.py), one per held place and named by it in tables: for a
-    kernel experiment's guest benches a LabBootHost where the place boots from an image
-    (labgrid's QEMUDriver: each variant by power cycle), else a KexecHost; for the rest an ssh
-    host. Each reaches the place's NetworkService with the ssh client its lease says."""
-    from flagbench.hosts.lab_boot import LabBootHost, boot_driver
-    from flagbench.hosts.remote import SshHost
-    from flagbench.hosts.ssh import Connection, label
-    from flagbench.hosts.kexec import KexecHost
-
-    kernels = exp.kernel is not None and any(b.guest for b in exp.benches)
-    if kernels and len(leases) > 1:
-        raise UserError(f"{exp.path}: guest benches boot kernels on one --place at a time "
-                        f"(given: {', '.join(lease.place for lease in leases)})")
-    out = []
-    for lease in leases:
-        if kernels and boot_driver(lease) is not None:
-            out.append(LabBootHost(lease, say))
-            continue
-        host = KexecHost(lease.dest, say=say) if kernels else SshHost(lease.dest)
-        host.conn = Connection(lease.dest, ssh=lease.ssh)     # through the exporter when labgrid says so
-        if kernels:
-            host.kexec.conn = host.conn
-        host.name = label(lease.place)
-        out.append(host)
-    return out
+    """The run's places for the held LEASES: hosts/factory.py's lab_places."""
+    from flagbench.hosts.factory import lab_places
+    return lab_places(leases, exp, say)

@@ -75,9 +75,7 @@ def apply_series(repo: Path, series: MailSeries, base_ref: str, say=lambda text:
     try:
         base_user = vcs.resolve(repo, base_ref)
     except vcs.UnknownRef as e:
-        hint = (" (base-commit: from the mails; fetch it into the repository, or give --base REF)"
-                if base_ref == series.base_commit else "")
-        raise UserError(f"{series.source}: {e}{hint}") from None
+        raise UserError(f"{series.source}: {e}") from None
     with locked(clone.with_name("work.lock")):
         _ensure(repo, clone)
         say(f"applying {len(series.patches)} patch(es) onto {base_user.short} ({base_user.subject[:50]}) in {clone}")
@@ -92,13 +90,14 @@ def apply_series(repo: Path, series: MailSeries, base_ref: str, say=lambda text:
             if p.binary:
                 applied.results.append((p, None, "does not apply: a binary patch (flagbench applies text only)"))
                 continue
-            mail.write_bytes(p.raw if p.raw.startswith(b"From ") else b"From flagbench Mon Sep 17 00:00:00 2001\n" + p.raw)
+            mbox_line = b"" if p.raw.startswith(b"From ") else b"From flagbench Mon Sep 17 00:00:00 2001\n"
+            mail.write_bytes(mbox_line + p.raw)
             done = _git(clone, "am", "--quiet", "--empty=drop", "--committer-date-is-author-date", str(mail))
             if done.failure:
                 why = _why_not(clone, mail, done)
                 _git(clone, "am", "--abort")
                 _git(clone, "reset", "--quiet", "--hard", "HEAD", timeout=GIT_TIMEOUT)
-                _git(clone, "clean", "-fdq", timeout=GIT_TIMEOUT)
+                _git(clone, "clean", "-fdxq", timeout=GIT_TIMEOUT)
                 applied.results.append((p, None, why))
                 say(f"{p.label} {p.subject[:50]}: {why}")
                 continue

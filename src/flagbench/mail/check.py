@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from flagbench.mail.run import MailRun
 
 TOOL = "flagbench"
-PW_STATE = {"pass": "success", "warn": "warning", "fail": "fail"}
+PW_STATE = {"pass": "success", "warn": "warning", "fail": "fail", "pending": "pending"}
 _ORDER = {"pass": 0, "warn": 1, "fail": 2}
 
 
@@ -121,6 +121,21 @@ def b4_json(v: Verdict, url: str = "") -> list[dict]:
     """What b4's check matrix reads from a check command's stdout."""
     return [{"tool": TOOL, "status": v.status, "summary": v.summary, "url": url,
              "details": json.dumps(v.findings)}]
+
+
+def checkpatch_lines(v: Verdict) -> str:
+    """For b4's `am-perpatch-check-cmd` / `prep-perpatch-check-cmd` (b4 am --check, b4 prep
+    --check), which read a checkpatch-style command's lines: a line with ERROR: is a failure,
+    any other a warning, no output (and exit 0) "passed all checks". So: nothing when the
+    verdict passes, else the summary and each finding that is not a pass, one line each."""
+    if v.status == "pass":
+        return ""
+    word = "ERROR" if v.status == "fail" else "WARNING"
+    lines = [f"{word}: {TOOL}: {v.summary}"]
+    for f in v.findings:
+        if f["status"] != "pass":
+            lines.append(f"{'ERROR' if f['status'] == 'fail' else 'WARNING'}: {TOOL}: {f['description']}")
+    return "".join(" ".join(line.split()) + "\n" for line in lines)
 
 
 def patchwork(experiment: str, v: Verdict, url: str = "", context: str | None = None) -> dict:

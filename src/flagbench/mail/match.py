@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from flagbench.mail.apply import _git
 from flagbench.mail.run import MailRun
@@ -25,6 +26,16 @@ class Versions:
     dropped: list[int] = field(default_factory=list)                  # old indices
     added: list[int] = field(default_factory=list)                    # new indices
     notes: list[str] = field(default_factory=list)
+
+
+def labels(v: Versions) -> tuple[str, str]:
+    """What the two versions are called: v1 and v2 by their prefixes, or (one version twice)
+    by their mbox files."""
+    a, b = v.old.mail.version, v.new.mail.version
+    if a != b:
+        return f"v{a}", f"v{b}"
+    x, y = (Path(r.mail.source).name if r.mail.source != "-" else "stdin" for r in (v.old, v.new))
+    return (x, y) if x != y else ("first", "second")
 
 
 def _tip(run: MailRun) -> str:
@@ -109,17 +120,19 @@ def pair_table(v: Versions, a: int, b: int, how: str) -> list[str]:
     p_old, p_new = v.old.mail.patches[a], v.new.mail.patches[b]
     e_old, e_new = evidence(v.old.rows[a]), evidence(v.new.rows[b])
     title = f"#### {p_new.label} {md_cell(p_new.subject)}"
+    one, two = labels(v)
     lines = [_fit(title, WIDTH), "",
-             _fit(f"v1 {p_old.label}, range-diff: {how} ({SAYS.get(how, how)})", WIDTH), ""]
+             _fit(f"{one} {p_old.label}, range-diff: {how} ({SAYS.get(how, how)})", WIDTH), ""]
     w = (WIDTH - 13) // 4   # four columns of cells, their bars and spaces
-    lines += [f"| {'evidence':{w}} | {'v1':>{w}} | {'v2':>{w}} | {'v2 - v1':>{w}} |",
+    heads = [_fit(md_cell(x), w) for x in (one, two, f"{two} - {one}")]
+    lines += [f"| {'evidence':{w}} | " + " | ".join(f"{h:>{w}}" for h in heads) + " |",
               f"|{'-' * (w + 2)}|{'-' * (w + 1)}:|{'-' * (w + 1)}:|{'-' * (w + 1)}:|"]
 
     def row(label, x, y, change=""):
         lines.append(f"| {_fit(label, w):{w}} | {_fit(x, w):>{w}} | {_fit(y, w):>{w}} | {_fit(change, w):>{w}} |")
 
     if "error" in e_old or "error" in e_new:
-        row("applied and built", md_cell(str(e_old.get("error", "yes"))), md_cell(str(e_new.get("error", "yes"))))
+        row("applied and built", "no" if "error" in e_old else "yes", "no" if "error" in e_new else "yes")
     numbers = ["size"] + sorted({k for e in (e_old, e_new) for k in e if k.startswith("count ")})
     for key in numbers + ["padding"]:
         x, y = e_old.get(key), e_new.get(key)
@@ -135,25 +148,29 @@ def pair_table(v: Versions, a: int, b: int, how: str) -> list[str]:
         fo, fn = e_old.get("functions", []), e_new.get("functions", [])
         same = "same" if fo == fn else ""
         row("code changed in", _names(fo), _names(fn), same)
+    for version, e in ((one, e_old), (two, e_new)):
+        if "error" in e:
+            lines.append(_fit(f"- {version}: {md_cell(str(e['error']))}", WIDTH))
     return lines
 
 
 def markdown(v: Versions) -> str:
     o, n = v.old, v.new
+    one, two = (md_cell(x) for x in labels(v))
     head = (f"**flagbench series: {md_cell(o.exp.name)} {o.series.cell}: "
-            f"{md_cell(n.mail.name)}, v{o.mail.version} against v{n.mail.version}**")
+            f"{md_cell(n.mail.name)}, {one} against {two}**")
     lines = [head, "",
-             f"- v{o.mail.version}: {len(o.mail.patches)} patches, {len(o.applied.commits)} applied on "
+             f"- {one}: {len(o.mail.patches)} patches, {len(o.applied.commits)} applied on "
              f"`{o.applied.base.short}`",
-             f"- v{n.mail.version}: {len(n.mail.patches)} patches, {len(n.applied.commits)} applied on "
+             f"- {two}: {len(n.mail.patches)} patches, {len(n.applied.commits)} applied on "
              f"`{n.applied.base.short}`",
              "- each patch against the one before it that applied and built: bloat-o-meter's total, "
              "exact counts", ""]
     for a, b, how in v.pairs:
         lines += pair_table(v, a, b, how) + [""]
-    for what, run, indices in (("added in", n, v.added), ("dropped from", o, v.dropped)):
+    for what, name, run, indices in (("added in", two, n, v.added), ("dropped from", one, o, v.dropped)):
         if indices:
-            lines.append(f"#### patches {what} v{run.mail.version}")
+            lines.append(f"#### patches {what} {name}")
             lines.append("")
             for i in indices:
                 p, e = run.mail.patches[i], evidence(run.rows[i])
@@ -161,8 +178,7 @@ def markdown(v: Versions) -> str:
                         f"size {_num(e['size'])}, code changed in {_names(e['functions'])}")
                 lines.append(_fit(f"- {p.label} {md_cell(p.subject)}: {said}", WIDTH))
             lines.append("")
-    for note in v.notes + [f"v{o.mail.version}: {x}" for x in o.series.notes] + \
-            [f"v{n.mail.version}: {x}" for x in n.series.notes]:
+    for note in v.notes + [f"{one}: {x}" for x in o.series.notes] + [f"{two}: {x}" for x in n.series.notes]:
         lines.append(_fit(f"- {md_cell(note)}", WIDTH))
     return "\n".join(lines).rstrip() + "\n"
 

@@ -9,9 +9,9 @@ that will not be applied (a row says so).
 from __future__ import annotations
 
 import email
+import email.errors
 import email.policy
 import mailbox
-import os
 import re
 import sys
 import tempfile
@@ -46,7 +46,9 @@ class Patch:
     @property
     def label(self) -> str:
         v = f"v{self.version} " if self.version > 1 else ""
-        return f"[PATCH {v}{self.number}/{self.total}]" if self.number is not None else f"[PATCH {v}]".replace(" ]", "]")
+        if self.number is None:
+            return f"[PATCH {v}]".replace(" ]", "]")
+        return f"[PATCH {v}{self.number}/{self.total}]"
 
     @property
     def author_name(self) -> str:
@@ -73,6 +75,8 @@ def load(source: str, allow_cover: bool = False) -> MailSeries:
 
 def _messages(source: str) -> list[bytes]:
     if source == "-":
+        if sys.stdin is None:
+            raise UserError("stdin is closed: no mail to read")
         data = sys.stdin.buffer.read(MAX_BYTES + 1)
         _check_size(len(data), "stdin")
         return split(data, "stdin")
@@ -80,8 +84,11 @@ def _messages(source: str) -> list[bytes]:
     if path.is_dir():
         if not (path / "cur").is_dir() and not (path / "new").is_dir():
             raise UserError(f"{source}: a directory that is not a maildir (no cur/ or new/)")
-        size = sum(f.stat().st_size for sub in ("new", "cur") if (path / sub).is_dir()
-                   for f in (path / sub).iterdir() if f.is_file())
+        files = [f for sub in ("new", "cur") if (path / sub).is_dir() for f in (path / sub).iterdir()]
+        odd = next((f for f in files if f.is_symlink() or not f.is_file()), None)
+        if odd is not None:
+            raise UserError(f"{odd}: not a regular file: a maildir holds mails only")
+        size = sum(f.stat().st_size for f in files)
         _check_size(size, source)
         box = mailbox.Maildir(path, factory=None, create=False)
         return [box.get_bytes(key) for key in sorted(box.keys())]
@@ -113,7 +120,11 @@ def split(data: bytes, where: str) -> list[bytes]:
         raise UserError(f"{where}: empty: no mail")
     if not data.startswith(b"From "):
         return [data]
-    with tempfile.TemporaryDirectory(prefix="flagbench-mbox-") as tmp:
+    from flagbench.cache import cache_dir
+
+    home = cache_dir() / "mail"    # mailbox reads a file: the copy is flagbench's, in its cache
+    home.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mbox-", dir=home) as tmp:
         path = Path(tmp) / "mbox"
         path.write_bytes(data)
         box = mailbox.mbox(path, factory=None, create=False)
@@ -151,9 +162,11 @@ def body_text(msg) -> str:
     parts = msg.walk() if msg.is_multipart() else [msg]
     out = []
     for part in parts:
-        if part.get_content_maintype() != "text" or part.get_content_subtype() not in ("plain", "x-patch", "x-diff"):
-            if not (part.get_content_type() == "application/octet-stream" and part.get_filename("").endswith((".patch", ".diff"))):
-                continue
+        text = part.get_content_type() in ("text/plain", "text/x-patch", "text/x-diff")
+        attached = (part.get_content_type() == "application/octet-stream"
+                    and (part.get_filename() or "").endswith((".patch", ".diff")))
+        if not (text or attached):
+            continue
         payload = part.get_payload(decode=True)
         if payload is None:
             continue

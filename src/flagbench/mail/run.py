@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flagbench import refspec, spec
+from flagbench import refspec, spec, vcs
 from flagbench.errors import UserError
 from flagbench.mail import apply, parse
 from flagbench.series import Row, Series, records_of, run_series
@@ -43,11 +43,20 @@ class Unapplied:
         return {"sha": None, "tree": None, "subject": self.subject, "parents": []}
 
 
-def base_ref(exp: spec.Experiment, mail: parse.MailSeries, base: str | None, variant: str | None) -> tuple[str, str]:
+def base_ref(exp: spec.Experiment, repo: Path, mail: parse.MailSeries, base: str | None,
+             variant: str | None) -> tuple[str, str]:
     """(the ref the patches go onto, where it came from): base-commit: from the mails, else
-    --base, else the template variant's ref, else HEAD (the experiment's tree as committed)."""
+    --base (also when the repository lacks the mails' base-commit), else the template variant's
+    ref, else HEAD (the experiment's tree as committed)."""
     if mail.base_commit:
-        return mail.base_commit, "base-commit: in the mails"
+        try:
+            vcs.resolve(repo, mail.base_commit)
+            return mail.base_commit, "base-commit: in the mails"
+        except vcs.UnknownRef:
+            if not base:
+                raise UserError(f"{mail.source}: base-commit {mail.base_commit[:12]} (from the mails) is not in "
+                                f"{repo}: fetch it, or give --base REF") from None
+            return base, f"--base (the mails' base-commit {mail.base_commit[:12]} is not in the repository)"
     if base:
         return base, "--base"
     template = exp.variant(variant) if variant else exp.variants[0]
@@ -85,7 +94,7 @@ def measure(path, source: str, *, base: str | None = None, variant: str | None =
     mail = mail or parse.load(source)
     for note in mail.notes:
         say(f"{source}: {note}")
-    ref, why = base_ref(exp, mail, base, variant)
+    ref, why = base_ref(exp, repo, mail, base, variant)
     applied = apply.apply_series(repo, mail, ref, say)
     say(f"{len(applied.commits)} of {len(mail.patches)} patch(es) applied onto {applied.base.short} ({why})")
     rexp = relocated(exp, repo, applied.clone) if exp.kernel is None else exp
