@@ -6,7 +6,7 @@ with its cause, written as a report (mbox + markdown) and drawn on a static dash
     gitlog.py     branch tips and first-parent chains (the user's repository only read)
     ledger.py     what was watched and measured (tables beside the store's runs)
     lock.py       one watcher per repository and experiment
-    evidence.py   a commit against the one before it (series.py's stages)
+    evidence.py   a commit against the one before it (series_cells' stages, a series run)
     cause.py      attribution and cause of an exact move
     edivisive.py  change points of a timed history
     bisect.py     changes inside what --stride skipped, bisected on counts

@@ -26,6 +26,10 @@ from flagbench import series_store as ss
 from flagbench.provenance import CommitRecord
 
 
+# where the road puts it: series_cells (its latest), series (before)
+_commit_experiment = getattr(series_cells, "commit_experiment", None) or getattr(series, "commit_experiment")
+
+
 @dataclass
 class Evidence:
     sha: str
@@ -100,7 +104,7 @@ class Pair:
 def open_pair(store, subject: Subject, repo: Path, watch: str, commits, parents: dict) -> Pair:
     """The pair's series run (resumed if it exists), both commits built and their builds recorded."""
     records = [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]
-    dexp, missing = series.commit_experiment(subject.exp, subject.template, list(commits))
+    dexp, missing = _commit_experiment(subject.exp, subject.template, list(commits))
     t, c = subject.target, subject.compiler
     key = ss.run_key("series", "watch", subject.key, [r.sha for r in records])
     run_id = ss.open_run(store, "series", subject.exp.name, key, records, {
