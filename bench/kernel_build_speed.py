@@ -45,8 +45,9 @@ def experiment_copy(where: Path, extra_make: str = "") -> spec.Experiment:
         if f.suffix in (".patch", ".c"):   # the variants' patches and the guest bench's program
             shutil.copy(f, where / f.name)
     text = (TEST_KERNEL / "experiment.toml").read_text()
-    text = text.replace("../../../src/flagbench/run/guest/boot-x86_64.config",
-                        str(ROOT / "src/flagbench/run/guest/boot-x86_64.config"))
+    for fragment in ("boot-x86_64.config", "box-x86_64.config"):
+        text = text.replace(f"../../../src/flagbench/run/guest/{fragment}",
+                            str(ROOT / "src/flagbench/run/guest" / fragment))
     text = text.replace('name = "test-kernel"', f'name = "bench-{where.name}"')
     if extra_make:
         text = text.replace("default = {}", f"default = {{ make = {{ {extra_make} }} }}")
@@ -75,11 +76,11 @@ def by_hand(exp, jobs: int, odir: Path) -> float:
     tree = source.base_tree(exp.kernel.source)
     env = {**os.environ, **PINNED_ENV, **ccache_env(tree)}
     make = ["make", "-C", str(tree.src), f"O={odir}", "ARCH=x86_64", "HOSTCC=ccache gcc", "CC=ccache gcc"]
-    fragment = ROOT / "src/flagbench/run/guest/boot-x86_64.config"
+    fragments = [str(ROOT / "src/flagbench/run/guest" / f) for f in ("boot-x86_64.config", "box-x86_64.config")]
     start = time.monotonic()
     for argv in (make + ["tinyconfig"],
                  [str(tree.src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(odir),
-                  str(odir / ".config"), str(fragment)],
+                  str(odir / ".config"), *fragments],
                  make + ["olddefconfig"], make + [f"-j{jobs}", "all"]):
         done = procs.run(argv, env=env, timeout=7200)
         if done.failure:

@@ -107,15 +107,66 @@ def _procs_is_per_test():
     procs.uninstall()
 
 
-# The modules that build and boot kernels, longest first (durations of a clean clone's run):
-# xdist hands modules out in collection order (--dist loadfile with --no-loadscope-reorder, as
-# `make test` runs it: by default xdist reorders them by their number of tests, which put these,
-# with few tests each, last), so these start first and the many short modules fill in beside
-# them, instead of one long module running alone at the end.
-LONGEST_FIRST = ("test_labgrid.py", "test_series.py", "test_kexec.py", "test_kernel_build.py", "test_stubs.py",
-                 "test_guest.py", "test_bisect.py", "test_distcc.py", "test_hosts_run.py", "test_box.py")
+# The modules whose slow tests build or boot x86_64 kernels, longest first (durations of a clean
+# clone's run). They all start from the suite's one kernel (tests/kernel_util.py: the configuration
+# the box, the kexec and labgrid variants, the series and the test kernel share): on a fresh
+# machine its cold build takes minutes. So the first worker starts that build in the background
+# as soon as it has collected (`make check`, without slow tests, builds nothing), the other
+# modules run first beside it, and these come last, longest first (xdist hands modules out in
+# collection order with --dist loadfile --no-loadscope-reorder, as `make test` runs it), so no
+# worker waits idle for the build while there is other work, and no long module runs alone at
+# the end. Before the first slow test of these in a worker, the build is waited for (a file lock
+# in the cache: both workers share one build) or found cached.
+SHARED_KERNEL_USERS = ("test_labgrid.py", "test_series.py", "test_kexec.py", "test_kernel_build.py", "test_guest.py",
+                       "test_bisect.py", "test_distcc.py", "test_box.py", "test_mix_c.py", "test_normalise.py")
+# the longest of the others first, beside the build
+LONGEST_FIRST = ("test_hosts_run.py", "test_stubs.py")
+_shared_kernel_done = False
+_builder = None
+
+
+def _needs_shared_kernel(item) -> bool:
+    return item.path.name in SHARED_KERNEL_USERS and item.get_closest_marker("slow") is not None
 
 
 def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: file order kept within
+    users = {name: i for i, name in enumerate(SHARED_KERNEL_USERS)}
+    first = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def order(item):
+        name = item.path.name
+        return (1, users[name]) if name in users else (0, first.get(name, len(first)))
+    items.sort(key=order)   # stable: file order kept within
+
+
+def pytest_collection_finish(session):
+    """The shared kernel's build, started in the background by one worker (gw0, or a run without
+    xdist) when a collected test needs it; its output in <cache>/kernel/shared-kernel.log."""
+    global _builder
+    if (os.environ.get("PYTEST_XDIST_WORKER", "gw0") != "gw0" or session.config.option.collectonly
+            or not any(map(_needs_shared_kernel, session.items))):
+        return
+    from flagbench.build import cache_dir
+    log_path = cache_dir() / "kernel" / "shared-kernel.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        _builder = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
+             "from kernel_util import shared_kernel; shared_kernel()", str(ROOT / "tests")],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), CACHE_ENV: str(cache_dir())},
+            stdin=subprocess.DEVNULL,
+            stdout=log, stderr=log)
+
+
+def pytest_sessionfinish(session):
+    if _builder is not None and _builder.poll() is None:   # the run ended first (-x, ^C): the build too
+        stop_server(_builder, within=60)
+
+
+def pytest_runtest_setup(item):
+    global _shared_kernel_done
+    if _shared_kernel_done or not _needs_shared_kernel(item):
+        return
+    from kernel_util import shared_kernel
+    _shared_kernel_done = True        # once per worker, built or not (a test that needs it says why not)
+    shared_kernel()

@@ -1,9 +1,14 @@
-"""The test kernel, shared by the kernel build tests and the boot tests: tinyconfig x86_64 on
-Debian's 6.1 tree plus src/flagbench/run/guest/boot-x86_64.config (tests/data/kernel).
+"""The suite's one kernel configuration: tinyconfig x86_64 on Debian's 6.1 tree plus the box's
+fragments (src/flagbench/run/guest/boot-x86_64.config and box-x86_64.config: serial console,
+initramfs, virtio-net, kexec, /proc/config.gz). The test kernel (tests/data/kernel), the kexec
+test box (`flagbench box`), the kexec variants (config = "host": the box's own), the labgrid
+boards and the kernel series all configure to this same .config, so on a fresh machine the
+suite compiles one kernel for real: every other cell starts from its O= directory
+(kbuild/seed.py) or hits ccache (a series' git walk).
 
-Built through the content cache, so a second test session (or the second xdist worker) runs
-no make; a file lock makes two workers build once. `patched` changes one function, so after
-`default` it is nearly all ccache hits.
+`shared_kernel()` is that one build (tests/conftest.py asks for it before the first test of each
+module that builds kernels): under a file lock in the cache, so the two xdist workers of
+`make test` build it once; a later session finds it cached and runs no make.
 
     from kernel_util import build_test_kernels
     kernels = build_test_kernels()            # {"default": KernelBuild, "patched": KernelBuild}
@@ -20,9 +25,13 @@ from flagbench import spec
 from flagbench.build import cache_dir
 from flagbench.kbuild import source
 from flagbench.kbuild.build import KernelBuild, build_kernels
+from flagbench.run.guest.box import FRAGMENTS
 
 EXPERIMENT = Path(__file__).resolve().parent / "data" / "kernel"
 BOOT_FRAGMENT = Path(spec.__file__).resolve().parent / "run" / "guest" / "boot-x86_64.config"
+assert BOOT_FRAGMENT in FRAGMENTS
+# an experiment of the tests' own configures like the rest with `fragments = {FRAGMENTS_TOML}`
+FRAGMENTS_TOML = "[" + ", ".join(f'"{f}"' for f in FRAGMENTS) + "]"
 
 
 def missing_tools() -> list[str]:
@@ -51,6 +60,23 @@ def build_test_kernels(variants=("default", "patched"), *, extra_fragments=()) -
     with source.locked(cache_dir() / "kernel" / "test-kernel.lock"):
         builds = build_kernels(exp, cells, jobs=2, progress=False, extra_fragments=extra_fragments)
     return {b.cell.variant.name: b for b in builds}
+
+
+def shared_kernel() -> KernelBuild:
+    """The suite's one cold kernel build (the test kernel's `default`), built or cached."""
+    return build_test_kernels(("default",))["default"]
+
+
+def kernel_pair() -> tuple[Path, Path]:
+    """Two vmlinux files of one configuration, one function apart: the suite's (`default`,
+    `patched`), or FLAGBENCH_KERNEL_PAIR's vmlinux.old and vmlinux.new when set (e.g.
+    bench/make-kernel-pair --big: over 20k functions)."""
+    import os
+    pair = os.environ.get("FLAGBENCH_KERNEL_PAIR")
+    if pair:
+        return Path(pair) / "vmlinux.old", Path(pair) / "vmlinux.new"
+    kernels = build_test_kernels(("default", "patched"))
+    return kernels["default"].vmlinux, kernels["patched"].vmlinux
 
 
 def appending_patch(src: Path, rel: str, line: str) -> str:

@@ -70,7 +70,7 @@ def test_narrow_finds_the_carrier_and_a_spread_effect():
 def test_threshold_parsing_and_direction():
     assert timed.parse_threshold("+5%") == timed.Threshold(0.05, 1)
     assert timed.parse_threshold("-2.5%") == timed.Threshold(0.025, -1)
-    assert timed.parse_threshold("0.1") == timed.Threshold(0.1, 0)
+    assert timed.parse_threshold("10") == timed.Threshold(0.1, 0)      # a bare number is percent
     t = timed.parse_threshold("5%")
     assert t.past(1.06) and t.past(0.94) and not t.past(1.04)
     with pytest.raises(ValueError):
@@ -150,9 +150,9 @@ def test_object_bisection_cli_and_bad_input(tmp_path, module_cache):
     done = flagbench("bisect", str(exp), "--objects", "--metric", "size", cache=module_cache)
     assert done.returncode == 0, done.stderr
     # code bytes add up exactly: all of B's differing objects in A measure what B measures
-    first = done.stdout.splitlines()[0]
+    first, second = done.stdout.splitlines()[:2]
     b_minus_a = first.split("(")[1].split(")")[0]
-    assert first.endswith(f"in a: {b_minus_a}") and " carr" in done.stdout
+    assert second.endswith(f"in a: {b_minus_a}") and " carr" in done.stdout
     done = flagbench("bisect", str(exp), "--objects", "a", "nope", cache=module_cache)
     assert done.returncode == 2 and "no variant 'nope'" in done.stderr and "Traceback" not in done.stderr
     done = flagbench("bisect", str(exp), "--objects", "--metric", "time", cache=module_cache)

@@ -100,6 +100,7 @@ def test_behind_ccache_the_misses_go_to_distcc(farm, tmp_path):
     ("host:99999/2", "port out of range"),
     ("host/2 other", "not HOST, HOST/LIMIT"),
     ("--randomize", "not HOST, HOST/LIMIT"),
+    ("host/0", "a slot count of 0 sends it nothing"),
 ])
 def test_a_bad_host_is_one_line_and_exit_2(tmp_path, entry, message):
     exp = write_experiment(tmp_path / "exp", f'sources = ["a.c"]\n\n[build]\ndistcc = ["ok/2", "{entry}"]\n' + PLAIN)
@@ -186,7 +187,7 @@ def test_kernel_through_distcc_is_the_local_build(farm, tmp_path):
     kernel would say no more, at ten minutes of this machine)."""
     import secrets
 
-    from kernel_util import BOOT_FRAGMENT, appending_patch, build_test_kernels
+    from kernel_util import FRAGMENTS_TOML, appending_patch, build_test_kernels
 
     local = build_test_kernels(("default",))["default"]    # the reference, and a warm ccache
     nonce = secrets.token_hex(8)                           # a result no earlier session stored
@@ -197,7 +198,7 @@ def test_kernel_through_distcc_is_the_local_build(farm, tmp_path):
         [kernel]
         source = "debian:6.1"
         config = "tinyconfig"
-        fragments = ["{BOOT_FRAGMENT}"]
+        fragments = {FRAGMENTS_TOML}
         [variants]
         touched = {{ patches = ["nonce.patch"] }}
         """, {"nonce.patch": patch})
@@ -252,3 +253,59 @@ def _text(vmlinux: Path, tmp: Path) -> bytes:
     out = tmp / "text.bin"
     subprocess.run(["objcopy", "-O", "binary", "--only-section=.text", str(vmlinux), str(out)], check=True)
     return out.read_bytes()
+
+
+class _Listener:
+    """A port that takes connections and counts them: SILENT ones are held open unanswered (a
+    distccd hung or behind a firewall that accepts), else closed at once (a distccd that refuses
+    this client: --allow for other addresses)."""
+
+    def __init__(self, silent: bool):
+        import socket
+        import threading
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted, self.held, self.silent = 0, [], silent
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            if self.silent:
+                self.held.append(conn)
+            else:
+                conn.close()
+
+    def close(self):
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.mark.parametrize("silent", [True, False], ids=["silent", "refusing"])
+def test_a_host_that_does_not_answer_is_probed_once_per_run(monkeypatch, silent):
+    """One bounded probe per host per run, whatever the compilers: the first compiler's probe
+    connects (distcc itself may reconnect within it), the later compilers' connect no more."""
+    if shutil.which("distcc") is None:
+        pytest.skip("distcc is not installed")
+    monkeypatch.setattr(distcc, "PROBE_TIMEOUT", 4.0)
+    monkeypatch.setattr(distcc, "_DECIDED", {})
+    monkeypatch.setattr(distcc, "_SILENT", {})
+    server = _Listener(silent)
+    said: list[str] = []
+    try:
+        host = f"127.0.0.1:{server.port}/2"
+        assert distcc.hosts_for([host], [["gcc"]], said.append) == ()
+        first = server.accepted
+        assert distcc.hosts_for([host], [["gcc", "-fno-common"]], said.append) == ()
+        assert distcc.hosts_for([host], [["cc"]], said.append) == ()
+    finally:
+        server.close()
+    assert first > 0 and server.accepted == first, (first, server.accepted, said)
+    dropped = [s for s in said if s.startswith(f"distcc host 127.0.0.1:{server.port} dropped:")]
+    assert len(dropped) == 3 and len(set(dropped)) == 1, said     # said per compiler, asked once
+    assert "within 4 s, 1 try (" in dropped[0], said

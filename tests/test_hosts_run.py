@@ -234,6 +234,8 @@ def test_doctor_host_says_what_the_host_takes_and_what_is_noisy(tmp_path):
             assert not report["kexec"]["ready"] and any(str(image) in r for r in report["kexec"]["refusal"])
         text = flagbench("doctor", "--host", "box", env={"FLAGBENCH_SSH": box.ssh_env}, timeout=120)
         assert text.returncode == 0 and "box: reachable" in text.stdout and "fix:" in text.stdout
+        first = text.stdout.splitlines()[0]
+        assert first.startswith("box: reachable (") and first.endswith(f" s to connect); hostname {os.uname().nodename}")
         assert "  kexec     " in text.stdout
         exp = experiment(tmp_path / "exp")
         cpu = run(exp, "--db", tmp_path / "fb.db", "--host", "box", "--cpu", "999", cwd=tmp_path, ssh=box.ssh_env)

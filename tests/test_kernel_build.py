@@ -21,7 +21,7 @@ from flagbench.kbuild import config as kconfig_file
 from flagbench.size import objects, summary
 from flagbench.kbuild import source
 from flagbench.kbuild.build import build_kernels
-from kernel_util import EXPERIMENT, appending_patch, build_test_kernels, missing_tools, test_experiment
+from kernel_util import EXPERIMENT, FRAGMENTS_TOML, appending_patch, build_test_kernels, missing_tools, test_experiment
 
 pytestmark = pytest.mark.slow   # kernel builds
 
@@ -366,7 +366,6 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
     import shutil
     import signal
     import time
-    fragment = Path(spec.__file__).resolve().parent / "run" / "guest" / "boot-x86_64.config"
     exp = tmp_path / "exp"
     exp.mkdir()
     # a comment appended to a header 110 objects include: the build starts from the test kernel's
@@ -375,7 +374,7 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
                                                         "/* flagbench's kill -9 test */"))
     (exp / "experiment.toml").write_text(
         f'name = "kill9"\ntargets = ["x86_64"]\n[kernel]\nsource = "debian:6.1"\nconfig = "tinyconfig"\n'
-        f'fragments = ["{fragment}"]\n[variants]\ndefault = {{ patches = ["own-tree.patch"] }}\n')
+        f'fragments = {FRAGMENTS_TOML}\n[variants]\ndefault = {{ patches = ["own-tree.patch"] }}\n')
     trees = cache_dir() / "kernel" / "trees"
     before = set(trees.glob("debian-6.1*/out/kill9-*"))
     env = {**os.environ, "PYTHONPATH": str(Path(spec.__file__).resolve().parents[1])}

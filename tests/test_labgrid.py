@@ -335,7 +335,7 @@ def test_a_board_without_kexec_boots_each_variant_by_power_cycle(tmp_path):
         assert done.stderr.count("power-cycle place qb into") == 4, done.stderr
         assert "place qb is back on its own image" in done.stderr and lab.acquired("qb") is None
         assert not qemus(marker)                            # labgrid's qemu ended with the run
-        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (kexec)"]
+        got = [s for s in _samples(tmp_path / "fb.db") if s["bench"] == "getppid on qb (power cycle)"]
         assert len(got) == 8                               # 2 variants x 2 rounds x 2 samples
         one_kernel_per_variant(got, not_this=kernel.identity)
         boots = {}
@@ -484,13 +484,125 @@ def test_a_place_a_killed_run_held_is_released_by_the_next(small_lab, object_cac
 
     lab = small_lab
     lab.client("-p", "p", "acquire")                       # as this user, like the killed run
-    lab_state.state_dir().mkdir(parents=True)
-    (lab_state.state_dir() / "TOKEN1.json").write_text(json.dumps(
-        {"coordinator": lab.address, "user": me(), "spec": "p", "token": "TOKEN1", "place": "p",
-         "owner": "7fffffff0000000000000001", "pid": 2**31 - 1, "since": time.time() - 90}))
+    dead_note(lab, "TOKEN1", changed=changed_of(lab, "p"))
     said: list[str] = []
     with Lab.connect(said.append):
         pass
     assert lab.acquired("p") is None
     assert any("place p: released; it was held as" in s and "that was killed" in s for s in said), said
     assert not list(lab_state.state_dir().glob("*.json"))
+
+
+def dead_note(lab, token: str, changed) -> None:
+    """The note a run killed with -9 leaves (hosts/lab_state.py) for place p."""
+    from flagbench.hosts import lab_state
+    lab_state.state_dir().mkdir(parents=True, exist_ok=True)
+    (lab_state.state_dir() / f"{token}.json").write_text(json.dumps(
+        {"coordinator": lab.address, "user": me(), "spec": "p", "token": token, "place": "p", "changed": changed,
+         "owner": "7fffffff0000000000000001", "pid": 2**31 - 1, "since": time.time() - 90}))
+
+
+def changed_of(lab, place: str) -> float:
+    """The coordinator's `changed` time of PLACE, through labgrid's own client session."""
+    from labgrid.remote import client
+    session = client.start_session(lab.address)
+    try:
+        return session.places[place].changed
+    finally:
+        session.loop.run_until_complete(session.stop())
+        session.loop.run_until_complete(session.close())
+
+
+@pytest.mark.slow
+def test_a_place_acquired_again_by_hand_after_a_kill_is_left_alone(small_lab, object_cache):
+    """The killed run's acquisition was released by hand and the user took the place again: the
+    next run (which wants another place, or none) must not release the user's own hold."""
+    from flagbench.hosts import lab_state
+    from flagbench.hosts.labgrid import Lab
+
+    lab = small_lab
+    lab.client("-p", "p", "acquire")                   # the killed run's acquisition ...
+    killed_at = changed_of(lab, "p")
+    time.sleep(0.05)
+    lab.client("-p", "p", "release")                   # ... released by hand, taken again by hand
+    lab.client("-p", "p", "acquire")
+    dead_note(lab, "TOKEN2", changed=killed_at)
+    said: list[str] = []
+    try:
+        with Lab.connect(said.append):
+            pass
+        assert lab.acquired("p") == me(), said
+        assert any(s.startswith(f"place p: left to {me()}, who acquired it after") for s in said), said
+        assert not any("released" in s for s in said), said
+        assert not list(lab_state.state_dir().glob("*.json"))
+    finally:
+        lab.client("-p", "p", "release")
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:99999", "[::1", "host:port", "a@b:1"])
+def test_a_bad_coordinator_address_is_one_line_and_exit_2(tmp_path, address):
+    done = flagbench("run", ROOT / "cases" / "memcpy-strategy", "--place", "p", "--db", tmp_path / "db",
+                     env={"LG_COORDINATOR": address}, cache=tmp_path / "cache")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"flagbench run: LG_COORDINATOR={address!r}: not HOST or HOST:PORT"), done.stderr
+
+
+def test_an_unreachable_coordinator_is_flagbenchs_one_line_and_place_wait_0_is_taken(tmp_path):
+    from redis_util import free_port
+    done = flagbench("run", ROOT / "cases" / "memcpy-strategy", "--place", "p", "--place-wait", "0",
+                     "--db", tmp_path / "db", env={"LG_COORDINATOR": f"127.0.0.1:{free_port()}"},
+                     cache=tmp_path / "cache")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr      # no "ERROR:root:" before it
+    assert done.stderr.startswith("flagbench run: labgrid coordinator 127.0.0.1:"), done.stderr
+    assert "unreachable" in done.stderr and "Connection refused" in done.stderr, done.stderr
+    bad = flagbench("run", ROOT / "cases" / "memcpy-strategy", "--place", "p", "--place-wait", "-1",
+                    "--db", tmp_path / "db", cache=tmp_path / "cache")
+    assert bad.returncode == 2 and bad.stderr.startswith("flagbench run: --place-wait '-1'"), bad.stderr
+
+
+@pytest.mark.slow
+def test_a_coordinator_gone_mid_run_says_not_released_once(tmp_path, object_cache, monkeypatch):
+    from flagbench.hosts.labgrid import Lab, LabError
+
+    with test_lab(tmp_path / "lab") as lab:
+        lab.export("e", {"g": {"NetworkService": {"address": "127.0.0.1", "port": 2222, "username": "fb"}}})
+        lab.place("q", "e/g/*")
+        monkeypatch.setenv("LG_COORDINATOR", lab.address)
+        monkeypatch.delenv("LG_ENV", raising=False)
+        said: list[str] = []
+        with pytest.raises(LabError) as e:
+            with Lab.connect(said.append) as client:
+                client.lease("q", wait_s=10)
+                lab.stop()                                  # the coordinator goes away mid-run
+    lines = [*said, str(e.value)]
+    assert sum("not released" in line for line in lines) == 1, lines
+    assert str(e.value).startswith("place q: not released: labgrid coordinator"), lines
+
+
+@pytest.mark.slow
+def test_the_box_lab_is_a_lab_to_try_place_on(tmp_path):
+    """hosts/lab_box.py (`flagbench box start --lab`) around a box: here the sshd test server
+    answering as the ssh alias "box" stands in for the qemu box (no kernel build). A run with
+    --place box is reserved, acquired, timed there and released; stop_lab leaves no labgrid."""
+    from flagbench.hosts import lab_box
+    from flagbench.run.guest.box_state import start_time_of
+    from test_hosts_run import experiment as host_experiment
+
+    with sshd_server(tmp_path / "box", alias="box") as box:
+        lab = lab_box.start_lab(tmp_path / "lab", alias="box", arch=os.uname().machine)
+        try:
+            pids = [p["pid"] for p in json.loads((tmp_path / "lab" / lab_box.STATE).read_text())["processes"].values()]
+            assert len(pids) == 2 and all(start_time_of(pid) for pid in pids)
+            assert lab_box.load_lab(tmp_path / "lab").address == lab.address == lab.exports["LG_COORDINATOR"]
+            exp = host_experiment(tmp_path / "exp", samples=2)
+            env = {**lab.exports, "FLAGBENCH_SSH": box.ssh_env, "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+            done = run(tmp_path, env, exp, "--db", tmp_path / "fb.db", "--place", "box", "--format", "json")
+            assert done.returncode == 0, done.stderr[-3000:]
+            assert "place box: acquired by" in done.stderr and "place box: released" in done.stderr, done.stderr
+            assert "its shell is root@box (NetworkService)" in done.stderr, done.stderr
+            taken = samples(tmp_path / "fb.db")
+            assert sum(s["cell"].endswith(":host=box") for s in taken) >= 4, taken[:2]   # 2 variants x 2 samples
+        finally:
+            assert lab_box.stop_lab(tmp_path / "lab")
+        assert not any(start_time_of(pid) for pid in pids)          # nothing of the lab outlives stop
+        assert lab_box.load_lab(tmp_path / "lab") is None and not lab_box.stop_lab(tmp_path / "lab")

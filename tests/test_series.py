@@ -101,17 +101,19 @@ def c_repo(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def c_series(c_repo, tmp_path_factory):
     cache = tmp_path_factory.getbasetemp() / "series-cache"
+    db = tmp_path_factory.mktemp("series-db") / "fb.db"
     before = repo_state(c_repo)
-    done = flagbench("series", c_repo / "exp", "base..main", "--format", "json", cache=cache, timeout=600)
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "json", "--db", db, cache=cache,
+                     timeout=600)
     assert done.returncode == 0, done.stderr
     assert repo_state(c_repo) == before
-    again = flagbench("series", c_repo / "exp", "base..main", cache=cache, timeout=600)
+    again = flagbench("series", c_repo / "exp", "base..main", "--fresh", "--db", db, cache=cache, timeout=600)
     assert again.returncode == 0, again.stderr
-    return json.loads(done.stdout), again.stdout, cache
+    return json.loads(done.stdout), again.stdout, cache, db
 
 
 def test_c_series_rows_name_the_commits_and_match_bloat_o_meter(c_series, c_repo, tmp_path):
-    data, text, _ = c_series
+    data, text, _, _ = c_series
     rows = data["rows"]
     subjects = ["base", *(s for s, _, _ in C_COMMITS)]
     assert [r["subject"] for r in rows] == subjects
@@ -133,7 +135,7 @@ def test_c_series_rows_name_the_commits_and_match_bloat_o_meter(c_series, c_repo
     assert grown["vs_parent"]["counts"] == {"sum insns_per_iter": 0.0}
     broken, loop = by["loop: broken"], by["loop: xor each step"]
     assert not broken["built"] and "expected ';'" in broken["error"] and "exp/loop.c:" in broken["error"]
-    assert loop["compared_with"] == grown["short"]                  # the last commit that built
+    assert loop["compared_with"] == grown["short"]    # its first parent did not build: the nearest that did
     assert loop["vs_parent"]["functions"] == ["sum_loop"] and loop["vs_parent"]["total"] > 0
     assert loop["vs_parent"]["counts"]["sum insns_per_iter"] > 0    # the loop runs more instructions
     assert loop["vs_base"]["total"] == grown["vs_parent"]["total"] + loop["vs_parent"]["total"]
@@ -144,21 +146,50 @@ def test_c_series_rows_name_the_commits_and_match_bloat_o_meter(c_series, c_repo
 
 
 def test_c_series_markdown_has_a_row_per_commit(c_series, c_repo):
-    _, _, cache = c_series
-    done = flagbench("series", c_repo / "exp", "base..main", "--format", "md", "--no-counts", cache=cache)
+    _, _, cache, db = c_series
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "md", "--no-counts", "--db", db,
+                     cache=cache)
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
     assert len(rows) == 1 + len(C_COMMITS)
     assert "| helper: a second case |" in done.stdout
-    done = flagbench("series", c_repo / "exp", "base..main", "--format", "html", cache=cache)
+    done = flagbench("series", c_repo / "exp", "base..main", "--format", "html", "--db", db, cache=cache)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("<svg") == 2 and "helper: a second case" in done.stdout   # size and sum counts
+
+
+def test_a_series_is_a_stored_run_that_report_prints_again_without_building(c_series, c_repo, tmp_path):
+    """`report --list` names the series run; `report RUN` reprints its table byte for byte from the
+    store alone (its cache empty: nothing can be built); the series run again resumes and measures
+    nothing (its samples stay as they were)."""
+    import sqlite3
+
+    _, text, cache, db = c_series
+    listed = flagbench("report", "--list", "--db", db)
+    assert listed.returncode == 0, listed.stderr
+    run_id = re.search(r"^run (\d+);", text, re.M).group(1)
+    line = next(ln for ln in listed.stdout.splitlines() if ln.split()[0] == run_id)
+    assert " series " in line and line.endswith(", base..main")
+    again = flagbench("report", run_id, "--db", db, cache=tmp_path / "empty-cache")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == text
+    assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").rglob("*.o"))
+    with sqlite3.connect(db) as con:
+        samples = con.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0]
+    resumed = flagbench("series", c_repo / "exp", "base..main", "--db", db, cache=cache)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout == text and "every commit is stored" in resumed.stderr
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM samples WHERE run_id = ?", (run_id,)).fetchone()[0] == samples
+        provs = [json.loads(p) for (p,) in con.execute("SELECT provenance FROM samples WHERE run_id = ?", (run_id,))]
+    shas = {git(c_repo, "rev-parse", "base").strip(), *git(c_repo, "rev-list", "base..main").split()}
+    assert provs and all(p["commit"]["sha"] in shas and len(p["commit"]["tree"]) == 40 for p in provs)
 
 
 def test_ref_variants_read_the_sources_at_their_commit(c_repo, c_series, tmp_path):
     """Variants naming commits: `size` compares those commits' objects, refs with one tree share
     their objects, and the user's checkout is not touched."""
-    _, _, cache = c_series
+    _, _, cache, _ = c_series
     exp = c_repo / "exp" / "refs.toml"
     exp.write_text('sources = ["loop.c"]\n[variants]\nold = { ref = "base" }\nnew = { ref = "main~2" }\n'
                    'empty = { ref = "main~3" }\ncomment = { ref = "main~4" }\n')
@@ -188,7 +219,7 @@ def test_an_unknown_ref_is_its_line_and_exit_2(c_repo, tmp_path):
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"flagbench size: {exp}:5: variant 'new': ref 'no-such-branch' names no commit in {c_repo}"]
-    done = flagbench("series", c_repo / "exp", "base..no-such", cache=tmp_path / "cache")
+    done = flagbench("series", c_repo / "exp", "base..no-such", "--db", tmp_path / "fb.db", cache=tmp_path / "cache")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "no-such" in done.stderr and "Traceback" not in done.stderr
 
@@ -217,7 +248,8 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
 
     exp = demo_series.experiment(CASE, kernel_repo)    # the case's series.toml, its source the repository
     before = repo_state(kernel_repo)
-    done = flagbench("series", exp, "base..series", "--format", "json", "-j2", timeout=3600)
+    done = flagbench("series", exp, "base..series", "--format", "json", "-j2", "--db", tmp_path / "fb.db",
+                     timeout=3600)
     assert done.returncode == 0, done.stderr
     assert repo_state(kernel_repo) == before
     rows = json.loads(done.stdout)["rows"]

@@ -8,7 +8,9 @@ runs `distcc COMPILER` for its misses (CCACHE_PREFIX=distcc); otherwise flagbenc
 it must be there: distcc#358).
 
 What distcc gets wrong without a word, checked before anything compiles, once per run
-(per compiler, bounded by PROBE_TIMEOUT, hosts in parallel):
+(per compiler, hosts in parallel; a host gets CONNECT_TIMEOUT to take the connection and
+PROBE_TIMEOUT for the whole probe, retries included, and one that does not answer is dropped
+for the rest of the run, every compiler, without being asked again):
 - a host whose compiler is another version (or another build, or a wrapper adding flags)
   makes other objects: one probe file is compiled there (DISTCC_FALLBACK=0: really there)
   and here, and the two objects must be the same bytes; a host that differs is dropped,
@@ -29,6 +31,7 @@ import shutil
 import socket
 import tempfile
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,7 +45,7 @@ ENV = "FLAGBENCH_DISTCC_HOSTS"
 DEFAULT_PORT = 3632
 CONNECT_TIMEOUT = 3.0
 PROBE_TIMEOUT = 30.0
-PROBE_TRIES = 3          # a host is dropped when the probe fails this many times in a row
+PROBE_TRIES = 3          # a dropped connection is tried again, this often at most, within PROBE_TIMEOUT
 LOCAL = "localhost"          # distcc's name for "compile here"
 # [user@]host[:port][/limit][,lzo]; "localhost[/N]" is distcc's own local slots
 _ENTRY = re.compile(r"(?:(?P<user>[A-Za-z0-9_.-]*)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_][A-Za-z0-9_.-]*)"
@@ -72,6 +75,8 @@ def check_host(entry: str) -> str | None:
         return f"distcc host {entry!r}: the only option flagbench passes on is ,lzo"
     if m.group("port") and not 0 < int(m.group("port")) < 65536:
         return f"distcc host {entry!r}: port out of range"
+    if m.group("limit") and int(m.group("limit")) == 0:
+        return f"distcc host {entry!r}: a slot count of 0 sends it nothing: give /1 or more, or leave the host out"
     return None
 
 
@@ -172,7 +177,9 @@ def cell_envs(hosts: Sequence[str], cells: Sequence[tuple[str, str, Sequence[str
 
 # -- the check before a run ----------------------------------------------------------------------
 _DECIDED: dict[tuple, tuple[str, ...]] = {}
-_LOCK = threading.Lock()
+_SILENT: dict[str, str] = {}    # host -> why: it did not answer once this run, it is not asked again
+_LOCK = threading.Lock()           # held while a decision is made (the probes' threads run under it)
+_SILENT_LOCK = threading.Lock()
 
 
 def hosts_for(hosts: Sequence[str], compilers: Sequence[Sequence[str]], say: Say, *,
@@ -218,23 +225,28 @@ def _check_one(host: str, index: int, argv: tuple[str, ...], work: Path, here: b
     """None when HOST compiles the probe with ARGV to HERE's bytes, else why not."""
     if shown(host) == LOCAL:
         return None
-    m = _ENTRY.fullmatch(host)
-    if m and m.group("user") is None:   # ssh hosts ([user]@host) start distccd by ssh: the probe tells
-        name = m.group("host").strip("[]")
-        port = int(m.group("port") or DEFAULT_PORT)
-        try:
-            socket.create_connection((name, port), timeout=CONNECT_TIMEOUT).close()
-        except OSError as e:
-            return f"does not answer on port {port} ({e.strerror or e})"
+    with _SILENT_LOCK:
+        if host in _SILENT:
+            return _SILENT[host]
+    why = _reach(host)
+    if why:
+        return _silent(host, why)
+    deadline = time.monotonic() + PROBE_TIMEOUT
+    there, log, attempt = f"no time left of {PROBE_TIMEOUT:g} s", work / f"{index}.log", 0
     for attempt in range(PROBE_TRIES):   # a dropped connection under load is not a verdict on the host
+        left = deadline - time.monotonic()
+        if left < 1:
+            break
         log = work / f"{index}.{attempt}.log"
+        began = time.monotonic()
         there = _compile(("distcc", *argv), work, f"{index}.o",
                          {"DISTCC_HOSTS": host, "DISTCC_FALLBACK": "0", "DISTCC_BACKOFF_PERIOD": "0",
-                          "DISTCC_IO_TIMEOUT": str(int(PROBE_TIMEOUT)), "DISTCC_LOG": str(log)})
-        if not isinstance(there, str):
-            break
-    if isinstance(there, str):
-        return f"cannot compile with {argv[0]} there, {PROBE_TRIES} tries ({_distcc_error(log) or there})"
+                          "DISTCC_IO_TIMEOUT": str(max(1, int(left))), "DISTCC_LOG": str(log)}, timeout=left)
+        if not isinstance(there, str) or time.monotonic() - began > CONNECT_TIMEOUT:
+            break                # bytes, or a host that kept us waiting: asking again waits again
+    if isinstance(there, str):   # no answer within the probe's time: not asked again this run
+        return _silent(host, f"cannot compile with {argv[0]} there within {PROBE_TIMEOUT:.0f} s, "
+                             f"{attempt + 1} tr{'y' if attempt == 0 else 'ies'} ({_distcc_error(log) or there})")
     if there == here:
         return None
     ours, theirs = _comment(here), _comment(there)
@@ -243,16 +255,37 @@ def _check_one(host: str, index: int, argv: tuple[str, ...], work: Path, here: b
     return f"its {argv[0]} makes other objects than this machine's (same version, other flags or build)"
 
 
-def _compile(argv: Sequence[str], work: Path, out: str, extra: dict | None) -> bytes | str:
+def _reach(host: str) -> str | None:
+    """Why HOST's distccd port does not take a connection within CONNECT_TIMEOUT, or None (ssh
+    hosts, [user]@host, start distccd by ssh: the probe tells)."""
+    m = _ENTRY.fullmatch(host)
+    if not m or m.group("user") is not None:
+        return None
+    port = int(m.group("port") or DEFAULT_PORT)
+    try:
+        socket.create_connection((m.group("host").strip("[]"), port), timeout=CONNECT_TIMEOUT).close()
+    except OSError as e:
+        return f"does not answer on port {port} ({e.strerror or e})"
+    return None
+
+
+def _silent(host: str, why: str) -> str:
+    with _SILENT_LOCK:
+        _SILENT.setdefault(host, why)
+    return why
+
+
+def _compile(argv: Sequence[str], work: Path, out: str, extra: dict | None,
+             timeout: float | None = None) -> bytes | str:
     """The probe's object bytes, or why there are none."""
     run_env = {**os.environ, "LC_ALL": "C", **(extra or {})}
+    timeout = PROBE_TIMEOUT + 5 if timeout is None else timeout
     try:
-        done = procs.run([*argv, "-O2", "-c", "probe.c", "-o", out], timeout=PROBE_TIMEOUT + 5,
-                         cwd=work, env=run_env)
+        done = procs.run([*argv, "-O2", "-c", "probe.c", "-o", out], timeout=timeout, cwd=work, env=run_env)
     except OSError as e:
         return f"{argv[0]}: {e.strerror or e}"
     if done.timed_out:
-        return f"no answer within {PROBE_TIMEOUT:.0f} s"
+        return f"no answer within {timeout:.0f} s"
     if done.returncode:
         lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
         return lines[0].strip() if lines else f"exit status {done.returncode}"

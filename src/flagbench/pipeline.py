@@ -182,16 +182,10 @@ def _fleet(exp, opts: Options, say):
         return
     from flagbench.hosts import checks
     from flagbench.hosts.facts import perf_problem
-    from flagbench.hosts.remote import SshHost
+    from flagbench.hosts.factory import ssh_places
     from flagbench.run.places import Fleet, Local
 
-    if len(set(dests)) != len(dests):
-        raise UserError(f"--host names {next(d for d in dests if dests.count(d) > 1)} twice")
-    if _kexec_host(exp, dests):   # guest benches boot each variant there: refused now if it cannot kexec
-        from flagbench.hosts.kexec import KexecHost
-        hosts = [KexecHost(dests[0], say=say)]
-    else:
-        hosts = [SshHost(d) for d in dests]
+    hosts = ssh_places(exp, dests, say)    # a kexec host for guest benches: refused at open() if it cannot
     fleet = Fleet([*hosts, *opts.places], replicate=opts.replicate).open()
     try:
         for host in fleet.hosts:
@@ -320,13 +314,3 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, k
         cells += hostrun.kexec_cells(exp, guest, builds, kexec_host, rounds=opts.rounds, workdir=workdir / "host",
                                      notes=notes)
     return cells
-
-
-def _kexec_host(exp, dests: Sequence[str]) -> bool:
-    """Whether a kernel experiment's guest benches boot on the --host by kexec (one host)."""
-    if exp.kernel is None or not any(b.guest for b in exp.benches) or not dests:
-        return False
-    if len(dests) > 1:
-        raise UserError(f"{exp.path}: guest benches boot kernels by kexec on one --host at a time "
-                        f"(given: {', '.join(dests)})")
-    return True

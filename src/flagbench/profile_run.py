@@ -12,11 +12,12 @@ import shutil
 from pathlib import Path
 
 from flagbench import procs
+from flagbench import targets
 from flagbench.errors import UserError
 from flagbench.profile import (SymbolMap, attribute, parse_callgrind, parse_perf_script, parse_plugin_profile,
                                per_iteration)
 
-HOST = "x86_64"
+HOST = targets.HOST.name     # callgrind and perf run here; other targets under qemu + the plugin
 PERF_SECONDS = 0.5
 
 

@@ -10,8 +10,9 @@ wrote, so readers and databases from before keep working:
     experiment_hash, variant_column, target, compiler, executor, job ("sample" or "count"),
     sample (1, 2, ... for samples, 0 for counts), warmup_dropped, time, loadavg,
     round (samples), contention (samples), and beside them
-    the cell's own (flags, tool versions, function, host, ...), the place's (host_load, boot,
-    kernel, identity, ...) and the job's (iterations, ns, ...).
+    the cell's own (flags, tool versions, function, host, ...; a series' or bisection's `commit`,
+    a CommitRecord), the place's (host_load, boot, kernel, identity, ...) and the job's
+    (iterations, ns, ...).
 """
 from __future__ import annotations
 
@@ -79,6 +80,8 @@ class SampleRecord:
                     json.dumps(value)
                 except (TypeError, ValueError) as e:
                     raise ProvenanceError(f"sample provenance: {name} cannot be stored: {e}") from None
+        if "commit" in self.cell:   # a series' or bisection's sample: the commit it measured, checked
+            CommitRecord.from_json(self.cell["commit"])
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("cell", "place", "facts")}
         seen: dict[str, tuple[str, Any]] = {k: ("the record", v) for k, v in own.items()}
         for source, extra in (("the cell's", self.cell), ("the place's", self.place), ("the job's", self.facts)):
@@ -107,3 +110,66 @@ class SampleRecord:
 def _check(ok: bool, name: str, what: str, value) -> None:
     if not ok:
         raise ProvenanceError(f"sample provenance: {name} must be {what}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class CommitRecord:
+    """A commit a series or bisection measured, as its runs and samples store it: checked, so a
+    sample never names a commit by something that is not one.
+
+    >>> c = CommitRecord("a" * 40, "b" * 40, "lib: fix", ("c" * 40,))
+    >>> c.short, CommitRecord.from_json(c.to_json()) == c
+    ('aaaaaaaaaaaa', True)
+    >>> CommitRecord("HEAD", "b" * 40, "x")
+    Traceback (most recent call last):
+    flagbench.provenance.ProvenanceError: commit provenance: sha must be 40 hex digits, not 'HEAD'
+    """
+    sha: str
+    tree: str
+    subject: str
+    parents: tuple[str, ...] = ()      # first parent first; () for a root commit
+
+    def __post_init__(self):
+        for name in ("sha", "tree"):
+            value = getattr(self, name)
+            _check_commit(_hex40(value), name, "40 hex digits", value)
+        _check_commit(isinstance(self.subject, str), "subject", "text", self.subject)
+        _check_commit(isinstance(self.parents, tuple) and all(_hex40(p) for p in self.parents), "parents",
+                      "a list of 40-hex shas", self.parents)
+
+    @property
+    def short(self) -> str:
+        return self.sha[:12]
+
+    @property
+    def first_parent(self) -> str | None:
+        return self.parents[0] if self.parents else None
+
+    @property
+    def merge(self) -> bool:
+        return len(self.parents) > 1
+
+    def to_json(self) -> dict:
+        return {"sha": self.sha, "tree": self.tree, "subject": self.subject, "parents": list(self.parents)}
+
+    @classmethod
+    def from_json(cls, data) -> "CommitRecord":
+        if not isinstance(data, dict):
+            raise ProvenanceError(f"commit provenance must be a mapping, not {data!r}"[:120])
+        parents = data.get("parents", [])
+        return cls(data.get("sha"), data.get("tree"), data.get("subject"),
+                   tuple(parents) if isinstance(parents, list) else parents)
+
+    @classmethod
+    def of(cls, commit, parents=()) -> "CommitRecord":
+        """From a vcs.Commit and its parents' shas."""
+        return cls(commit.sha, commit.tree, commit.subject, tuple(parents))
+
+
+def _hex40(value) -> bool:
+    return isinstance(value, str) and len(value) == 40 and all(c in "0123456789abcdef" for c in value)
+
+
+def _check_commit(ok: bool, name: str, what: str, value) -> None:
+    if not ok:
+        raise ProvenanceError(f"commit provenance: {name} must be {what}, not {value!r}")

@@ -10,7 +10,8 @@
 In a kernel experiment the ref is a commit of the [kernel] source's repository: the build
 walks a checkout flagbench owns in its cache to that commit (kernel/source.py). In a C
 experiment it is a commit of the repository holding the sources: they are read from the
-commit's tree, exported once into <cache>/git/trees/<tree sha>. Either way the user's
+commit's tree, exported once into <cache>/git/trees/<tree sha> (hard links into one store of
+blobs, <cache>/git/blobs: what did not change between commits is stored once). Either way the user's
 checkout, index, branches and stash are never touched (vcs.py), and a ref is resolved once,
 when the experiment is loaded; one that names no commit is "FILE:LINE: ...", exit 2.
 """
@@ -83,10 +84,17 @@ def export_dir(commit: vcs.Commit) -> Path:
     return cache_dir() / "git" / "trees" / commit.tree
 
 
+def blob_store() -> Path:
+    """The files of every export, one per blob (exports hard-link them: a file that no commit
+    changed takes its space once, however many commits are exported)."""
+    from flagbench.cache import cache_dir
+    return cache_dir() / "git" / "blobs"
+
+
 def sources_at(commit: vcs.Commit, sources, fail) -> tuple[Path, ...]:
     """SOURCES (paths in the user's work tree) as the commit has them: in its tree, exported
     once into the cache. fail(what) reports a source the commit does not have."""
-    tree = vcs.export(commit, export_dir(commit))
+    tree = vcs.export(commit, export_dir(commit), blob_store())
     out = []
     for src in sources:
         try:

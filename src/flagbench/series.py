@@ -4,7 +4,8 @@ The base and each commit of `git rev-list --reverse BASE..HEAD` become variants 
 experiment (its first variant, or --variant, with `ref` set to the commit: refspec.py), built
 in order: a kernel walks one `O=` directory commit by commit (kernel/kbuild.py, as ktest.pl
 walks a series; ccache across), C sources are read from each commit's tree (content-cached
-objects). Each commit that builds is compared with the last one before it that built, and
+objects). Each commit that builds is compared with its FIRST PARENT (for a merge too, and said
+so; where the first parent did not build, with the nearest first-parent ancestor that did) and
 with the base:
 
     size     bloat-o-meter's total delta (size/: its numbers byte for byte), functions
@@ -12,24 +13,24 @@ with the base:
     asm      functions whose code changed (asm/: normalised, so moved code is not a change)
     counts   every counted bench's exact values (guest benches: kernel instructions per
              iteration), from one counted run each: exact counts need no repeats
+    time     with --host/--place: each commit against its first parent in paired rounds there
 
-A commit that does not build is a row saying so. series_table.py prints the table (text
-within 100 columns, markdown, json, html); cli/series.py is the thin face.
+A series is a run of the store (series_store.py): the builds are recorded as they finish, every
+measurement is an engine cell (run/engine.py), and the table is read back from the store
+(`load`), so `flagbench report RUN` prints it again without building, and a killed series run
+again resumes from what was stored. series_table.py prints the table; cli/series.py is the face.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import re
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from flagbench import refspec, spec, vcs
+from flagbench import refspec, series_store, spec, vcs
 from flagbench.errors import DiskFull, UserError
+from flagbench.provenance import CommitRecord
 from flagbench.textsafe import sayer
-from flagbench.run.engine import collect
 
 
 @dataclass
@@ -47,34 +48,49 @@ class Delta:
 
 
 @dataclass
+class Timed:
+    """A bench's time of a commit against its first parent, in paired rounds on a place."""
+    label: str              # "bench metric"
+    estimate: float         # ratio commit / parent
+    low: float | None
+    high: float | None
+    pairs: int
+
+
+@dataclass
 class Row:
-    commit: vcs.Commit
+    commit: CommitRecord
     built: bool = False
-    build: object = None              # build.Build (C objects) or kernel.kbuild.KernelBuild
     error: str = ""                   # why it did not build (or measure)
     files: list[Path] = field(default_factory=list)   # what size and asm read: a vmlinux, or objects
     size_file: Path | None = None     # vmlinux, or the objects' archive
     counts: dict[str, float] = field(default_factory=dict)   # counted metric -> value
-    compared_with: str = ""           # the short sha of the row compared with (the last that built)
+    compared_with: str = ""           # the short sha of the commit compared with ("": none)
     vs_parent: Delta | None = None
     vs_base: Delta | None = None
-    seconds: float = 0.0              # building it (and its counted runs)
+    timed: list[Timed] = field(default_factory=list)
+    seconds: float = 0.0              # building it
     cached: bool = False              # no compiler or make ran for it
 
 
 @dataclass
 class Series:
-    experiment: spec.Experiment
+    name: str                         # the experiment's
+    path: str                         # the experiment file
     cell: str                         # target/compiler
-    repo: Path
+    repo: str
     range: str
     rows: list[Row]                   # the base first
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    run_id: int | None = None
+    place: str = ""                   # where commits were timed ("": not timed)
 
 
-def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Commit]]:
-    """The repository and the base followed by each commit of BASE..HEAD."""
+def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Commit], list[CommitRecord]]:
+    """The repository, the base followed by each commit of BASE..HEAD, and their records (with
+    parents). A BASE that is not an ancestor of HEAD is refused: rev-list would charge the base's
+    own changes to the first commit."""
     repo = refspec.repository(exp)
     if repo is None:
         what = (f"the kernel source {exp.kernel.source}" if exp.kernel is not None
@@ -84,12 +100,45 @@ def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Co
     base, head = vcs.parse_range(range_text)
     try:
         first = vcs.resolve(repo, base)
+        top = vcs.resolve(repo, head)
         rest = vcs.commits(repo, base, head)
     except vcs.UnknownRef as e:
         raise UserError(f"{range_text}: {e}") from None
     if not rest:
         raise UserError(f"{range_text}: no commits in {repo} between {base} and {head}")
-    return repo, [first, *rest]
+    if not _is_ancestor(repo, first.sha, top.sha):
+        raise UserError(f"{range_text}: {base} is not an ancestor of {head}, so its own changes would be "
+                        f"charged to the first commit: give the fork point, $(git merge-base {base} {head})..{head}")
+    parents = _parents(repo, [c.sha for c in [first, *rest]])
+    commits = [first, *rest]
+    return repo, commits, [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]
+
+
+def records_of(repo: Path, commits: list[vcs.Commit]) -> list[CommitRecord]:
+    """COMMITS' records, with their parents (what commits_of returns third)."""
+    parents = _parents(repo, [c.sha for c in commits])
+    return [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]
+
+
+def _git(repo: Path, *args: str):
+    import os
+
+    from flagbench import procs
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+    return procs.run(["git", "-C", str(repo), *args], timeout=120, env=env)
+
+
+def _is_ancestor(repo: Path, old: str, new: str) -> bool:
+    return _git(repo, "merge-base", "--is-ancestor", old, new).returncode == 0
+
+
+def _parents(repo: Path, shas: list[str]) -> dict[str, tuple[str, ...]]:
+    done = _git(repo, "rev-list", "--parents", "--no-walk=unsorted", *shas)
+    out = {}
+    for line in done.stdout.splitlines():
+        sha, *parents = line.split()
+        out[sha] = tuple(parents)
+    return out
 
 
 def commit_experiment(exp: spec.Experiment, template: spec.Variant, commits: list[vcs.Commit]):
@@ -117,156 +166,152 @@ def _raise(what: str):
     raise UserError(what)
 
 
-def run_series(path, range_text: str, *, variant: str | None = None, target: str | None = None,
+def compared_with(records: list[CommitRecord], built: set[str]) -> dict[str, str]:
+    """Each commit's (short sha) comparison: its first parent, or where that did not build the
+    nearest first-parent ancestor in the series that did; absent when the chain leaves the series."""
+    by_sha = {c.sha: c for c in records}
+    out = {}
+    for c in records[1:]:
+        if c.short not in built:
+            continue
+        p = by_sha.get(c.first_parent or "")
+        while p is not None and p.short not in built:
+            p = by_sha.get(p.first_parent or "")
+        if p is not None:
+            out[c.short] = p.short
+    return out
+
+
+def run_series(path, range_text: str, *, db: Path, variant: str | None = None, target: str | None = None,
                compiler: str | None = None, jobs: int | None = None, progress: bool = True,
-               asm: bool = True, counts: bool = True) -> Series:
-    """Build every commit of the range, compare each with the last that built and with the
-    base, count its counted benches; see the module doc."""
+               asm: bool = True, counts: bool = True, fresh: bool = False, fleet=None,
+               experiment: spec.Experiment | None = None, given=None) -> tuple[Series, int]:
+    """Build every commit of the range, measure it through the engine into the store (resuming
+    a run of the same series), and read the table back: (series, the engine's exit status).
+    EXPERIMENT (else loaded from PATH) and GIVEN (what commits_of returns) stand for the range
+    when the commits come from elsewhere: mail/run.py's patches applied in a clone flagbench owns."""
     from flagbench import procs
+    from flagbench.series_cells import measure
+    from flagbench.store import Store
     from flagbench.variants import choose
 
     procs.install()
-    started = time.monotonic()
-    exp = spec.load(path)
+    exp = spec.load(path) if experiment is None else experiment
     template = exp.variant(variant) if variant else exp.variants[0]
     old, _, notes = choose(replace(exp, variants=(template, template)), None, target, compiler)
-    repo, commits = commits_of(exp, range_text)
-    dexp, missing = commit_experiment(exp, template, commits)
+    if fleet is not None and exp.kernel is not None:
+        raise UserError(f"{exp.path}: a kernel series is not timed on --host/--place yet (its counts are exact)")
+    repo, commits, records = commits_of(exp, range_text) if given is None else given
+    place = ",".join(sorted(h.name for h in fleet.hosts)) if fleet is not None else ""
+    key = series_store.run_key("series", exp.hash, f"{old.target}/{old.compiler}", template.name,
+                               [c.sha for c in commits], asm, counts, place)
     say = sayer("flagbench series: ", quiet=not progress)
-    say(f"{len(commits) - 1} commits on {commits[0].short} ({commits[0].subject[:60]}), "
-        f"{old.target}/{old.compiler}, in {repo}")
-    rows = [Row(c) for c in commits]
-    for i, (row, v) in enumerate(zip(rows, dexp.variants)):
-        say(f"[{i + 1}/{len(rows)}] {row.commit.short} {row.commit.subject[:60]}")
-        t0 = time.monotonic()
-        if v.name in missing:
-            row.error = missing[v.name]
-        else:
-            _build(dexp, spec.Cell(v, old.target, old.compiler), row, jobs, progress)
-        row.seconds = time.monotonic() - t0
-    if counts:
-        _count(dexp, rows, old, notes, progress)
-    _compare(rows, dexp.kernel is not None, asm, say)
-    return Series(exp, f"{old.target}/{old.compiler}", repo, range_text, rows, notes,
-                  time.monotonic() - started)
-
-
-def _build(exp, cell: spec.Cell, row: Row, jobs: int | None, progress: bool) -> None:
-    try:
-        if exp.kernel is not None:
-            from flagbench.run.guest import boot
-            from flagbench.kbuild.build import build_kernels
-
-            fragments = boot.boot_fragments(exp) if any(b.guest for b in exp.benches) else ()
-            (b,) = build_kernels(exp, [cell], jobs=jobs, progress=progress, extra_fragments=fragments)
-            if not b.ok:
-                row.error = (b.error or "make failed").splitlines()[0]
-                return
-            row.build, row.files, row.size_file, row.cached = b, [b.vmlinux], b.vmlinux, b.cached
-        else:
-            from flagbench.build import archive, build
-
-            (b,) = build(exp, [cell], jobs=jobs or 2)
-            row.build, row.files, row.size_file, row.cached = b, list(b.objects), archive(b), b.cached
-        row.built = True
-    except DiskFull:
-        raise
-    except UserError as e:
-        row.error = _short_error(str(e))
+    with Store(db) as store, store.writer(f"flagbench series {exp.path}"):
+        run_id = series_store.open_run(store, "series", exp.name, key, records, {
+            "experiment_path": str(exp.path), "cell": f"{old.target}/{old.compiler}", "repo": str(repo),
+            "range": range_text, "notes": notes, "place": place, "variants": [c.short for c in commits]},
+            fresh=fresh)
+        status = measure(store, run_id, key, exp, template, old, commits, records, jobs=jobs, asm=asm,
+                         counts=counts, fleet=fleet, progress=progress, say=say)
+        return load(store, run_id), status
 
 
 _EXPORT = re.compile(r"\S*/git/trees/[0-9a-f]{40}/")
 _COMPILE = re.compile(r"^.*? does not compile for \S+: ")
 
 
-def _short_error(message: str) -> str:
+def short_error(message: str) -> str:
     """A C build's error with the export's paths as the repository has them, and without the
     "X does not compile for CELL:" preamble (the row says so)."""
     return _COMPILE.sub("", _EXPORT.sub("", message))
 
 
-def _count(exp, rows: list[Row], cell: spec.Cell, notes: list[str], progress: bool) -> None:
-    """Every counted bench once per built commit (exact counts: one run is the value)."""
-    from flagbench import procs
-
-    built = [r for r in rows if r.built]
-    benches = list(exp.benches)
-    if not built or not benches:
-        return
-    by_name = {r.commit.short: r for r in built}
-    with procs.owned_dir("flagbench-series") as workdir:
-        cells = []
-        host = [b for b in benches if not b.guest] if exp.kernel is None else []   # a kernel's C cells: not per commit
-        if host:
-            from flagbench.pipeline import host_cells
-            cells += host_cells(exp, host, [r.build for r in built], workdir, notes)
-        guest = [b for b in benches if b.guest]
-        if guest and exp.kernel is not None:
-            from flagbench.run.guest.guest import guest_cells
-            cells += guest_cells(exp, guest, [r.build for r in built], workdir=workdir / "guest", notes=notes,
-                                 noise_floor=False, profile_top=0)
-        for c in cells:
-            row = by_name.get(c.variant)
-            if c.counted is None or row is None or c.bench.endswith(" kernel profile"):
-                continue
-            label = c.bench + "".join(f" {k}={v}" for k, v in c.params.items())
-            kept = Path(row.build.dir) / f"flagbench-counts-{_count_key(c, exp)}.json"
-            try:
-                emitted = json.loads(kept.read_text())
-            except (OSError, ValueError):
-                t0 = time.monotonic()
-                got: dict[str, float] = {}
-                reason = c.counted(collect(got))
-                emitted = list(got.items())
-                row.seconds += time.monotonic() - t0
-                if reason:
-                    notes.append(f"{row.commit.short} {label}: not counted: {reason.splitlines()[0]}")
-                    continue
-                tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
-                tmp.write_text(json.dumps(emitted))
-                os.replace(tmp, kept)
-            for metric, value in emitted:   # a counted job emits exact counts only
-                row.counts[f"{label} {metric}"] = float(value)
+def load(store, run_id: int) -> Series:
+    """A stored series run as its table shows it: read from the store alone, nothing built."""
+    ev = series_store.evidence(store, run_id)
+    prov = ev.run["provenance"]
+    if series_store.kind_of(ev.run) != "series":
+        raise UserError(f"{store.path}: run {run_id} is not a series")
+    target, _, compiler = str(prov.get("cell", "/")).partition("/")
+    rows = [_row(ev, c) for c in ev.commits]
+    by_short = {r.commit.short: r for r in rows}
+    notes = [n for n in prov.get("notes") or [] if isinstance(n, str)]
+    for r in rows:
+        if r.vs_parent is not None and r.compared_with in by_short:
+            r.vs_parent.counts = _count_deltas(by_short[r.compared_with], r)
+        if r.vs_base is not None and rows[0].built:
+            r.vs_base.counts = _count_deltas(rows[0], r)
+        r.timed = _timed(ev, r, by_short.get(r.compared_with))
+        for m in ev.benches(r.commit.short):
+            if m.status == "failed" and "pair" not in m.params:
+                notes.append(f"{r.commit.short} {_label(m)}: not counted: {m.reason.splitlines()[0] if m.reason else '?'}")
+    return Series(ev.run["experiment"], str(prov.get("experiment_path", "")), f"{target}/{compiler}",
+                  str(prov.get("repo", "")), str(prov.get("range", "")), rows, notes,
+                  sum(r.seconds for r in rows), run_id, str(prov.get("place") or ""))
 
 
-def _count_key(cell, exp) -> str:
-    """What a counted value depends on besides the build (whose directory it is kept in): the
-    bench's definition, the row, and the counting tools (qemu for guest benches)."""
-    bench = next((b for b in exp.benches if b.name == cell.bench), None)
-    tools = {k: v for k, v in cell.provenance.items() if k in ("qemu", "icount_shift", "plugin", "valgrind")}
-    text = json.dumps([repr(bench), cell.params, cell.count_executor, tools], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def _label(m) -> str:
+    return m.bench + "".join(f" {k}={v}" for k, v in m.params.items() if k != "pair")
 
 
-def _compare(rows: list[Row], kernel: bool, asm: bool, say) -> None:
-    base = rows[0] if rows[0].built else None
-    last = base
-    for row in rows[1:]:
-        if not row.built:
-            continue
-        if last is not None:
-            row.compared_with = last.commit.short
-            say(f"comparing {row.commit.short} with {last.commit.short}")
-            row.vs_parent = delta(last, row, kernel, asm)
-        if base is not None:
-            row.vs_base = row.vs_parent if last is base else delta(base, row, kernel, False)
-        last = row
+def _row(ev, c: CommitRecord) -> Row:
+    row = Row(c)
+    b = ev.cell(c.short, "build")
+    if b is None:
+        row.error = "not built (the run was stopped: run it again to resume)"
+        return row
+    row.built, row.error = b.status == "ok", "" if b.status == "ok" else b.reason
+    row.seconds, row.cached = b.values.get("build_s", 0.0), bool(b.values.get("cached", 0))
+    row.files = [Path(f) for f in b.facts.get("files") or []]
+    row.size_file = Path(b.facts["size_file"]) if b.facts.get("size_file") else None
+    for m in ev.benches(c.short):
+        if "pair" not in m.params:
+            for metric, value in m.values.items():
+                row.counts[f"{_label(m)} {metric}"] = float(value)
+    row.vs_parent = _delta(ev, c.short, "parent")
+    row.vs_base = _delta(ev, c.short, "base")
+    if row.vs_parent is not None:
+        row.compared_with = ev.cell(c.short, "size", vs="parent").facts.get("against", "")
+    return row
 
 
-def delta(old: Row, new: Row, kernel: bool, asm: bool) -> Delta:
-    from flagbench.size.measure import compare
-
-    c = compare(str(old.size_file), str(new.size_file))
-    t = c.table
-    d = Delta(t.up - t.down, t.grow, t.shrink, t.add, t.remove, c.new.padding - c.old.padding)
-    if asm:
-        from flagbench.asm.compare import compare_files, compare_object_sets
-
-        # counts and names only: each side's mix summed, not made function by function
-        a = (compare_files(old.files[0], new.files[0], mix_each=False) if kernel
-             else compare_object_sets(old.files, new.files))
-        n = a.counts()
-        d.changed = n["changed"]
-        d.functions = [f.name for f in a.functions if f.status != "same"]
-    d.counts = {k: new.counts[k] - old.counts[k] for k in new.counts if k in old.counts}
+def _delta(ev, short: str, vs: str) -> Delta | None:
+    s = ev.cell(short, "size", vs=vs)
+    if s is None or s.status != "ok":
+        return None
+    v = {k: int(x) for k, x in s.values.items()}
+    d = Delta(v.get("size_total", 0), v.get("functions_grown", 0), v.get("functions_shrunk", 0),
+              v.get("functions_added", 0), v.get("functions_removed", 0), v.get("padding", 0))
+    a = ev.cell(short, "asm", vs=vs)
+    if a is not None and a.status == "ok":
+        d.changed = int(a.values.get("asm_changed", 0))
+        d.functions = list(a.facts.get("functions") or [])
     return d
+
+
+def _count_deltas(old: Row, new: Row) -> dict[str, float]:
+    return {k: new.counts[k] - old.counts[k] for k in new.counts if k in old.counts}
+
+
+def _timed(ev, row: Row, parent: Row | None) -> list[Timed]:
+    """Each timed bench of the commit against its parent, from the samples of their shared rounds."""
+    from flagbench.stats import change, in_rounds
+
+    if parent is None:
+        return []
+    out = []
+    for m in ev.benches(row.commit.short):
+        if m.params.get("pair") != row.commit.short:
+            continue
+        other = ev.cell(parent.commit.short, m.bench, **m.params)
+        for metric, new in m.timed.items():
+            old = (other.timed.get(metric) if other is not None else None) or []
+            if not old or not new:
+                continue
+            a, b, _, _, paired = in_rounds([s["value"] for s in old], [s["value"] for s in new],
+                                           [s["provenance"].get("round") for s in old],
+                                           [s["provenance"].get("round") for s in new])
+            declared = ev.metrics.get(metric)
+            c = change(a, b, paired=paired, higher_is_better=bool(declared and declared.higher_is_better))
+            out.append(Timed(f"{_label(m)} {metric}", c.estimate, c.ci_low, c.ci_high, len(a)))
+    return out

@@ -1,10 +1,13 @@
 """`flagbench series`'s table: text within 100 columns, markdown, json, and an HTML page with a
-bar per commit (size, and each count). Reads series.Series; nothing here builds or measures."""
+bar per commit (size, and each count). Reads series.Series (series.load: the stored run);
+nothing here builds or measures."""
 from __future__ import annotations
 
 from flagbench.series import Delta, Row, Series
+from flagbench.textsafe import md_cell, term_text
 
 WIDTH = 100
+FORMATS = ("text", "md", "json", "html")
 _SHORT_METRICS = {"kernel_insns_per_iter": "k/it", "user_insns_per_iter": "u/it", "insns_per_iter": "i/it",
                   "insns_per_call": "i/call", "insns_per_byte": "i/B"}
 
@@ -59,23 +62,43 @@ def text(series: Series) -> str:
     subject_w = WIDTH - fixed - 2 - len(shown) * (count_w + 2)
     widths += [count_w] * len(shown)
     head = [*HEAD, *(_short_label(k)[:count_w] for k in shown)]
-    lines = [*_wrap(_title(series)), "",
+    lines = [*_wrap(term_text(_title(series))), "",
              f"{'commit':12}  {'subject':{subject_w}}" + "".join(f"  {h:>{w}}" for h, w in zip(head, widths))]
     previous = None
     for i, r in enumerate(series.rows):
-        subject = r.commit.subject if len(r.commit.subject) <= subject_w else r.commit.subject[:subject_w - 1] + "~"
+        subject = term_text(r.commit.subject)   # a subject is the committer's text: no escape sequences
+        subject = subject if len(subject) <= subject_w else subject[:subject_w - 1] + "~"
         start = f"{r.commit.short:12}  {subject:{subject_w}}"
         if r.built:
             cells = _cells(r, shown, i == 0)
             lines.append(start + "".join(f"  {c:>{w}}" for c, w in zip(cells, widths)))
         else:
-            why = f"does not build: {r.error}" if r.error else "not built"
+            why = (term_text(r.error) if r.error.startswith("does not ") else
+                   f"does not build: {term_text(r.error)}") if r.error else "not built"
             lines.append(f"{start}  {why}"[:WIDTH])
-        if previous is not None and r.compared_with and r.compared_with != previous:
-            lines.append(f"{'':12}  (compared with {r.compared_with}, the last commit before it that built)")
+        why = _compared(r, previous, i == 0)
+        if why:
+            lines.append(f"{'':12}  ({why})"[:WIDTH])
         previous = r.commit.short
-    lines += [""] + [part for line in _legend(series, left_out) for part in _wrap(line)]
+    lines += [""] + [part for line in _legend(series, left_out) for part in _wrap(term_text(line))]
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _compared(r: Row, previous: str | None, base: bool) -> str:
+    """Why a row is compared with what it is, where the row above is not that (or it is a merge)."""
+    parent = (r.commit.first_parent or "")[:12]
+    if base or not r.built:
+        return ""
+    if not r.compared_with:
+        return f"its first parent {parent or '(none)'} is not in the series: not compared"
+    if r.commit.merge:
+        return f"a merge: compared with its first parent {r.compared_with}" + (
+            "" if r.compared_with == parent else ", the nearest that built")
+    if r.compared_with == previous:
+        return ""
+    if r.compared_with == parent:
+        return f"compared with {r.compared_with}, its first parent"
+    return f"compared with {r.compared_with}, the nearest first-parent ancestor that built"
 
 
 def _wrap(line: str) -> list[str]:
@@ -86,21 +109,29 @@ def _wrap(line: str) -> list[str]:
 def _title(series: Series) -> str:
     n = len(series.rows) - 1
     built = sum(r.built for r in series.rows[1:])
-    return (f"flagbench series: {series.experiment.name} {series.cell}, {series.range} "
+    return (f"flagbench series: {series.name} {series.cell}, {series.range} "
             f"({n} commits, {built} built) in {series.repo}")
 
 
 def _legend(series: Series, left_out: list[str]) -> list[str]:
-    out = ["size: bloat-o-meter's total delta against the row before (vs base: against the base); "
+    out = ["size: bloat-o-meter's total delta against the commit's first parent (vs base: against the base); "
            "add/rm, gr/sh: functions added/removed, grown/shrunk; pad: padding between functions; "
            "asm: functions whose code changed."]
     if count_labels(series):
-        out.append("counts: exact, the base's value, then each commit's change against the row before "
+        out.append("counts: exact, the base's value, then each commit's change against its first parent "
                    "(k/it: kernel instructions per iteration).")
+    for r in series.rows:
+        for t in r.timed:
+            out.append(f"time on {series.place}, {r.commit.short} against {r.compared_with} in {t.pairs} paired "
+                       f"rounds: {t.label} {_pct(t.estimate)} [{_pct(t.low)}, {_pct(t.high)}]")
     if left_out:
         out.append(f"not shown here (see --format md or json): {', '.join(left_out)}")
-    out.append(f"took {series.seconds:.0f} s: " + _took(series.rows))
+    out.append(f"run {series.run_id}; builds took {series.seconds:.0f} s: " + _took(series.rows))
     return [*out, *series.notes]
+
+
+def _pct(ratio: float | None) -> str:
+    return "?" if ratio is None else f"{(ratio - 1) * 100:+.1f} %"
 
 
 def _took(rows: list[Row]) -> str:
@@ -117,19 +148,20 @@ def _took(rows: list[Row]) -> str:
     cached = sum(r.cached for r in rows)
     if cached:
         parts.append(f"{cached} from the cache")
-    return "; ".join(parts) + " (builds and counted runs; then the comparisons)"
+    return "; ".join(parts) + " (builds; then the measurements)"
 
 
 def markdown(series: Series) -> str:
     labels = count_labels(series)
     head = ["commit", "subject", *HEAD, *(h for k in labels for h in (f"{k}", "vs base"))]
-    lines = [f"**{_title(series)}**", "", "| " + " | ".join(head) + " |",
+    lines = [f"**{md_cell(_title(series))}**", "", "| " + " | ".join(md_cell(h) for h in head) + " |",
              "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
     for i, r in enumerate(series.rows):
-        subject = r.commit.subject.replace("|", "\\|")
+        subject = md_cell(r.commit.subject)
         if not r.built:
-            lines.append(f"| `{r.commit.short}` | {subject} | does not build: "
-                         f"{r.error.replace('|', chr(92) + '|')[:200]} |" + " |" * (len(head) - 3))
+            why = "" if r.error.startswith("does not ") else "does not build: "
+            lines.append(f"| `{r.commit.short}` | {subject} | {why}"
+                         f"{md_cell(r.error[:200])} |" + " |" * (len(head) - 3))
             continue
         cells = _cells(r, [], i == 0)
         for k in labels:
@@ -139,7 +171,7 @@ def markdown(series: Series) -> str:
                 cells += [_num(r.vs_parent.counts.get(k)) if r.vs_parent else "?",
                           _num(r.vs_base.counts.get(k)) if r.vs_base else "?"]
         lines.append(f"| `{r.commit.short}` | {subject} | " + " | ".join(cells) + " |")
-    lines += ["", *(f"- {line}" for line in _legend(series, []))]
+    lines += ["", *(f"- {md_cell(line)}" for line in _legend(series, []))]
     return "\n".join(lines) + "\n"
 
 
@@ -148,12 +180,13 @@ def as_json(series: Series) -> dict:
         return None if d is None else {"total": d.total, "grow": d.grow, "shrink": d.shrink, "add": d.add,
                                        "remove": d.remove, "padding": d.padding, "changed": d.changed,
                                        "functions": d.functions[:50], "counts": d.counts}
-    return {"experiment": str(series.experiment.path), "cell": series.cell, "repo": str(series.repo),
+    return {"experiment": series.path, "run": series.run_id, "cell": series.cell, "repo": series.repo,
             "range": series.range, "seconds": round(series.seconds, 1), "notes": series.notes,
-            "rows": [{**r.commit.as_dict(), "short": r.commit.short, "built": r.built, "error": r.error or None,
+            "rows": [{**r.commit.to_json(), "short": r.commit.short, "built": r.built, "error": r.error or None,
                       "cached": r.cached, "seconds": round(r.seconds, 1), "compared_with": r.compared_with or None,
                       "files": [str(f) for f in r.files], "size_file": str(r.size_file) if r.size_file else None,
-                      "counts": r.counts, "vs_parent": delta(r.vs_parent), "vs_base": delta(r.vs_base)}
+                      "counts": r.counts, "vs_parent": delta(r.vs_parent), "vs_base": delta(r.vs_base),
+                      "timed": [t.__dict__ for t in r.timed]}
                      for r in series.rows]}
 
 

@@ -23,7 +23,9 @@ SOURCE_SUFFIXES = (".c", ".S", ".s")
 DEFAULT_CFLAGS = ("-O2",)
 DEFAULT_TARGETS = ("x86_64",)
 TOP_KEYS = {"name", "description", "sources", "targets", "compilers", "cflags",
-            "variants", "target", "bench", "show", "kernel", "cache", "hosts", "build", "places", "layout_check"}
+            "variants", "target", "bench", "show", "kernel", "cache", "hosts", "build", "places",
+            "layout_check", "check"}
+CHECK_KEYS = ("size", "counts", "time")   # [check] budgets: how much each may grow (mail/check.py)
 VARIANT_KEYS = {"cflags", "optional_cflags", "defines", "sources", "ref"}
 TARGET_KEYS = {"cflags", "optional_cflags"}
 KERNEL_VARIANT_KEYS = {"kcflags", "fragments", "make", "patches"}   # with a [kernel] table (kernelspec.py)
@@ -96,6 +98,7 @@ class Experiment:
     distcc: tuple[str, ...] = ()                 # [build] distcc: hosts compiles are sent to (distcc.py)
     places: tuple[str, ...] = ()                 # labgrid places that time them (run --place; hosts/labgrid.py)
     layout_check: bool = False                   # measure again with every function 64-byte aligned (run/layout.py)
+    check: tuple[tuple[str, float], ...] = ()    # [check] budgets, ("size", 1.0) for size = "+1%"
 
     def cells(self) -> list[Cell]:
         """variants x targets x compilers, without the pairs a compiler cannot build."""
@@ -269,7 +272,8 @@ class _Checker:
             target_optional_cflags=target_optional, show=self.strings(data, "show", (), ()),
             cache_remote=self.cache_remote(data.get("cache", {})),
             hosts=self.hosts(data), distcc=self.build_table(data.get("build", {})), places=self.places(data),
-            layout_check=self.flag(data, "layout_check", ()))
+            layout_check=self.flag(data, "layout_check", ()),
+            check=self.budgets(data.get("check", {})))
         if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
             kernel = kernelspec.parse(self, data)
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
@@ -279,6 +283,20 @@ class _Checker:
         if not pairs:
             self.fail(("compilers",), "no compiler here can build any target: " + "; ".join(notes))
         return replace(exp, notes=tuple(notes))
+
+    def budgets(self, table) -> tuple[tuple[str, float], ...]:
+        """[check] size = "+1%", counts = "+2%", time = "+3%": how much each may grow."""
+        table = self.table(table, ("check",), "[check]")
+        self.known_keys(table, set(CHECK_KEYS), ("check",), "[check]")
+        out = []
+        for key in CHECK_KEYS:
+            if key in table:
+                value = table[key]
+                m = re.fullmatch(r"\+?(\d+(?:\.\d+)?)%", value.strip()) if isinstance(value, str) else None
+                if m is None:
+                    self.fail(("check", key), f"[check] {key} = {value!r}: a growth budget like \"+1%\"")
+                out.append((key, float(m.group(1))))
+        return tuple(out)
 
     def nothing_built(self, benches) -> None:
         """Without sources a variant builds no objects: a bench that calls the experiment's

@@ -9,8 +9,8 @@ header belongs to.
     qemu-user     runner and -cpu for exact counts                         (run/executors.py)
     uname -m      the machine names whose programs it builds               (run/places.py, hosts/)
     ELF           e_machine and class                                      (elf/)
-    Kbuild        ARCH, SRCARCH, image paths, implied options              (kernel/kbuild.py)
-    boot          the qemu-system recipe (machine, console, image, markers) (kernel/boot.py)
+    Kbuild        ARCH, SRCARCH, image paths, implied options              (kbuild/build.py)
+    boot          the qemu-system recipe (machine, console, image, markers) (run/guest/boot.py)
     instructions  its asm/isa.py family, comment char, padding bytes       (asm/)
 
 What is installed is not decided here: toolchains.py probes tools and versions.
@@ -41,7 +41,7 @@ class Kbuild:
 
 @frozen
 class Boot:
-    """A qemu-system machine for the target's kernel (kernel/boot.py boots it)."""
+    """A qemu-system machine for the target's kernel (run/guest/boot.py boots it)."""
     name: str                      # the target's name
     qemu: str                      # qemu-system-...
     machine: tuple[str, ...]       # -M/-cpu/firmware arguments
@@ -82,6 +82,11 @@ class Target:
     nop_words: tuple[bytes, ...] = ()       # 4-byte padding (NOPs) in file byte order
     nop_halves: tuple[bytes, ...] = ()      # 2-byte padding granules (Thumb, RVC)
     fill: bytes = b""                       # byte fills that are padding whatever their length
+    multibyte_nops: bool = False            # padding is NOPs of any length (x86), not fixed granules
+    thumb_bit: bool = False                 # code symbols' values carry the Thumb bit (bit 0)
+    veneer_groups: bool = False             # the linker puts veneer groups between functions, a branch over them
+    value_named_stubs: bool = False         # long-branch stubs are named by the value they reach (PA-RISC)
+    stale_target_comments: bool = False     # objdump's `# <target>` in objects is a guess from earlier state
 
     @property
     def cross(self) -> str:
@@ -167,7 +172,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            ("gcc", "binutils", "valgrind"),
            uname=("x86_64", "amd64"), elf_machine=EM_X86_64,
            kbuild=Kbuild("x86_64", "x86", ("arch/x86/boot/bzImage",), (("CONFIG_64BIT", "y"),)),
-           boot=_X86_BOOT, isa="x86", asm_comment="#", fill=b"\xcc\x90\x00"),
+           boot=_X86_BOOT, isa="x86", asm_comment="#", fill=b"\xcc\x90\x00", multibyte_nops=True),
     Target("aarch64", "aarch64-linux-gnu", "aarch64-linux-gnu-gcc", True,
            "aarch64-linux-gnu-objdump", "qemu-aarch64", True,
            ("gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "qemu-user"),
@@ -175,7 +180,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            kbuild=Kbuild("arm64", "arm64", ("arch/arm64/boot/Image",)),
            boot=Boot("aarch64", "qemu-system-aarch64", ("-M", "virt", "-cpu", "cortex-a57"), "ttyAMA0", "image",
                      0x8000000000000000, "5f2e03d5", "7f2e03d5", "aarch64-linux-gnu-", verified=True),
-           isa="aarch64", asm_comment="//", nop_words=(b"\x1f\x20\x03\xd5",)),
+           isa="aarch64", asm_comment="//", nop_words=(b"\x1f\x20\x03\xd5",), veneer_groups=True),
     Target("arm", "arm-linux-gnueabihf", "arm-linux-gnueabihf-gcc", True,
            "arm-linux-gnueabihf-objdump", "qemu-arm", True,
            ("gcc-arm-linux-gnueabihf", "libc6-dev-armhf-cross", "qemu-user"),
@@ -183,7 +188,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            kbuild=Kbuild("arm", "arm", ("arch/arm/boot/zImage",)),
            boot=Boot("arm", "qemu-system-arm", ("-M", "virt"), "ttyAMA0", "image", 0xC0000000,
                      "aff37280", "aff37380", "arm-linux-gnueabihf-"),      # Thumb-2 guest programs
-           isa="arm", asm_comment="@",
+           isa="arm", asm_comment="@", thumb_bit=True, veneer_groups=True,
            # thumb nop / mov r8,r8, arm nop halves
            nop_halves=(b"\x00\xbf", b"\xc0\x46", b"\x00\xf0", b"\x20\xe3", b"\x00\x00", b"\xa0\xe1")),
     Target("riscv64", "riscv64-linux-gnu", "riscv64-linux-gnu-gcc", True,
@@ -193,7 +198,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            kbuild=Kbuild("riscv", "riscv", ("arch/riscv/boot/Image",)),
            boot=Boot("riscv64", "qemu-system-riscv64", ("-M", "virt", "-bios", "default"), "ttyS0", "image",
                      0x8000000000000000, "13001000", "13002000", "riscv64-linux-gnu-"),
-           isa="riscv64", asm_comment="#", paired_calls=True, nop_halves=(b"\x01\x00", b"\x13\x00")),  # c.nop, nop halves
+           isa="riscv64", asm_comment="#", paired_calls=True, nop_halves=(b"\x01\x00", b"\x13\x00"),
+           stale_target_comments=True),  # c.nop, nop halves
     Target("loongarch64", "loongarch64-linux-gnu", None, True, LLVM_OBJDUMP,
            "qemu-loongarch64", False, ("clang-19", "lld-19", "llvm-19", "qemu-user"),
            default_compiler="clang", base_cflags=("-mno-lsx",),
@@ -210,12 +216,12 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
                      "34000002", "34000004", "hppa-linux-gnu-", memory="1G",
                      why_not="qemu 7.2 has only the 32-bit B160L, and PA-RISC keeps user and kernel in "
                              "separate address spaces (space registers): an address cannot tell them apart"),
-           isa="hppa", nop_words=(b"\x08\x00\x02\x40",)),
+           isa="hppa", nop_words=(b"\x08\x00\x02\x40",), value_named_stubs=True),
     Target("hppa64", "hppa64-linux-gnu", "hppa64-linux-gnu-gcc", False,
            "hppa64-linux-gnu-objdump", None, False, ("gcc-hppa64-linux-gnu",),
            runnable=False, elf_machine=EM_PARISC, elf64=True,
            kbuild=Kbuild("parisc64", "parisc", ("arch/parisc/boot/bzImage",)),
-           isa="hppa", nop_words=(b"\x08\x00\x02\x40",)),
+           isa="hppa", nop_words=(b"\x08\x00\x02\x40",), value_named_stubs=True),
 )}
 HOST = TARGETS["x86_64"]          # the target flagbench's own machine runs: native time, callgrind
 

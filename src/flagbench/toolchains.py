@@ -68,7 +68,7 @@ def doctor_rows() -> list[dict]:
             "objdump": t.objdump,
             "runner": t.qemu if t.qemu else ("native" if t.runnable else None),
         }
-        if t.default_compiler == "clang" or t.name == "loongarch64":
+        if t.default_compiler == "clang":    # no gcc: clang links with lld
             tools["linker"] = LLD
         present = {k: (v is None or v == "native" or have(v)) for k, v in tools.items()}
         missing = [p for p in t.packages if not _package_tools_present(t, p)]

@@ -70,7 +70,7 @@ def choose(exp: spec.Experiment, variants: str | Sequence[str] | None = None, ta
 
 class Pair(NamedTuple):
     """Two builds of one experiment, made by the build stage, for size and asm to compare.
-    Each side is a build.Build (a C experiment's objects) or a kernel.kbuild.KernelBuild
+    Each side is a build.Build (a C experiment's objects) or a kbuild.build.KernelBuild
     (one vmlinux); `files(side)` is what an ELF reader reads either way."""
     old: Build                # or KernelBuild
     new: Build

@@ -14,8 +14,10 @@ API (for spec, kernel/source, series, bisect):
     commits(repo, base, head) -> [Commit]   `git rev-list --reverse BASE..HEAD`: oldest first
     show(commit, path) -> bytes | None      a file of the commit's tree, None when it has none
     parse_range("A..B") -> ("A", "B")       a range as `series` and `bisect` take it
-    export(commit, dest) -> Path            DEST holds the commit's tree (made once, atomically;
-                                            a DEST that holds it already is left as it is)
+    export(commit, dest, store) -> Path     DEST holds the commit's tree (made once, atomically;
+                                            a DEST that holds it already is left as it is); its
+                                            files are hard links into STORE, one file per blob,
+                                            so exports of many commits share what did not change
     walk(commit, dest) -> list[str]         DEST (a checkout flagbench owns) moved to the commit:
                                             only files that differ are written (their mtime
                                             changes, the rest keep theirs: make rebuilds just
@@ -23,22 +25,29 @@ API (for spec, kernel/source, series, bisect):
                                             that changed are returned.
 
 A Commit's `tree` is the content's name: two refs with one tree are one build (key cells by it).
+
+What is flagbench's own, not the user's: the user's sparse-checkout settings do not narrow
+an export or a walk (core.sparseCheckout is off for our commands); a submodule's files are
+read from the submodule's own repository; the locks and temporaries a killed flagbench left
+(a walk's `<checkout>.index.lock`, an export's `<tree>.tmp-PID`) are removed by the next run
+that takes the same file lock, which no live flagbench can hold at once.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from flagbench import procs
-from flagbench.cache import locked
 from flagbench.errors import UserError
 
 GIT_TIMEOUT = 1800          # a checkout of a kernel tree writes ~75,000 files
 MARKER = ".flagbench-tree"  # in an export: the tree sha it holds (written last)
+EXPORT_VERSION = 2          # 2: never narrowed by sparse checkout, submodules filled in
+# Our commands see the whole tree whatever the user's sparse-checkout settings say.
+_WHOLE = ("-c", "core.sparseCheckout=false", "-c", "core.sparseCheckoutCone=false", "-c", "index.sparse=false")
 # The caller's git environment would redirect our commands to another repository or index.
 _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                  "GIT_COMMON_DIR", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
@@ -46,6 +55,10 @@ _GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIREC
 
 class UnknownRef(UserError):
     """A ref that names no commit of the repository (spec adds the experiment's FILE:LINE)."""
+
+
+class UnsafeRepo(UserError):
+    """A repository git itself refuses to read: owned by another user (safe.directory)."""
 
 
 @dataclass(frozen=True)
@@ -85,13 +98,23 @@ def repo_root(path: str | Path) -> Path | None:
     path = Path(path)
     where = path if path.is_dir() else path.parent
     done = _git(where, "rev-parse", "--show-toplevel")
+    _check_safe(done, where)
     if done.failure or not done.stdout.strip():
         return None
     return Path(done.stdout.strip()).resolve()
 
 
+def _check_safe(done: procs.Done, where: Path) -> None:
+    """UnsafeRepo when git refused the repository for its owner (it is one, just not trusted)."""
+    if done.failure and "dubious ownership" in done.stderr:
+        at = next((ln.split(" at ", 1)[1].strip("'") for ln in done.stderr.splitlines() if "dubious" in ln), where)
+        raise UnsafeRepo(f"{at}: git refuses this repository: it is owned by another user (git's safe.directory; "
+                         f"to trust it: git config --global --add safe.directory {at})")
+
+
 def _git_dir(repo: Path) -> Path:
     done = _git(repo, "rev-parse", "--absolute-git-dir")
+    _check_safe(done, repo)
     if done.failure:
         raise UserError(f"{repo}: not a git repository")
     return Path(done.stdout.strip())
@@ -106,11 +129,13 @@ def _describe(repo: Path, ref: str, sha: str) -> Commit:
 def resolve(repo: str | Path, ref: str) -> Commit:
     """The commit REF names in REPO; UnknownRef (one line) when it names none."""
     repo = Path(repo)
-    if not ref or ref.startswith("-") or any(c.isspace() or c == "\0" for c in ref):
-        raise UnknownRef(f"ref {ref!r}: not a git revision (a tag, a branch, HEAD~2, a sha)")
+    message = ref.startswith(":/")     # `:/text`: the youngest commit whose message matches text
+    if not ref or ref.startswith("-") or any(c in "\0\n\r" or (c.isspace() and not message) for c in ref):
+        raise UnknownRef(f"ref {ref!r}: not a git revision (a tag, a branch, HEAD~2, a sha, :/text)")
     if repo_root(repo) is None and _git(repo, "rev-parse", "--is-bare-repository").stdout.strip() != "true":
         raise UnknownRef(f"ref {ref!r}: {repo} is not a git repository")
-    done = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    # after :/ everything is the pattern: a ^{commit} there would be searched for (it names a commit anyway)
+    done = _git(repo, "rev-parse", "--verify", "--quiet", ref if message else f"{ref}^{{commit}}")
     if done.failure or not done.stdout.strip():
         raise UnknownRef(f"ref {ref!r} names no commit in {repo}")
     return _describe(repo, ref, done.stdout.strip())
@@ -151,46 +176,52 @@ def commits(repo: str | Path, base: str, head: str) -> list[Commit]:
     return out
 
 
-def holds(dest: Path) -> str | None:
-    """The tree sha a directory made here holds, None when it holds none (or half of one)."""
+def holds(dest: Path, version: int | None = None) -> str | None:
+    """The tree sha a directory made here holds, None when it holds none (or half of one, or,
+    given VERSION, one made by an older export)."""
     try:
-        return json.loads((dest / MARKER).read_text())["tree"]
-    except (OSError, ValueError, KeyError, TypeError):
+        marker = json.loads((dest / MARKER).read_text())
+        if version is not None and marker.get("v") != version:
+            return None
+        return marker["tree"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _read_tree(commit: Commit, dest: Path, index: Path) -> None:
+def _read_tree(repo: Path, tree: str, dest: Path, index: Path, what: str) -> None:
     """`git read-tree --reset -u TREE` with a private index and DEST as the work tree: a file
-    whose index entry and content already match is not written again."""
-    env = _env(GIT_DIR=str(_git_dir(commit.repo)), GIT_WORK_TREE=str(dest), GIT_INDEX_FILE=str(index))
-    done = _git(dest, "read-tree", "--reset", "-u", commit.tree, timeout=GIT_TIMEOUT, env=env)
-    if done.failure:
-        raise UserError(f"cannot check out {commit.ref} ({commit.short}) of {commit.repo} into {dest}: "
-                        f"{(done.stderr.strip().splitlines() or [done.failure])[-1]}")
+    whose index entry and content already match is not written again. A lock a killed
+    flagbench left on the index is removed first (the caller holds DEST's file lock)."""
+    _recover_lock(index)
+    env = _env(GIT_DIR=str(_git_dir(repo)), GIT_WORK_TREE=str(dest), GIT_INDEX_FILE=str(index))
+    procs.record_owner(index.with_name(index.name + ".owner"))
+    done = _git(dest, *_WHOLE, "read-tree", "--reset", "-u", tree, timeout=GIT_TIMEOUT, env=env)
+    if done.failure:   # git's "fatal:" line names the file; its hints come after it
+        lines = done.stderr.strip().splitlines() or [done.failure]
+        raise UserError(f"cannot check out {what} of {repo} into {dest}: "
+                        f"{next((ln for ln in lines if ln.startswith('fatal:')), lines[-1])}")
 
 
-def export(commit: Commit, dest: Path) -> Path:
-    """DEST := the commit's tree, made once (under a lock, built beside and renamed into place)."""
-    dest = Path(dest)
-    if holds(dest) == commit.tree:
-        return dest
-    with locked(dest.with_name(dest.name + ".lock")):
-        if holds(dest) == commit.tree:
-            return dest
-        tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        index = tmp.with_name(tmp.name + ".index")
-        try:
-            _read_tree(commit, tmp, index)
-            (tmp / MARKER).write_text(json.dumps({"tree": commit.tree, "commit": commit.sha}))
-            if dest.exists():
-                shutil.rmtree(dest)
-            os.replace(tmp, dest)
-        finally:
-            index.unlink(missing_ok=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+def _recover_lock(index: Path) -> None:
+    """INDEX.lock, left by a flagbench killed during read-tree, removed. A live flagbench cannot
+    hold it (it would hold the file lock our caller holds); one that does is named, with its pid."""
+    lock = index.with_name(index.name + ".lock")
+    if not lock.exists():
+        return
+    try:
+        owner = index.with_name(index.name + ".owner").read_text().strip()
+    except OSError:
+        owner = ""
+    if owner and owner != procs._token() and procs._owner_alive(owner):
+        raise UserError(f"{lock} is held by flagbench pid {int(owner[:8], 16)}, still running: "
+                        "wait for it, or end it")
+    lock.unlink(missing_ok=True)
+
+
+def export(commit: Commit, dest: Path, store: Path | None = None) -> Path:
+    """DEST := the commit's tree, made once; its files hard links into STORE (vcs_export.py)."""
+    from flagbench.vcs_export import export as made
+    return made(commit, dest, store)
 
 
 def walk(commit: Commit, dest: Path) -> list[str]:
@@ -206,7 +237,7 @@ def walk(commit: Commit, dest: Path) -> list[str]:
     (dest / MARKER).unlink(missing_ok=True)    # half-walked until the marker is back
     if before is None:
         index.unlink(missing_ok=True)          # unknown content: read-tree rewrites every file
-    _read_tree(commit, dest, index)
+    _read_tree(commit.repo, commit.tree, dest, index, f"{commit.ref} ({commit.short})")
     changed = []
     if before is not None:
         done = _git(dest, "diff-tree", "-r", "--name-only", "--no-renames", before, commit.tree,

@@ -99,7 +99,7 @@ def compare_files(old: Path | str, new: Path | str, *, parallel: bool | None = N
     return compare_disassemblies(d_old, d_new, rank=rank, warning=warning)
 
 
-compare = compare_files   # the name kernel/summary.py and cli/asm.py's kernel branch import today
+compare = compare_files   # the name size/summary.py and cli/asm.py's kernel branch import today
 
 
 def compare_object_sets(old: Sequence[Path], new: Sequence[Path], *, old_label: str = "",

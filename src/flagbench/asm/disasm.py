@@ -223,9 +223,10 @@ class Normaliser:
             for s in elf.symbols:
                 if s.shndx and s.name:
                     self._values.setdefault(s.name, []).append(s.value)
-        self.x86 = elf.target == "x86_64"
-        self.riscv = elf.target == "riscv64" and elf.relocatable
-        self.llvm = "llvm" in get_target(elf.target).objdump
+        target = get_target(elf.target)
+        self.x86 = target.isa == "x86"      # AT&T operands: relocations folded into %rip and $ forms
+        self.riscv = target.stale_target_comments and elf.relocatable
+        self.llvm = "llvm" in target.objdump
         self.lo, self.hi = elf.address_range
         self.mask = (1 << 64) - 1 if elf.is64 else (1 << 32) - 1
         self._local = {}

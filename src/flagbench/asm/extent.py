@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from flagbench.asm.model import PADDING, Function
 from flagbench.asm.padding import place_in, symbol_spans
+from flagbench.targets import get_target
 from flagbench.asm.unsized import PADDING as PADDING_KIND
 from flagbench.asm.unsized import STUB, CodeMap, is_stub_symbol
 
@@ -28,7 +29,7 @@ def not_functions(functions: dict[str, Function]) -> list[str]:
 def overrun(d, image, cmap: CodeMap) -> tuple[dict[str, int], list[str], dict]:
     """(name -> end of its symbol, for the functions whose block holds code past that end;
     the labels without size whose block is nothing but stubs and padding; the spans)."""
-    thumb = d.target == "arm"
+    thumb = get_target(d.target).thumb_bit
     spans = symbol_spans(image, thumb, list(d.functions.values()))
     ends, stubs_only = {}, []
     for name, (shndx, start, stop, size) in spans.items():

@@ -141,11 +141,11 @@ def place(d: Disassembly, functions: list[Function], pool: ThreadPoolExecutor, s
 def place_in(d: Disassembly, elf: Image, functions: list[Function], pool, spans=None) -> dict[str, Placed]:
     """`place` with D's file already open as ELF."""
     if spans is None:
-        spans = symbol_spans(elf, d.target == "arm", functions)
+        spans = symbol_spans(elf, get_target(d.target).thumb_bit, functions)
     wanted = {f.name for f in functions}
     ranges = {name: (elf.sections[shndx].name, start, stop) for name, (shndx, start, stop, _) in spans.items()
               if name in wanted}
-    x86 = d.target == "x86_64" and not elf.relocatable    # one objdump over the runs' bytes
+    x86 = get_target(d.target).multibyte_nops and not elf.relocatable    # one objdump over the runs' bytes
     by_section: dict[str, list[tuple[int, int]]] = {}
     for section, start, stop in ranges.values():
         by_section.setdefault(section, []).append((start, stop))

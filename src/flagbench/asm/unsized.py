@@ -93,7 +93,7 @@ def _padding_regex(target: str):
     """The padding of TARGET as a regex: the model `_symtab.padding_prefix` and `code_holes`
     are held to (tests/test_unsized.py), and code_map's walk."""
     import re
-    if target == "x86_64":
+    if get_target(target).multibyte_nops:
         return re.compile(rb"(?:" + _X86_NOP + rb")*", re.S)
     return re.compile(rb"(?:" + b"|".join(re.escape(t) for t in _tokens(target)[1]) + rb")*", re.S)
 
@@ -103,7 +103,7 @@ def _padding_spec(target: str) -> tuple[bytes, int, bytes, int]:
     granule, its tokens joined, FILL); granule 0 is x86, whose NOPs the C code spells as
     _X86_NOP does (the tests hold the two together)."""
     fill = _fill(target)
-    if target == "x86_64":
+    if get_target(target).multibyte_nops:
         return fill, 0, b"", FILL
     granule, tokens = _tokens(target)
     return fill, granule, b"".join(tokens), FILL
@@ -195,7 +195,7 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
     READ(index, offset, size): bytes of a section. Without PIECES_ONLY, padding between two
     symbols is only counted (`flagbench size` wants totals: a vmlinux has 20,000 such holes;
     `of_member` has this walk in C, and this is the model the tests hold it to)."""
-    counts = None if pieces_only or target in _PIECES_ALWAYS else dict.fromkeys((PADDING, FILL_KEY), 0)
+    counts = None if pieces_only or get_target(target).veneer_groups else dict.fromkeys((PADDING, FILL_KEY), 0)
     exec_sections, plt_entries = _exec_sections(sections, relocatable)
     sized: dict[int, list[tuple[int, int]]] = {k: [] for k in exec_sections}
     labels: dict[int, list[int]] = {k: [] for k in exec_sections}
@@ -235,12 +235,12 @@ def code_map(target: str, big: bool, relocatable: bool, sections, symbols, read,
                     counts[FILL_KEY if end - start >= FILL else PADDING] += end - start
                     continue
             left.append((index, cuts, stubs))
-    by_value = _by_value(rows, stub_names) if target in ("hppa", "hppa64") and left else {}
+    by_value = _by_value(rows, stub_names) if get_target(target).value_named_stubs and left else {}
     return CodeMap(_pieces(target, big, exec_sections, plt_entries, left, read, by_value), counts)
 
 
-# aarch64/arm: every hole a piece, even padding (_branches_over_stubs looks at its neighbours)
-_PIECES_ALWAYS = ("aarch64", "arm")
+# Where the linker puts veneer groups (aarch64/arm), every hole is a piece, even padding:
+# _branches_over_stubs looks at its neighbours.
 
 
 def _exec_sections(sections, relocatable: bool) -> tuple[dict[int, tuple[str, int, int]], int]:
@@ -341,7 +341,7 @@ class _Padding:
     def __init__(self, target: str):
         from flagbench.elf import _symtab
         self.spec = _padding_spec(target)
-        self.granule, tokens = (0, ()) if target == "x86_64" else _tokens(target)
+        self.granule, tokens = (0, ()) if get_target(target).multibyte_nops else _tokens(target)
         self.tokens = frozenset(tokens)
         self._prefix = _symtab.padding_prefix
 
@@ -354,10 +354,10 @@ def _scan(target, big, pad: _Padding, index, raw, start, end, by_value) -> list[
     head = pad.head(raw)
     if head == len(raw) or _all_fill(raw, _fill(target)):
         return [Piece(index, start, end, PADDING)]
-    if target in ("hppa", "hppa64") and len(raw) % 4 == 0:
+    if get_target(target).value_named_stubs and len(raw) % 4 == 0:
         return _scan_hppa(big, pad, index, raw, start, by_value)
     out = []
-    if target == "x86_64":
+    if get_target(target).multibyte_nops:
         tail = len(raw.rstrip(b"\xcc\x90\x00"))
     else:
         granule = pad.granule
@@ -450,7 +450,7 @@ def _scan_hppa(big, pad: _Padding, index, raw, start, by_value) -> list[Piece]:
 def _branches_over_stubs(target: str, pieces: list[Piece]) -> None:
     """aarch64/arm: the `b` the linker puts before a stub group placed between functions is part
     of the group (stub bytes, no stub of its own)."""
-    if target not in ("aarch64", "arm"):
+    if not get_target(target).veneer_groups:
         return
     pieces.sort(key=lambda p: (p.section, p.start))
     for a, b, c in zip(pieces, pieces[1:], pieces[2:] + [None]):
@@ -494,14 +494,14 @@ def of_member(inp, m) -> CodeMap | None:
     scan = tuple((i, base, size) for i, (name, base, size) in exec_sections.items() if not _is_plt(name))
     if any(base + size >= 1 << 64 for _, base, size in scan):   # a damaged file: past C's integers
         return _of_member_in_python(inp, m)
-    count = target not in _PIECES_ALWAYS
+    count = not get_target(target).veneer_groups
     try:
         padding, fill, holes = _symtab.code_holes(view, elf_tables.rules(m.machine), scan, _padding_spec(target),
                                                   whole, count)
     except ValueError as e:
         raise UserError(f"{m.name}: corrupt ELF ({e})") from None
     by_value = {}
-    if target in ("hppa", "hppa64") and holes:   # names for the stubs' targets: the listing's rows
+    if get_target(target).value_named_stubs and holes:   # names for the stubs' targets: the listing's rows
         t = elf_tables.read_member(inp, m, full=True)
         rows = [r for r in zip(t.names, t.values, t.sizes, t.sections) if r[3] in exec_sections and r[0]]
         by_value = _by_value(rows, _stub_names(rows))

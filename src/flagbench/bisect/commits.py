@@ -4,7 +4,8 @@ Exact metrics (insns: the bench's counted instructions; size: code bytes) are de
 one build and one counted run a step, compared with the good end's value, ceil(log2 n) + 1
 builds for n commits (search.first_bad). Time: each step is paired rounds of the commit and
 the good end (timed.decide), printed with its interval, and the report says how likely a
-step was called wrongly. A commit that does not compile is skipped.
+step was called wrongly. A commit that does not compile, or whose bench does not run to
+the end (a crash, a timeout: subject.StepFailed), is skipped and named in the summary.
 """
 from __future__ import annotations
 
@@ -14,7 +15,11 @@ from typing import Callable
 
 from flagbench.bisect import search, timed
 from flagbench.bisect.search import BAD, GOOD, SKIP
+from flagbench.bisect.subject import StepFailed
 from flagbench.errors import UserError
+from flagbench.textsafe import term_text
+
+WIDTH = 100      # the summary goes to mail
 
 EXACT_METRICS = ("insns", "size")
 METRICS = (*EXACT_METRICS, "time")
@@ -64,6 +69,8 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
     good_value = subject.count(good_build, opts.metric) if exact else None
     if exact:
         say(f"good {good.short}: {good_value:,.2f} {UNITS[opts.metric]}")
+        if not good_value:
+            raise UserError(f"the good end {good_ref} measures 0 {UNITS[opts.metric]}: no change relative to it")
     threshold = opts.threshold
     if threshold is None:   # half of what the bad end moved: the bad end is measured first
         threshold = _bad_end_threshold(subject, good_build, good_value, commits[-1], opts, say)
@@ -71,6 +78,12 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
     out = Outcome(commits, search.FirstBad(len(commits), None), good_value, threshold, 0, 0.0)
 
     def measure(i: int) -> tuple[str, str]:
+        try:
+            return measured(i)
+        except StepFailed as e:   # it built, its bench did not run: skipped, not the bisection
+            return SKIP, f"does not run: {e}"
+
+    def measured(i: int) -> tuple[str, str]:
         c = commits[i]
         b = subject.build(c)
         if b is None:
@@ -125,12 +138,15 @@ def summary(out: Outcome, opts: Options) -> list[str]:
     if f.first is not None:
         c = commits[f.first]
         parent = "the good end" if f.first == 0 else commits[f.first - 1].short
-        lines.append(f"first bad commit: {c.sha} {c.subject}")
+        lines.append(_fit(f"first bad commit: {c.sha} {term_text(c.subject)}"))
         lines.append(f"  (its parent {parent} is good; metric {opts.metric}, threshold {out.threshold})")
     elif f.candidates:
-        lines.append("first bad commit is one of: " + ", ".join(commits[i].short for i in f.candidates))
+        lines += _wrapped("first bad commit is one of: ", [commits[i].short for i in f.candidates])
     if f.note:
         lines.append(f.note)
+    for s in f.steps:
+        if s.verdict == SKIP:
+            lines.append(_fit(f"skipped {commits[s.index].short}: {term_text(s.detail)}"))
     lines.append(f"{len(commits)} commits, {len(f.steps)} steps, {out.builds} builds (good end included), "
                  f"{out.seconds:.0f} s")
     if opts.metric == "time":
@@ -144,6 +160,22 @@ def summary(out: Outcome, opts: Options) -> list[str]:
     return lines
 
 
+def _fit(line: str, width: int = WIDTH) -> str:
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def _wrapped(head: str, words: list[str], width: int = WIDTH) -> list[str]:
+    """HEAD and WORDS joined by ", ", broken into lines of at most WIDTH columns."""
+    lines, line = [], head
+    for i, w in enumerate(words):
+        piece = w + ("," if i < len(words) - 1 else "")
+        if len(line) + len(piece) > width and line.strip():
+            lines.append(line.rstrip())
+            line = " " * 2
+        line += piece + " "
+    return lines + [line.rstrip()]
+
+
 def run_step(subject, metric: str, threshold: timed.Threshold, *, good_value: float | None = None,
              good_ref: str | None = None, opts: Options | None = None, say: Callable[[str], None]) -> int:
     """One `git bisect run` step on the sources as they are on disk (git bisect checked them
@@ -155,6 +187,15 @@ def run_step(subject, metric: str, threshold: timed.Threshold, *, good_value: fl
     if b is None:
         say(f"does not build: {subject.why}: skip (125)")
         return 125
+    try:
+        return _step_verdict(subject, b, metric, threshold, good_value, good_ref, opts, say)
+    except StepFailed as e:
+        say(f"does not run: {e}: skip (125)")
+        return 125
+
+
+def _step_verdict(subject, b, metric, threshold, good_value, good_ref, opts, say) -> int:
+    from flagbench import vcs
     if metric in EXACT_METRICS:
         if good_value is None:
             if good_ref is None:
@@ -162,7 +203,12 @@ def run_step(subject, metric: str, threshold: timed.Threshold, *, good_value: fl
             gb = subject.build(vcs.resolve(subject.repository(), good_ref), column="good")
             if gb is None:
                 raise UserError(f"the good end {good_ref} does not build: {subject.why}")
-            good_value = subject.count(gb, metric)
+            try:
+                good_value = subject.count(gb, metric)
+            except StepFailed as e:   # the good end's failure is the bisection's, not the step's
+                raise UserError(f"the good end {good_ref} does not run: {e}") from None
+            if not good_value:
+                raise UserError(f"the good end {good_ref} measures 0 {UNITS[metric]}: no change relative to it")
         v = subject.count(b, metric)
         ratio = v / good_value
         verdict = BAD if threshold.past(ratio) else GOOD

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from flagbench.bisect.subject import Subject
+from flagbench.bisect.subject import StepFailed, Subject
 from flagbench.errors import UserError
 from flagbench.run.engine import collect
 
@@ -74,7 +74,7 @@ class CSubject(Subject):
             got: dict[str, float] = {}
             reason = cell.counted(collect(got)) if cell.counted else "no counted job"
             if reason:
-                raise UserError(f"bench {self.bench.name} at {build.cell.variant.name}: {reason}")
+                raise StepFailed(f"bench {self.bench.name} at {build.cell.variant.name}: {reason}")
             total += got[COUNTED_METRICS[self.bench.kind]]
         return total
 
@@ -109,7 +109,7 @@ def _cpu_seconds(exe: Path, n: int, timeout: float) -> float:
     done = procs.run([str(exe), "t", str(n)], timeout=timeout, env={"PATH": "/usr/bin:/bin"})
     used = noise.since(start)
     if done.failure or done.returncode:
-        raise UserError(f"{exe.name} t {n}: {done.failure or f'exit status {done.returncode}'}")
+        raise StepFailed(f"{exe.name} t {n}: {done.failure or f'exit status {done.returncode}'}")
     return used.cpu_s
 
 

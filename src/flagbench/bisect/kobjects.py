@@ -52,8 +52,22 @@ def linked_objects(odir: Path) -> list[str]:
             if rel.endswith(".o") and not _LINK_TIME.search(rel) and rel not in out:
                 out.append(rel)
     if not out:
-        raise UserError(f"{odir}: no vmlinux.a (a Kbuild build of Linux 5.19 or later) to read objects from")
+        raise UserError(_no_archive(odir))
     return out
+
+
+def _no_archive(odir: Path) -> str:
+    """Why ODIR has no vmlinux.a to read objects from, as far as the directory tells."""
+    from flagbench.kbuild.source import makefile_version
+    if (odir / "vmlinux.a").is_file():
+        return f"{odir}: vmlinux.a lists no objects"
+    if (odir / "built-in.a").is_file():
+        return (f"{odir}: built-in.a and no vmlinux.a: Linux before 5.19 links vmlinux otherwise, "
+                "and object bisection reads vmlinux.a")
+    if (odir / "vmlinux").is_file() and not any(odir.glob("*/*.o")):
+        return f"{odir}: a kept build (vmlinux, System.map, .config) without its objects: nothing to relink"
+    version = makefile_version(odir / "source") if (odir / "source").exists() else ""
+    return f"{odir}: no vmlinux.a (a Kbuild build of Linux 5.19 or later){f', Linux {version}' if version else ''}"
 
 
 def differing(a: KernelBuild, b: KernelBuild) -> tuple[list[str], int]:

@@ -21,13 +21,14 @@ class KernelSubject(Subject):
         self._meter = None
 
     def build(self, commit=None, column: str | None = None):
-        """The kernel at the commit; None when it does not build (the step is skipped)."""
+        """The kernel at the commit (None: the source tree as it is on disk, which `git bisect
+        run` checked out: built out of tree like any `source = PATH`, the tree only read);
+        None when it does not build (the step is skipped)."""
         from flagbench.run.guest import boot
         from flagbench.kbuild import build as kbuild
-        if commit is None:
-            raise UserError("--run-step on a kernel experiment: not built yet (use --good/--bad)")
         self.builds += 1
-        cell = replace(self.cell, variant=replace(self.cell.variant, ref=commit.sha, commit=commit))
+        ref = (commit.sha, commit) if commit is not None else (None, None)
+        cell = replace(self.cell, variant=replace(self.cell.variant, ref=ref[0], commit=ref[1]))
         kb = kbuild.build_kernels(self.exp, [cell], jobs=self.jobs, progress=True,
                                   extra_fragments=boot.boot_fragments(self.exp))[0]
         if not kb.ok:

@@ -106,8 +106,13 @@ def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectO
 
     cells = [c for c in exp.cells() if c.variant.name in (a, b)]
     cells = [c for c in cells if (c.target, c.compiler) == (cells[0].target, cells[0].compiler)]
+    commits = [n for n in (a, b) if exp.variant(n).commit is not None]
+    if commits:   # a commit's usual build keeps no objects: each gets a checkout and O= of its own
+        say(f"{', '.join(commits)}: a commit; built in a checkout and O= directory of its own (kept at it), "
+            "so A's objects can be relinked with B's")
     built = {k.cell.variant.name: k for k in kbuild.build_kernels(exp, cells, jobs=jobs, progress=True,
-                                                                  extra_fragments=boot.boot_fragments(exp))}
+                                                                  extra_fragments=boot.boot_fragments(exp),
+                                                                  keep_objects=bool(commits))}
     ka, kb = built[a], built[b]
     if not (ka.ok and kb.ok):
         raise UserError(f"a kernel did not build: {ka.error or kb.error}")
@@ -167,7 +172,8 @@ class GuestMeter:
                       settings=self.settings, system_map=system_map)
         row = guest.parse_console(r.console, r.regions, self.rows)[self.row.tag]
         if row.failure or not row.iterations:
-            raise UserError(f"booting {vmlinux}: {row.failure or 'no iterations'}"
+            from flagbench.bisect.subject import StepFailed
+            raise StepFailed(f"booting {vmlinux}: {row.failure or 'no iterations'}"
                             + ("" if r.ok else f" ({r.reason})"))
         return row
 
@@ -188,15 +194,22 @@ def moved_symbols(ra, rb, odir: Path, objects: list[str], top: int = 8) -> list[
 
 
 def summary(out: ObjectOutcome) -> list[str]:
+    """The result, in lines of at most WIDTH columns (it goes to mail)."""
+    from flagbench.bisect.commits import WIDTH, _fit, _wrapped
     n = out.narrowed
     full = out.value_b - out.value_a
-    lines = [f"{out.what}: {out.a} {out.value_a:,.2f}, {out.b} {out.value_b:,.2f} ({full:+,.2f}); "
-             f"all {len(out.candidates)} differing objects of {out.b} in {out.a}: {n.full:+,.2f}"]
-    shown = ", ".join(n.objects)
-    lines.append(f"{shown} carr{'ies' if len(n.objects) == 1 else 'y'} {n.share * 100:.0f} % of the "
-                 f"{n.full:+,.2f} ({n.effect:+,.2f}); {n.mixes} mixes measured, {out.seconds:.0f} s")
+    lines = [_fit(f"{out.what}: {out.a} {out.value_a:,.2f}, {out.b} {out.value_b:,.2f} ({full:+,.2f})"),
+             _fit(f"all {len(out.candidates)} differing objects of {out.b} in {out.a}: {n.full:+,.2f}")]
+    tail = (f"carr{'ies' if len(n.objects) == 1 else 'y'} {n.share * 100:.0f} % of the {n.full:+,.2f} "
+            f"({n.effect:+,.2f}); {n.mixes} mixes measured, {out.seconds:.0f} s")
+    found = _wrapped("", n.objects, WIDTH)
+    if len(found[-1]) + 1 + len(tail) <= WIDTH:
+        found[-1] += " " + tail
+    else:
+        found.append("  " + tail)
+    lines += found
     if out.moved:
         lines.append(f"symbols whose {out.what} moved most, A -> B, and the found object defining each:")
     for s, x, y, where in out.moved:
-        lines.append(f"  {s:32} {x:12,.1f} -> {y:12,.1f} ({y - x:+,.1f})  {where or '-'}")
-    return lines + out.lines
+        lines.append(_fit(f"  {s:32} {x:12,.1f} -> {y:12,.1f} ({y - x:+,.1f})  {where or '-'}"))
+    return [_fit(line) for line in lines + out.lines]

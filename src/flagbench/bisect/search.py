@@ -8,7 +8,7 @@ First bad commit (`first_bad`): commits[0..n-1] are the range good..bad, parent 
 good end itself not among them, the bad end last). The good end is known good; the bad end
 is assumed bad and measured only when the search ends on it, so a range of n commits costs
 ceil(log2 n) measured steps (plus the good end's reference, measured by the caller). A commit
-that does not build is skipped as `git bisect skip` does: the nearest untried commit between
+that does not build (or whose bench does not run) is skipped as `git bisect skip` does: the nearest untried commit between
 the bounds is tried instead; skipped commits next to the answer make it a list of candidates.
 
 Smallest set (`narrow`): the candidates are objects that differ between A and B; `effect(S)`
@@ -88,7 +88,7 @@ def first_bad(n: int, decide: Decide, *, on_step: Callable[[Step], None] | None 
     if len(out.candidates) == 1 and hi not in skipped:
         out.first = hi
     else:
-        out.note = (f"skipped commits (they did not build) leave {len(out.candidates)} candidates for the "
+        out.note = (f"skipped commits (they did not build or run) leave {len(out.candidates)} candidates for the "
                     "first bad commit")
     return out
 

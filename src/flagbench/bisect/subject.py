@@ -8,6 +8,11 @@ from pathlib import Path
 from flagbench.errors import UserError
 
 
+class StepFailed(UserError):
+    """A commit built but its bench did not run to the end (a crash, a timeout, a kernel that
+    does not boot): the step is skipped like a commit that does not build, not the bisection."""
+
+
 class Subject:
     what = "its sources are"   # said when the experiment's sources are not in a git repository
 

@@ -42,15 +42,19 @@ class Threshold:
 
 
 def parse_threshold(text: str) -> Threshold:
-    """'5%', '+5%', '-2.5%', '0.05' -> Threshold; ValueError for anything else."""
+    """'5%', '+5%', '-2.5%' -> Threshold; a bare number is percent too ('5' is 5 %, as the
+    option's PCT says: read as a fraction it was +500 %); ValueError for anything else."""
     t = text.strip()
     direction = {"+": 1, "-": -1}.get(t[:1], 0)
     body = t[1:] if direction else t
-    percent = body.endswith("%")
-    value = float(body.rstrip("%").strip())
-    size = value / 100 if percent else value
+    bad = ValueError(f"threshold {text!r}: a relative change such as 5%, +5% or -5%")
+    try:
+        value = float(body.removesuffix("%").strip())
+    except ValueError:
+        raise bad from None
+    size = value / 100
     if not (0 < size < 10) or math.isnan(size):
-        raise ValueError(f"threshold {text!r}: a relative change such as 5%, +5% or -5%")
+        raise bad
     return Threshold(size, direction)
 
 

@@ -21,11 +21,14 @@ VERBS = {   # verb -> the line `flagbench --help` shows without importing the ve
     "run": "build an experiment's variants and run its benchmarks",
     "wis": "run a will-it-scale testcase (processes and threads, 1..N tasks)",
     "report": "print the tables of a stored run (default: the latest)",
+    "model": "a modelled cycle band (llvm-mca x qemu block counts) for A and B, beside exact counts",
     "profile": "per-symbol profiles (exact counts, perf time) of an experiment's micro benches, A vs B",
     "bisect": "the first commit where a metric moves, or the objects that carry a change",
     "demo": "run the bundled case studies end to end and write their report",
     "box": "start, stop or show the qemu kexec box (a host to try --host on)",
     "series": "each commit of a git series built and compared: size, asm, exact counts",
+    "check": "a patch or series on stdin measured and judged: b4's or patchwork's check JSON",
+    "watch": "follow branches: every new commit measured, changes found and reported",
 }
 
 
@@ -101,8 +104,9 @@ def _main(argv: list[str] | None) -> tuple[str | None, int]:
         verb, handler = ns.verb, lambda: ns.handler(ns)
     try:
         return verb, handler() or 0
-    except UserError as e:
-        print(f"flagbench {verb}: {e}", file=sys.stderr)
+    except UserError as e:   # its text may hold a compiler's or a commit's: controls escaped, line by line
+        from flagbench.textsafe import term_text
+        print(f"flagbench {verb}: " + "\n".join(map(term_text, str(e).split("\n"))), file=sys.stderr)
         return verb, 2
     except KeyboardInterrupt as e:   # procs.Terminated carries the signal: exit 128 + it
         print(f"flagbench {verb}: interrupted", file=sys.stderr)

@@ -17,9 +17,39 @@ from pathlib import Path
 EXIT_ABORT = 255     # git bisect run: anything above 127 stops the bisection
 
 
+def _is_step(argv) -> bool:
+    """--run-step among ARGV, as argparse reads it (an unambiguous prefix such as --run counts)."""
+    return any(a.startswith("--r") and "--run-step".startswith(a.split("=", 1)[0]) for a in argv or ())
+
+
+def _step_parser(p):
+    """P's usage errors exit 255 when --run-step is among the arguments: git bisect run reads
+    exit 2 as "bad" and would name a wrong commit; 255 stops it."""
+    base = type(p)
+
+    class StepParser(base):
+        step = False
+
+        def parse_known_args(self, args=None, namespace=None):
+            args = list(args if args is not None else sys.argv[1:])
+            self.step = _is_step(args)
+            ns, extras = base.parse_known_args(self, args, namespace)
+            if extras and self.step:   # the top parser would say it, with exit 2
+                self.error(f"unrecognized arguments: {' '.join(extras)}")
+            return ns, extras
+
+        def error(self, message: str):  # noqa: D102 - argparse API
+            if "--threshold" in message:
+                message += " (a negative value is written --threshold=-5%)"
+            self.exit(EXIT_ABORT if self.step else 2, f"{self.prog}: error: {message}\n")
+    p.__class__ = StepParser
+    return p
+
+
 def register(sub):
-    p = sub.add_parser("bisect", help="the first commit where a metric moves, or the objects that carry a change",
-                       description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p = _step_parser(sub.add_parser(
+        "bisect", help="the first commit where a metric moves, or the objects that carry a change",
+        description=__doc__.split("\n\n")[1].replace("\n", " ")))
     p.add_argument("experiment", help="experiment directory (with experiment.toml) or .toml file")
     p.add_argument("--good", metavar="REF", help="a commit where the metric has its old value")
     p.add_argument("--bad", metavar="REF", help="a later commit where it has moved")
@@ -27,8 +57,9 @@ def register(sub):
                    help="insns: exact counts of the bench (default); size: code bytes; time: paired rounds")
     p.add_argument("--bench", metavar="NAME", help="the bench that measures (default: the first)")
     p.add_argument("--threshold", metavar="PCT",
-                   help="a step is bad when the metric moved past this against the good end: 5%%, +5%% (up "
-                        "only), -5%% (down only); default half of what the bad end moved")
+                   help="a step is bad when the metric moved past this against the good end: 5%% (either way), "
+                        "+5%% (up only), -5%% (down only, written --threshold=-5%%); a bare number is percent "
+                        "too (5 is 5%%); default half of what the bad end moved")
     p.add_argument("--variant", help="commits: the variant built (default: the first)")
     p.add_argument("--target", help="the target (default: the first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
@@ -52,6 +83,7 @@ def register(sub):
 def run(args) -> int:
     from flagbench import procs
     from flagbench.errors import UserError
+    from flagbench.textsafe import term_text
 
     procs.install()
     if not args.run_step:
@@ -59,10 +91,10 @@ def run(args) -> int:
     try:
         return _run(args)
     except UserError as e:    # exit 2 would read as "bad" to git bisect run
-        print(f"flagbench bisect: {e}", file=sys.stderr)
+        print(f"flagbench bisect: {term_text(str(e))}", file=sys.stderr)
         return EXIT_ABORT
     except Exception as e:    # a crash (exit 1) too: stop the bisection rather than call the commit bad
-        print(f"flagbench bisect: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        print(f"flagbench bisect: internal error: {type(e).__name__}: {term_text(str(e))}", file=sys.stderr)
         return EXIT_ABORT
 
 
@@ -71,15 +103,18 @@ def _run(args) -> int:
     from flagbench.bisect import commits, timed
     from flagbench.errors import UserError
     from flagbench.run.until import parse_budget
-    from flagbench.textsafe import sayer
+    from flagbench.textsafe import sayer, term_text
 
     say = sayer("flagbench bisect: ", quiet=args.quiet)
+    _check_numbers(args)
     exp = spec.load(Path(args.experiment))
     try:
         threshold = timed.parse_threshold(args.threshold) if args.threshold else None
         share = timed.parse_threshold(args.share).size
     except ValueError as e:
         raise UserError(str(e)) from None
+    if share > 1:
+        raise UserError(f"--share {args.share}: at most 100%")
     if args.objects is not None:
         return _objects(args, exp, share, say)
     if not 0 < args.alpha < 1:
@@ -99,8 +134,19 @@ def _run(args) -> int:
             raise UserError("bisect to a commit needs --good REF and --bad REF (or --objects, or --run-step)")
         out = commits.bisect(subject, args.good, args.bad, opts, say)
     for line in commits.summary(out, opts):
-        print(line)
+        print(term_text(line))
     return 0 if out.found.first is not None else 1
+
+
+def _check_numbers(args) -> None:
+    """Numbers argparse takes as any float or int, checked before anything is built."""
+    import math
+    from flagbench.errors import UserError
+    if args.jobs < 1:
+        raise UserError(f"--jobs {args.jobs}: at least 1")
+    v = args.good_value
+    if v is not None and not (math.isfinite(v) and v > 0):
+        raise UserError(f"--good-value {v:g}: the good end's count or size, a number above 0")
 
 
 def _subject(args, exp, workdir):
@@ -121,6 +167,7 @@ def _objects(args, exp, share: float, say) -> int:
     from flagbench import procs
     from flagbench.bisect.objects import bisect_objects, summary
     from flagbench.errors import UserError
+    from flagbench.textsafe import term_text
 
     if args.metric == "time":
         raise UserError("--objects measures exact counts (insns) or size; time is not bisected to objects yet")
@@ -133,5 +180,5 @@ def _objects(args, exp, share: float, say) -> int:
         out = bisect_objects(exp, args.objects, metric=args.metric, bench=args.bench, share=share,
                              workdir=workdir, say=say, jobs=args.jobs)
         for line in summary(out):
-            print(line)
+            print(term_text(line))
     return 0

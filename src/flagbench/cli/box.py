@@ -16,6 +16,10 @@ def register(sub):
     p.add_argument("--name", default="box", help="the box's name and ssh alias (default box); "
                    "its state is in <cache>/box/NAME")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    p.add_argument("--lab", action="store_true",
+                   help="start: also a labgrid coordinator and exporter on 127.0.0.1 with the box as place NAME "
+                        "(tag arch=x86_64), to try --place without hardware; `box stop` stops them "
+                        "(docs/places.md)")
     return p
 
 
@@ -30,7 +34,16 @@ def run(args) -> int:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
         raise UserError(f"box name {args.name!r}: letters, digits, '.', '_' and '-' only")
     home = box.home(args.name)
-    b = box.load(home)
+    if args.action == "stop":     # also what clears a damaged state
+        from flagbench.hosts.lab_box import stop_lab
+        if stop_lab(home / "lab"):
+            print(f"{args.name}: its lab stopped (labgrid coordinator and exporter)")
+        if box.stop(home):
+            print(f"{args.name}: stopped")
+        else:
+            print(f"{args.name}: not running")
+        return 0
+    b = box.load(home)           # a damaged state.json: one line, exit 2 (stop clears it)
     if args.action == "start":
         if b is not None:
             print(f"{args.name}: already running (qemu pid {b.pid}, ssh on 127.0.0.1:{b.port})", file=sys.stderr)
@@ -40,16 +53,14 @@ def run(args) -> int:
             say = sayer(f"flagbench box: {args.name}: ", quiet=args.quiet)
             b = box.start(home, args.name, say, progress=not args.quiet)
         _usage(b)
-        return 0
-    if args.action == "stop":
-        if box.stop(home):
-            print(f"{args.name}: stopped")
-        else:
-            print(f"{args.name}: not running")
+        if args.lab:
+            _lab(home, b)
         return 0
     if b is None:
         if args.action == "status":
-            print(f"{args.name}: not running (flagbench box start{_name_flag(args.name)})")
+            why = box.unfinished(home)
+            print(f"{args.name}: not running" + (f": {why}" if why else "") +
+                  f" (flagbench box start{_name_flag(args.name)})")
             return 1
         raise UserError(f"box {args.name} is not running: flagbench box start{_name_flag(args.name)}")
     if args.action == "ssh-config":
@@ -59,6 +70,15 @@ def run(args) -> int:
     print(f"{args.name}: running (qemu pid {b.pid}), ssh on 127.0.0.1:{b.port}; state in {home}")
     _usage(b)
     return 0
+
+
+def _lab(home, b) -> None:
+    """The box's lab (hosts/lab_box.py): started unless it runs, and the exports to use it."""
+    from flagbench.hosts.lab_box import load_lab, start_lab
+    lab = load_lab(home / "lab") or start_lab(home / "lab", alias=b.alias, arch="x86_64")
+    print(f"  # the box as place {lab.place} of a labgrid lab on {lab.address} (files in {lab.dir}):\n"
+          + "".join(f"  export {k}={v}\n" for k, v in lab.exports.items())
+          + f"  flagbench run EXP --place {lab.place}       # or --place arch=x86_64")
 
 
 def _name_flag(name: str) -> str:

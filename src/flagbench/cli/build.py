@@ -66,8 +66,9 @@ def run(args) -> int:
                 print(f"{'':<{width}}  {b.ccache.line()}")
             if b.distcc:
                 print(f"{'':<{width}}  {b.distcc.line()}")
+        from flagbench.textsafe import term_text
         for note in notes if not args.quiet else ():
-            print(f"note: {note}")
+            print(f"note: {term_text(note)}")
     return 0 if all(k.ok for k in kernels) else 1
 
 
@@ -81,6 +82,7 @@ def _c_cell(b, kind: bool) -> dict:
 
 def _print_kernels(kernels, quiet: bool = False) -> None:
     """Kernel cells and their artifacts, one block each (a failed one shows its error lines)."""
+    from flagbench.textsafe import term_text
     width = max((len(k.cell.key) for k in kernels), default=0)
     for k in kernels:
         if not k.ok or k.cached:
@@ -96,9 +98,9 @@ def _print_kernels(kernels, quiet: bool = False) -> None:
             if k.modules:
                 print(f"{'':<{width}}  modules {len(k.modules)}")
         else:
-            for line in (k.error or "").splitlines():
-                print(f"{'':<{width}}  {line}")
-        print(f"{'':<{width}}  tree {k.tree}")
+            for line in (k.error or "").splitlines():   # the compiler's lines: text, not escapes
+                print(f"{'':<{width}}  {term_text(line)}")
+        print(f"{'':<{width}}  tree {term_text(k.tree)}")   # a commit's subject is in it
         if k.ccache:
             print(f"{'':<{width}}  {k.ccache.line()}")
         if k.distcc:

@@ -55,19 +55,21 @@ def experiment(case: Path, repository: Path) -> Path:
     return out
 
 
-def blocks(case: Path, say) -> tuple[list, list, int]:
-    """(report section, summary line, exit status) of the series case."""
+def blocks(case: Path, say, db: Path = Path("flagbench.db")) -> tuple[list, list, int]:
+    """(report section, summary line, exit status) of the series case, a run of DB (resumed)."""
     from flagbench.report.doc import Code, Heading, Link, Para
     from flagbench.series import run_series
     from flagbench.series_table import text
 
-    series = run_series(experiment(case, repo(case, say)), RANGE, progress=True)
+    series, status = run_series(experiment(case, repo(case, say)), RANGE, db=db, progress=True)
+    if status > 1:   # interrupted: the run keeps what was measured, the demo's next run resumes it
+        raise KeyboardInterrupt()
     lines = text(series).rstrip("\n").splitlines()
     built = sum(r.built for r in series.rows[1:])
     section = [Heading(2, f"{NAME}: a patch series, commit by commit ({RANGE})", NAME),
                Para(["flagbench series over the case's repository (cases/series/make-repo, made from "
                      "Debian's 6.1 tree): each commit built in one O= directory walked commit by commit, "
-                     "compared with the last that built and with the base."]),
+                     "compared with its first parent and with the base."]),
                Code(lines)]
     summary = [Para([Link(NAME, NAME), f": {len(series.rows) - 1} commits, {built} built, "
                      f"in {series.seconds:.0f} s (a row per commit: size, asm, exact counts)"])]

@@ -46,14 +46,14 @@ def _hosts(dests: list[str], fmt: str) -> int:
     from flagbench import procs
     from flagbench.errors import UserError
     from flagbench.hosts.facts import noise, perf_problem
-    from flagbench.hosts.remote import SshHost
+    from flagbench.hosts.factory import checked_place
     from flagbench.hosts import kexec
     from flagbench.toolchains import TARGETS
 
     procs.install()
     out, status = [], 0
     for dest in dests:
-        host, started = SshHost(dest), time.monotonic()
+        host, started = checked_place(dest), time.monotonic()
         try:
             host.open()
         except UserError as e:
@@ -78,7 +78,7 @@ def _hosts(dests: list[str], fmt: str) -> int:
             print(f"flagbench doctor: {r['error']}", file=sys.stderr)
             continue
         f = r["facts"]
-        print(f"{r['host']}: reachable ({r['connect_s']:.2f} s to connect), {f.get('hostname', '?')}")
+        print(f"{r['host']}: reachable ({r['connect_s']:.2f} s to connect); hostname {hostname(f.get('hostname'))}")
         print(f"  machine   {f.get('machine')}: takes {', '.join(r['takes']) or 'none of the targets'} "
               f"programs; cannot run {', '.join(r['cannot'])}")
         print(f"  cpu       {f.get('cpu') or '?'} x {f.get('cpus') or '?'}; kernel {f.get('kernel')}")
@@ -99,6 +99,18 @@ def _hosts(dests: list[str], fmt: str) -> int:
         else:
             print("  noise: nothing found")
     return status
+
+
+def hostname(name: str | None) -> str:
+    """The host's own name (`uname -n`) as the report says it: a kernel nobody named (a box, an
+    initramfs) answers "(none)", said as such.
+
+    >>> hostname("build-7"), hostname("(none)"), hostname(None)
+    ('build-7', 'not set (uname -n says "(none)")', 'unknown')
+    """
+    if not name:
+        return "unknown"
+    return 'not set (uname -n says "(none)")' if name == "(none)" else name
 
 
 def _kexec(conn, kexec) -> dict:

@@ -60,11 +60,44 @@ def run(args) -> int:
         runs = store.runs()
         if args.list:
             for r in runs:
-                print(f"{r['id']:>4}  {r['started']}  {r['experiment']}  {r['experiment_hash'][:12]}  "
-                      f"{r['n_samples']} samples, {r['n_failed']} failed cells")
+                print(f"{r['id']:>4}  {r['started']}  {_kind(r):6}  {r['experiment']}  {r['experiment_hash'][:12]}  "
+                      f"{r['n_samples']} samples, {r['n_failed']} failed cells{_over(r)}")
             return 0
-        text = report_run(store, _pick_run(runs, args.run_ref, args.db), args.format)
+        run_id = _pick_run(runs, args.run_ref, args.db)
+        text = _commits_report(store, next(r for r in runs if r["id"] == run_id), args.format)
+        if text is None:
+            text = report_run(store, run_id, args.format)
     return _write(args, text)
+
+
+def _kind(run: dict) -> str:
+    from flagbench.series_store import kind_of
+    return kind_of(run) or "run"
+
+
+def _over(run: dict) -> str:
+    """A series' or bisection's range, in the list."""
+    from flagbench.textsafe import term_text
+    prov = run["provenance"]
+    return f", {term_text(str(prov['range']))}" if _kind(run) != "run" and prov.get("range") else ""
+
+
+def _commits_report(store, run: dict, fmt: str) -> str | None:
+    """A series' table or a bisection's steps, read from the store; None for a `flagbench run`."""
+    from flagbench.errors import UserError
+    from flagbench.series_store import kind_of
+
+    kind = kind_of(run)
+    if kind == "series":
+        from flagbench.series import load
+        from flagbench.series_table import FORMATS as SERIES_FORMATS, render
+        if fmt not in SERIES_FORMATS:
+            raise UserError(f"run {run['id']} is a series: its formats are {', '.join(SERIES_FORMATS)}, not {fmt}")
+        return render(load(store, run["id"]), fmt)
+    if kind == "bisect":
+        from flagbench.bisect.stored import report
+        return report(store, run["id"], fmt)
+    return None
 
 
 def _experiment_page(args) -> str:

@@ -35,7 +35,7 @@ def register(sub):
                         "for any place so tagged; repeatable): reserved, waited for, acquired, powered on, reached "
                         "over ssh through its NetworkService, released at the end")
     p.add_argument("--place-wait", default="10m", metavar="TIME",
-                   help="with --place: how long to wait for a place someone else holds (default 10m)")
+                   help="with --place: how long to wait for a place someone else holds (default 10m; 0: not at all)")
     p.add_argument("--replicate", action="store_true", help="with several --host: every host times every cell")
     p.add_argument("--cpu", type=int, metavar="N", help="pin the timed programs to CPU N (taskset on a host)")
     p.add_argument("--aa-control", action="store_true",
@@ -60,18 +60,17 @@ def register(sub):
 
 def run(args) -> int:
     from flagbench import procs
-    from flagbench.run.until import parse_budget
 
     procs.install()
     from flagbench import spec
     exp = spec.load(Path(args.experiment))
     places = args.place or list(exp.places)
     if places:   # the lab's places are held around the whole run (hosts/lab_place.py)
-        from flagbench.hosts.lab_place import leased, places_for
+        from flagbench.hosts.lab_place import leased, parse_wait, places_for
         from flagbench.textsafe import sayer
         say = sayer("flagbench run: ")
         try:
-            with leased(places, wait_s=parse_budget(args.place_wait), say=say) as leases:
+            with leased(places, wait_s=parse_wait(args.place_wait), say=say) as leases:
                 return _run(args, places_for(leases, exp, say))
         except procs.Terminated as e:
             print(f"flagbench run: {e}: stopped", file=sys.stderr)

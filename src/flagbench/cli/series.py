@@ -1,19 +1,29 @@
-"""`flagbench series EXP BASE..HEAD`: a row per commit of a series (size, asm, exact counts)."""
+"""`flagbench series EXP BASE..HEAD`: a row per commit of a series (size, asm, exact counts, time)."""
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 FORMATS = ("text", "md", "json", "html")
 
 
 def register(sub):
     p = sub.add_parser(
-        "series", help="each commit of BASE..HEAD built and compared with the one before and the base",
+        "series", help="each commit of BASE..HEAD built and compared with its first parent and the base",
         description="Build the base and each commit of `git rev-list --reverse BASE..HEAD` (a kernel: one "
         "O= directory walked commit by commit; C: the sources read at each commit) and print a row per "
-        "commit: bloat-o-meter's total delta, functions added/removed/grown/shrunk, padding, functions "
-        "whose code changed, and the exact counts of the experiment's counted benches. The repository is "
-        "the kernel's `source = PATH`, or the one holding the C sources; it is never checked out.")
+        "commit against its first parent: bloat-o-meter's total delta, functions added/removed/grown/shrunk, "
+        "padding, functions whose code changed, and the exact counts of the experiment's counted benches; "
+        "with --host or --place, each commit timed against its first parent in paired rounds there. The "
+        "repository is the kernel's `source = PATH`, or the one holding the C sources; it is never checked "
+        "out. The series is a run of the results database: run again, it resumes; `flagbench report RUN` "
+        "prints it again.")
     p.add_argument("experiment", help="the experiment (directory or .toml)")
-    p.add_argument("range", metavar="BASE..HEAD", help="the series: BASE..HEAD (HEAD defaults to HEAD)")
+    p.add_argument("range", metavar="BASE..HEAD", nargs="?", help="the series: BASE..HEAD (HEAD defaults to HEAD)")
+    p.add_argument("--mbox", action="append", metavar="FILE", help="the series as mails (an mbox, a maildir, "
+                   "or - for stdin), applied with git am in a clone flagbench owns; twice: v1 against v2 "
+                   "(docs/mail.md)")
+    p.add_argument("--base", metavar="REF", help="with --mbox: the base when the mails name no base-commit:")
     p.add_argument("--variant", help="the variant each commit is built as (default: the first)")
     p.add_argument("--target", help="the target (default: the experiment's first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
@@ -21,21 +31,72 @@ def register(sub):
     p.add_argument("--jobs", "-j", type=int, help="make -jN / parallel compiles (default: the CPUs)")
     p.add_argument("--no-asm", action="store_true", help="skip the function-by-function comparison")
     p.add_argument("--no-counts", action="store_true", help="skip the counted benches")
+    p.add_argument("--db", type=Path, default=Path("flagbench.db"), help="results database (default ./flagbench.db)")
+    p.add_argument("--fresh", action="store_true", help="measure again instead of resuming the stored run")
+    p.add_argument("--host", action="append", default=[], metavar="[USER@]HOST",
+                   help="time each commit against its first parent in paired rounds on this ssh host")
+    p.add_argument("--place", action="append", default=[], metavar="NAME",
+                   help="... or on this place of the labgrid lab at LG_COORDINATOR")
+    p.add_argument("--place-wait", default="10m", metavar="TIME",
+                   help="with --place: how long to wait for a place someone else holds (default 10m)")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     return p
 
 
 def run(args) -> int:
-    import sys
-
+    from flagbench import procs, spec
     from flagbench.errors import UserError
-    from flagbench.series import run_series
-    from flagbench.series_table import render
+    from flagbench.run.until import parse_budget
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
-    series = run_series(args.experiment, args.range, variant=args.variant, target=args.target,
-                        compiler=args.compiler, jobs=args.jobs, progress=not args.quiet,
-                        asm=not args.no_asm, counts=not args.no_counts)
+    if args.mbox or args.range is None:
+        from flagbench.mail.face import series_from_mail
+        return series_from_mail(args)
+    procs.install()
+    if args.place:
+        from flagbench.hosts.lab_place import leased, places_for
+        from flagbench.textsafe import sayer
+        say = sayer("flagbench series: ", quiet=args.quiet)
+        exp = spec.load(Path(args.experiment))
+        with leased(args.place, wait_s=parse_budget(args.place_wait), say=say) as leases:
+            return _run(args, places_for(leases, exp, say))
+    return _run(args)
+
+
+def _run(args, places=()) -> int:
+    from contextlib import nullcontext
+
+    from flagbench import pipeline, procs, spec
+    from flagbench.series import run_series
+    from flagbench.series_table import render
+    from flagbench.textsafe import sayer
+
+    say = sayer("flagbench series: ", quiet=args.quiet)
+    fleet = nullcontext(None)
+    if args.host or places:
+        exp = spec.load(Path(args.experiment))
+        fleet = pipeline._fleet(exp, pipeline.Options(hosts=tuple(args.host), places=tuple(places)), say)
+    try:
+        with fleet as opened:
+            series, status = run_series(args.experiment, args.range, db=args.db, variant=args.variant,
+                                        target=args.target, compiler=args.compiler, jobs=args.jobs,
+                                        progress=not args.quiet, asm=not args.no_asm, counts=not args.no_counts,
+                                        fresh=args.fresh, fleet=opened)
+    except procs.Terminated as e:
+        print(f"flagbench series: {e}: stopped; run again to resume", file=sys.stderr)
+        return e.exit_status
+    if status > 1:    # interrupted: what was measured is stored, the table would be partial
+        print(f"flagbench series: stopped; run {series.run_id} keeps what was measured: run again to resume",
+              file=sys.stderr)
+        return status
     sys.stdout.write(render(series, args.format))
-    return 0 if all(r.built for r in series.rows[:1]) else 1
+    return exit_status(series)
+
+
+def exit_status(series) -> int:
+    """0 when the base and some commit after it built (a series with one commit that does not
+    build is news, not a failure); 1 when the base or every commit after it failed."""
+    if not series.rows[0].built:
+        return 1
+    return 0 if len(series.rows) == 1 or any(r.built for r in series.rows[1:]) else 1

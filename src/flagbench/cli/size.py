@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 FORMATS = ("text", "bom", "md", "json", "csv")
+BOM_RULES = ("tree", "newest", "6.1", "6.12")      # size/rules.py's BOM_VERSIONS, and a tree's own
 
 
 def register(sub):
     p = sub.add_parser(
         "size", help="symbol/section size deltas of two ELF files or archives (bloat-o-meter compatible)",
         description="Compare two ELF files (objects, executables, vmlinux, .ko) or static archives. "
-        "--format=bom prints exactly what the kernel's scripts/bloat-o-meter prints; the default "
-        "text adds sections, padding between functions and .cold code.")
+        "--format=bom prints exactly what the kernel's scripts/bloat-o-meter prints: for two files the "
+        "newest script's rules (Linux 6.12's, weak symbols w/W/v/V counted), or an older script's with "
+        "--bom-rules 6.1 (the script scripts/install-deps puts in .cache/bloat-o-meter); for a kernel "
+        "experiment the tree's own script. The default text adds sections, padding between functions "
+        "and .cold code.")
     p.add_argument("old", help="the baseline ELF file or .a archive, or an experiment (directory or .toml)")
     p.add_argument("new", nargs="?", help="the changed ELF file or .a archive (none with an experiment)")
     p.add_argument("--format", choices=FORMATS, default="text", help="output format (default text)")
@@ -31,8 +35,10 @@ def register(sub):
     exp.add_argument("--compiler", help="the compiler (default: the target's first)")
     exp.add_argument("--objects", action="store_true", help="kernel: which built objects' code changed, ranked")
     exp.add_argument("--summary", action="store_true", help="kernel: the short summary to paste under a patch")
-    exp.add_argument("--bom-rules", choices=("tree", "newest"),
-                     help="kernel: bloat-o-meter's rules from the tree's own script (default) or the newest one")
+    p.add_argument("--bom-rules", choices=BOM_RULES, metavar="RULES",
+                   help="whose scripts/bloat-o-meter --format=bom follows: a kernel version's for two files "
+                        "(6.1: weak symbols not counted; 6.12 or newest: counted, the default), or for a "
+                        "kernel experiment its tree's own (tree, the default) or the newest")
     return p
 
 
@@ -81,7 +87,7 @@ def run(args) -> int:
         raise UserError("--top must be 0 or more")
     types = size.SYMBOL_KINDS[args.kind] if args.kind else getattr(args, "kind_types", None)
     if args.format == "bom":
-        out = size.bom(args.old, args.new, args.mode, match, args.top, types)
+        out = _bom(args, match, types)
         if sys.stdout.isatty():   # byte for byte bloat-o-meter, except control characters on a terminal
             from flagbench.textsafe import term_text
             out = "\n".join(map(term_text, out.split("\n")))
@@ -89,10 +95,35 @@ def run(args) -> int:
         return 0
     if args.mode:
         raise UserError(f"-{args.mode} goes with --format=bom; use --kind for the other formats")
+    if args.bom_rules:
+        raise UserError(f"--bom-rules {args.bom_rules} goes with --format=bom for two files")
     comparison = size.compare(args.old, args.new, types=types, match=match)
     from flagbench.size.render import render
     sys.stdout.write(render(comparison, args.format, args.top))
     return 0
+
+
+def _bom(args, match, types) -> str:
+    """bloat-o-meter's output for two files under --bom-rules (size/rules.py's BOM_VERSIONS)."""
+    from flagbench import size
+    from flagbench.errors import UserError
+    from flagbench.size.rules import BOM_VERSIONS, bom_tables
+
+    rules = args.bom_rules or "newest"
+    if rules not in BOM_VERSIONS:
+        raise UserError(f"--bom-rules {rules}: two files have no kernel tree; give the version of the "
+                        f"script to follow ({', '.join(BOM_VERSIONS)})")
+    if BOM_VERSIONS[rules] is BOM_VERSIONS["newest"]:
+        return size.bom(args.old, args.new, args.mode, match, args.top, types)
+    if types:     # --kind under an older script: its letters without the weak ones it did not count
+        tables = (("Function" if "t" in types else "Data", "".join(c for c in types if c not in "wWvV")),)
+    else:
+        tables = bom_tables(rules, args.mode)
+    out = []
+    for label, letters in tables:
+        text = size.bom(args.old, args.new, None, match, args.top, letters)
+        out.append(text.replace("%-40s" % "Function", "%-40s" % label, 1))    # the table's own label
+    return "".join(out)
 
 
 def _experiment(args) -> bool:
@@ -102,7 +133,7 @@ def _experiment(args) -> bool:
     from flagbench.cli import is_experiment
     from flagbench.errors import UserError
 
-    chosen = [f"--{k.replace('_', '-')}" for k in ("variants", "target", "compiler", "objects", "summary", "bom_rules")
+    chosen = [f"--{k.replace('_', '-')}" for k in ("variants", "target", "compiler", "objects", "summary")
               if getattr(args, k)]
     if not is_experiment(args.old):
         if chosen:
@@ -119,6 +150,8 @@ def _experiment(args) -> bool:
     exp = spec.load(args.old)
     if exp.kernel is None and (args.objects or args.summary or args.bom_rules):
         raise UserError(f"{exp.path}: --objects, --summary and --bom-rules go with a kernel experiment")
+    if args.bom_rules not in (None, "tree", "newest"):
+        raise UserError(f"--bom-rules {args.bom_rules} is for two files; a kernel experiment takes tree or newest")
     pair = variants.pair(exp, args.variants, args.target, args.compiler)
     if not pair.kernel:
         from flagbench.build import archive
@@ -135,8 +168,8 @@ def _experiment(args) -> bool:
         return True
     if args.objects:
         from flagbench.size import objects
-        changes = objects.compare_trees(pair.old.dir, pair.new.dir)
-        sys.stdout.write(objects.render(changes, len(objects.compiled_objects(pair.new.dir)), top=args.top or 30))
+        changes, total = objects.compare(pair.old.dir, pair.new.dir)
+        sys.stdout.write(objects.render(changes, total, top=args.top or 30))
         return True
     if args.format == "bom" and not args.kind:   # as the tree's own scripts/bloat-o-meter prints it
         from flagbench.size.summary import tree_bom
@@ -150,6 +183,7 @@ def _experiment(args) -> bool:
     if legacy and not args.kind:   # the same rules as the summary and --format=bom: one total
         args.kind_types = summary.LEGACY_BOM_TABLES[None][0][1]
     args.old, args.new = str(pair.old.vmlinux), str(pair.new.vmlinux)
+    args.bom_rules = None        # said for the tree above; the files' own rules are not asked for
     return False
 
 

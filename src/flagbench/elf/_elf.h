@@ -175,6 +175,12 @@ int elf_and_rules_from(PyObject *view, PyObject *rules, struct elf *e, struct ru
 void elf_release(struct elf *e);
 void rules_release(struct rules *r);
 
+/* _symtab.c: the Python functions over one member's tables (the module is _module.c) */
+PyObject *py_symbols(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *py_entries(PyObject *self, PyObject *arg);
+PyObject *py_section_sizes(PyObject *self, PyObject *args);
+extern const char symbols_doc[], entries_doc[], section_sizes_doc[];
+
 /* _scan.c: both inputs of `flagbench size` at once, without the GIL */
 PyObject *scan_pair(PyObject *self, PyObject *args);
 extern const char scan_pair_doc[];

@@ -547,7 +547,7 @@ static PyObject *listing_columns(const struct elf *e, const struct listing *l, i
 	return out;
 }
 
-PyDoc_STRVAR(symbols_doc,
+const char symbols_doc[] =
 "symbols(view, rules, *, sized_only=False, full=True, summaries=None)\n"
 "-> (names, letters, sizes, values, sections, gaps, covered, padding)\n\n"
 "The symbols nm lists of one member (VIEW: elf.sections.View), in symbol-table order (entry 0\n"
@@ -557,9 +557,9 @@ PyDoc_STRVAR(symbols_doc,
 "LETTERS, 4096 bytes, the letter (0: not listed) by st_info << 4 | section code; BASE, 16 bytes,\n"
 "a section's code by flags & 7 | NOBITS << 3; NAME_CODE(type, flags, name), the code where the\n"
 "name decides; COMMON, the reserved indices nm files as common. SUMMARIES: None, or a tuple of\n"
-"Summary that the sized symbols are added to instead (the six columns then come back None).");
+"Summary that the sized symbols are added to instead (the six columns then come back None).";
 
-static PyObject *symbols(PyObject *self, PyObject *args, PyObject *kw)
+PyObject *py_symbols(PyObject *self, PyObject *args, PyObject *kw)
 {
 	static char *keywords[] = { "view", "rules", "sized_only", "full", "summaries", NULL };
 	PyObject *view, *rules_tuple, *summaries = Py_None, *out = NULL;
@@ -591,14 +591,14 @@ done:
 	return out;
 }
 
-PyDoc_STRVAR(entries_doc,
+const char entries_doc[] =
 "entries(view) -> (names, values, sizes, infos, sections)\n\n"
 "Every entry of the symbol table (entry 0 too: relocations index them), as columns: names (str,\n"
 "undecodable bytes replaced; None for a section symbol of an existing section, which takes its\n"
 "section's name), values (Thumb bit cleared), sizes, infos (bytes: st_info), sections (the\n"
-"section index, SHN_XINDEX resolved; 0 when undefined, reserved or past the section table).");
+"section index, SHN_XINDEX resolved; 0 when undefined, reserved or past the section table).";
 
-static PyObject *entries(PyObject *self, PyObject *arg)
+PyObject *py_entries(PyObject *self, PyObject *arg)
 {
 	PyObject *names = NULL, *values = NULL, *sizes = NULL, *infos = NULL, *secs = NULL, *out = NULL;
 	struct elf e;
@@ -654,11 +654,11 @@ done:
 	return out;
 }
 
-PyDoc_STRVAR(section_sizes_doc,
+const char section_sizes_doc[] =
 "section_sizes(view, groups) -> ({group: bytes}, text, rodata, data, bss)\n\n"
 "The allocated sections' sizes summed by group, and by kind (code, read-only data, data, no\n"
 "contents). GROUPS: a tuple of (prefix bytes, group name, whole_word) in the order tried; a name\n"
-"is in the first group it starts with (followed by '.' or its end when WHOLE_WORD), else its own.");
+"is in the first group it starts with (followed by '.' or its end when WHOLE_WORD), else its own.";
 
 /* GROUPS checked once: a tuple of (bytes, str, bool); the bools in WHOLE. 0, or -1 with an exception set. */
 static int check_groups(PyObject *groups, char **whole)
@@ -728,7 +728,7 @@ static int add_size(PyObject *sections, PyObject *key, uint64_t size)
 	return rc;
 }
 
-static PyObject *section_sizes(PyObject *self, PyObject *args)
+PyObject *py_section_sizes(PyObject *self, PyObject *args)
 {
 	PyObject *view, *groups, *sections = NULL, *out = NULL;
 	unsigned long long kind[4] = { 0 };
@@ -772,34 +772,4 @@ done:
 	Py_XDECREF(sections);
 	elf_release(&e);
 	return out;
-}
-
-static PyMethodDef methods[] = {
-	{ "symbols", (PyCFunction)(void (*)(void))symbols, METH_VARARGS | METH_KEYWORDS, symbols_doc },
-	{ "entries", entries, METH_O, entries_doc },
-	{ "section_sizes", section_sizes, METH_VARARGS, section_sizes_doc },
-	{ "code_holes", code_holes, METH_VARARGS, code_holes_doc },
-	{ "padding_prefix", padding_prefix, METH_VARARGS, padding_prefix_doc },
-	{ "scan_pair", scan_pair, METH_VARARGS, scan_pair_doc },
-	{ NULL, NULL, 0, NULL },
-};
-
-static struct PyModuleDef module = {
-	PyModuleDef_HEAD_INIT,
-	.m_name = "flagbench.elf._symtab",
-	.m_doc = "The per-entry loops of flagbench.elf (symbol tables, section headers).",
-	.m_size = -1,
-	.m_methods = methods,
-};
-
-PyMODINIT_FUNC PyInit__symtab(void)
-{
-	PyObject *m;
-
-	if (PyType_Ready(&SummaryType) < 0)
-		return NULL;
-	m = PyModule_Create(&module);
-	if (m && (PyModule_AddObjectRef(m, "Summary", (PyObject *)&SummaryType) < 0 || add_holes_constants(m) < 0))
-		Py_CLEAR(m);
-	return m;
 }

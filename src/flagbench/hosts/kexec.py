@@ -196,7 +196,7 @@ class Kexec:
                 return False              # the old kernel is still shutting down
             raise HostError(f"host {self.conn.dest} runs {_ident(version)} after kexec, not {identity}"
                             + (" (kexec -e did not take)" if version == before else ""))
-        return self._wait(started, answered, f"answer within {self.wait_s:g} s of kexec into {identity}")
+        return self._wait(started, answered, f"answer after kexec into {identity}")
 
     def version(self) -> str:
         done = self.conn.shell("cat /proc/version", timeout=30)
@@ -222,19 +222,11 @@ class Kexec:
 
     def _wait(self, started: float, answered: Callable[[str], bool], what: str) -> float:
         """Seconds from STARTED until the host answers ssh with a /proc/version ANSWERED takes
-        (which may raise: the wrong kernel came up); a HostError after wait_s."""
-        last = "no answer yet"
-        while time.monotonic() < started + self.wait_s:
-            time.sleep(0.5)
-            try:
-                self.conn.reopen()
-                version = self.version()
-            except HostError as e:
-                last = str(e)
-                continue
-            if answered(version):
-                return time.monotonic() - started
-        raise HostError(f"host {self.conn.dest} did not {what}; last ssh error: {last}")
+        (which may raise: the wrong kernel came up); a HostError after wait_s (hosts/booting.py)."""
+        from flagbench.hosts.booting import wait_for_boot
+        self.running, seconds = wait_for_boot(self.conn, answered, within=self.wait_s, what=what,
+                                              who=f"host {self.conn.dest}", started=started)
+        return seconds
 
     def restore(self) -> str:
         """kexec back into the kernel the host ran when prepare() found it (its own image and
@@ -259,7 +251,7 @@ class Kexec:
                 started = time.monotonic()
                 self.conn.shell(EXEC, timeout=20)
                 seconds = self._wait(started, lambda version: version == o.version,
-                                     f"come back on its kernel within {self.wait_s:g} s")
+                                     "come back on its kernel")
         except HostError as e:
             raise HostError(f"{e}: could not restore its kernel {o.release}: kexec or reboot it by hand") from None
         self._write_state(False)
@@ -280,6 +272,7 @@ class KexecHost(SshHost):
     after a signal too, kexecs it back into its own kernel (and says so)."""
 
     boots = True
+    boot_kind = "kexec"             # how enter() boots a variant: the rows say it
 
     def __init__(self, dest: str, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
         super().__init__(dest)

@@ -27,7 +27,8 @@ from typing import Callable
 from flagbench import procs
 from flagbench.cache import cache_dir
 from flagbench.errors import PlaceLost
-from flagbench.hosts.labgrid import Lease, LabError, one_line
+from flagbench.hosts.lab_api import LabError, one_line
+from flagbench.hosts.labgrid import Lease
 from flagbench.hosts.remote import SshHost
 from flagbench.hosts.ssh import Connection, HostError, label
 
@@ -118,6 +119,7 @@ class LabBootHost(SshHost):
     """A held place whose every variant is booted by power cycle (see the module's docstring)."""
 
     boots = True
+    boot_kind = "power cycle"       # how enter() boots a variant: the rows say it
 
     def __init__(self, lease: Lease, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
         super().__init__(lease.dest)
@@ -133,7 +135,6 @@ class LabBootHost(SshHost):
         # there from a variant's boot until the board is back on its own image: a run killed
         # with -9 leaves it, and the next run boots the board's own image first
         self.mark = cache_dir() / "labgrid" / "boards" / f"{self.name}.variant"
-        self._connected = False
 
     def open(self) -> "LabBootHost":
         """Its shell once it answers on its own image; its kernel and facts read."""
@@ -199,25 +200,10 @@ class LabBootHost(SshHost):
             return self._poll(answered, what)
 
     def _poll(self, answered: Callable[[str], bool], what: str) -> str:
-        started, last = time.monotonic(), "no answer yet"
-        while time.monotonic() < started + self.wait_s:
-            try:
-                if self._connected:
-                    self.conn.reopen()
-                else:
-                    self.conn.open()
-                    self._connected = True
-                done = self.conn.shell("cat /proc/version", timeout=30)
-                if done.failure:
-                    raise HostError(f"host {self.dest}: {done.failure}")
-            except HostError as e:
-                last = str(e)
-                time.sleep(0.5)
-                continue
-            self.running = done.stdout.strip()
-            if answered(self.running):
-                return self.running
-        raise HostError(f"place {self.lease.place} did not {what} within {self.wait_s:g} s; last ssh error: {last}")
+        from flagbench.hosts.booting import wait_for_boot
+        self.running, _ = wait_for_boot(self.conn, answered, within=self.wait_s, what=what,
+                                        who=f"place {self.lease.place}")
+        return self.running
 
     def sample_facts(self) -> dict:
         return {**super().sample_facts(), **self.visit}

@@ -18,6 +18,22 @@ from flagbench.errors import UserError
 from flagbench.hosts.labgrid import WAIT_S, Lab, Lease
 
 
+def parse_wait(text: str) -> float:
+    """--place-wait: a time as --budget takes it (300, 90s, 10m, 1h), or 0: do not wait at all.
+
+    >>> parse_wait("0"), parse_wait("0s"), parse_wait("90s")
+    (0.0, 0.0, 90.0)
+    """
+    import re
+    from flagbench.run.until import parse_budget
+    if re.fullmatch(r"0*\.?0*[smh]?", text.strip().lower()) and any(c == "0" for c in text):
+        return 0.0
+    try:
+        return parse_budget(text)
+    except UserError:
+        raise UserError(f"--place-wait {text!r}: give a time such as 0, 300, 90s, 10m or 1h") from None
+
+
 @contextmanager
 def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
            say: Callable[[str], None] = lambda s: None) -> Iterator[list[Lease]]:
@@ -37,28 +53,6 @@ def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
 
 
 def places_for(leases: Sequence[Lease], exp, say: Callable[[str], None]) -> list:
-    """The run's places (run/places.py), one per held place and named by it in tables: for a
-    kernel experiment's guest benches a LabBootHost where the place boots from an image
-    (labgrid's QEMUDriver: each variant by power cycle), else a KexecHost; for the rest an ssh
-    host. Each reaches the place's NetworkService with the ssh client its lease says."""
-    from flagbench.hosts.lab_boot import LabBootHost, boot_driver
-    from flagbench.hosts.remote import SshHost
-    from flagbench.hosts.ssh import Connection, label
-    from flagbench.hosts.kexec import KexecHost
-
-    kernels = exp.kernel is not None and any(b.guest for b in exp.benches)
-    if kernels and len(leases) > 1:
-        raise UserError(f"{exp.path}: guest benches boot kernels on one --place at a time "
-                        f"(given: {', '.join(lease.place for lease in leases)})")
-    out = []
-    for lease in leases:
-        if kernels and boot_driver(lease) is not None:
-            out.append(LabBootHost(lease, say))
-            continue
-        host = KexecHost(lease.dest, say=say) if kernels else SshHost(lease.dest)
-        host.conn = Connection(lease.dest, ssh=lease.ssh)     # through the exporter when labgrid says so
-        if kernels:
-            host.kexec.conn = host.conn
-        host.name = label(lease.place)
-        out.append(host)
-    return out
+    """The run's places for the held LEASES: hosts/factory.py's lab_places."""
+    from flagbench.hosts.factory import lab_places
+    return lab_places(leases, exp, say)

@@ -32,34 +32,15 @@ from typing import Callable
 
 from flagbench import procs
 from flagbench.errors import UserError
-from flagbench.hosts.ssh import HostError, ssh_command
-from flagbench.textsafe import last_line
+from flagbench.hosts import lab_state
+from flagbench.hosts.lab_api import COORDINATOR_VAR, LabError, Quiet, ago, api as _api, coordinator, one_line
+from flagbench.hosts.ssh import ssh_command
 
-COORDINATOR_VAR = "LG_COORDINATOR"
 ENV_VAR = "LG_ENV"
-DEFAULT_COORDINATOR = "127.0.0.1:20408"     # labgrid's own default
 WAIT_S = 600.0                               # for a place someone else holds
 POLL_S = 1.0
 RPC_S = 30.0                                 # one call to the coordinator
 RPC_AFTER_SIGNAL_S = 5.0                     # ... while a signal waits: a run asked to stop stops
-
-
-def _api():
-    """labgrid's modules, or the one line that says how to get them."""
-    # gRPC's fork handlers run in every child flagbench forks (compilers, ssh) while the
-    # session's threads are in gRPC: they log, and crashed children (SIGSEGV before exec) here
-    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-    try:
-        from labgrid.remote import client, common
-        from labgrid.remote.generated import labgrid_coordinator_pb2 as pb
-    except ImportError as e:
-        raise UserError(f"--place needs labgrid 26.0.1 (pip install 'flagbench[lab]'): {e}") from None
-    return client, common, pb
-
-
-class LabError(HostError):
-    """The lab or one of its places cannot be used: one line naming it."""
 
 
 def parse_place(spec: str) -> dict[str, str]:
@@ -93,8 +74,7 @@ class Lab:
 
     @classmethod
     def connect(cls, say: Callable[[str], None] = lambda s: None) -> "Lab":
-        address = os.environ.get(COORDINATOR_VAR) or DEFAULT_COORDINATOR
-        lab = cls(address, os.environ.get(ENV_VAR) or None, say)
+        lab = cls(coordinator(), os.environ.get(ENV_VAR) or None, say)
         return lab.open()
 
     def open(self) -> "Lab":
@@ -106,12 +86,14 @@ class Lab:
             except Exception as e:   # labgrid's own config errors: a file the user wrote
                 raise UserError(f"{ENV_VAR}={self.env_file}: {e}") from None
         # labgrid's session runs on an event loop it keeps per thread; flagbench drives it
+        self.quiet = Quiet().__enter__()        # labgrid's log lines: kept, not printed before ours
         try:
             self.session = client.start_session(self.address)
-        except (client.Error, OSError) as e:
-            raise LabError(f"labgrid coordinator {self.address} ({COORDINATOR_VAR}): unreachable: {e}") from None
-        from flagbench.hosts.lab_state import sweep
-        sweep(self)              # what a run killed with -9 left held
+        except (client.Error, OSError, ValueError) as e:
+            self.quiet.__exit__()
+            why = self.quiet.lines[-1] if self.quiet.lines else one_line(e)
+            raise LabError(f"labgrid coordinator {self.address} ({COORDINATOR_VAR}): unreachable: {why}") from None
+        lab_state.sweep(self)    # what a run killed with -9 left held
         return self
 
     def __enter__(self) -> "Lab":
@@ -120,12 +102,14 @@ class Lab:
     def __exit__(self, kind, *exc) -> None:
         try:
             self.close()
-        except LabError:
-            if kind is None:     # else the run's own failure is the one to report (this one was said)
+        except LabError as e:
+            if kind is None:     # said once, by whoever reports the LabError
                 raise
+            self.say(str(e))     # the run's own failure is the one reported: this one is said here
 
     def close(self) -> None:
-        """Release every place still held (after a signal too), then end the session."""
+        """Release every place still held (after a signal too), then end the session; a place
+        not released is a LabError (not said here: its one line is the caller's to say)."""
         errors = []
         with procs.after_signal() as signum:
             if signum is not None:
@@ -135,7 +119,6 @@ class Lab:
                     lease.release()
                 except (LabError, UserError) as e:
                     errors.append(str(e))
-                    self.say(str(e))
             if self.session is not None:
                 session, self.session = self.session, None
                 try:
@@ -143,8 +126,10 @@ class Lab:
                     self._run(session.close(), session)
                 except Exception:
                     pass
+            if getattr(self, "quiet", None) is not None:
+                self.quiet.__exit__()
         if errors:
-            raise LabError(errors[0])
+            raise LabError("; ".join(errors))
 
     # -- talking to the coordinator ---------------------------------------------------------------
     def _run(self, coro, session=None):
@@ -205,14 +190,13 @@ class Lab:
 
     def lease(self, spec: str, *, wait_s: float = WAIT_S) -> "Lease":
         """Reserve a place for SPEC (a name or TAG=VALUE), wait for it (bounded), acquire it."""
-        from flagbench.hosts.lab_state import note_lease
         _, common, pb = _api()
         filt = parse_place(spec)
         request = pb.CreateReservationRequest(filters={"main": pb.Reservation.Filter(filter=filt)}, prio=0.0)
         res = common.Reservation.from_pb2(self.call("CreateReservation", request).reservation)
         lease = Lease(self, spec, filt, res.token)
         self.leases.append(lease)
-        note_lease(self, lease)       # from here on a kill -9 is undone by the next run
+        lab_state.note_lease(self, lease)       # from here on a kill -9 is undone by the next run
         lease.wait(wait_s)
         lease.acquire()
         return lease
@@ -249,6 +233,7 @@ class Lease:
     place: str = ""
     waited: float = 0.0
     acquired: bool = False
+    changed: float | None = None     # the coordinator's time of our acquisition
     target: object = None
     notes: list = field(default_factory=list)
 
@@ -286,19 +271,23 @@ class Lease:
         for place in self.lab.matching(self.filt):
             if place.acquired:
                 whom = place.acquired + (" (this user, outside this run)" if place.acquired == self.lab.user else "")
-                out.append(f"{place.name} held by {whom} for {_ago(now - place.changed)}")
+                out.append(f"{place.name} held by {whom} for {ago(now - place.changed)}")
             elif place.reservation and place.reservation != self.token:
                 out.append(f"{place.name} reserved by another user")
             who.append((place.name, place.acquired, place.reservation))
         return tuple(who), ", ".join(out) or "queued behind earlier reservations"
 
     def acquire(self) -> None:
-        from flagbench.hosts.lab_state import note_lease
         _, _, pb = _api()
-        note_lease(self.lab, self)
+        lab_state.note_lease(self.lab, self)
         self.lab.call("AcquirePlace", pb.AcquirePlaceRequest(placename=self.place))
         self.lab.sync()
         self.acquired = True
+        # the coordinator's own time of this acquisition: the next run after a kill -9 releases
+        # the place only while it is still this one (not one the user made by hand since)
+        place = self.lab.places.get(self.place)
+        self.changed = getattr(place, "changed", None)
+        lab_state.note_lease(self.lab, self)
         self.lab.say(f"place {self.place}: acquired by {self.lab.user}")
 
     def get_target(self):
@@ -372,7 +361,6 @@ class Lease:
 
     # -- giving it back ---------------------------------------------------------------------------
     def release(self) -> None:
-        from flagbench.hosts.lab_state import forget_lease
         _, _, pb = _api()
         if self in self.lab.leases:
             self.lab.leases.remove(self)
@@ -390,28 +378,10 @@ class Lease:
         except LabError as e:
             if "does not exist" not in str(e):
                 raise LabError(f"place {self.place or self.spec}: not released: {e}") from None
-        forget_lease(self)
+        lab_state.forget_lease(self)
 
 
 # power resources a place may export -> the driver labgrid-client's `power` makes for them
 POWER_DRIVERS = {"NetworkPowerPort": "NetworkPowerDriver", "NetworkUSBPowerPort": "USBPowerDriver",
                  "NetworkSiSPMPowerPort": "SiSPMPowerDriver", "PDUDaemonPort": "PDUDaemonDriver",
                  "TasmotaPowerPort": "TasmotaPowerDriver", "NetworkYKUSHPowerPort": "YKUSHPowerDriver"}
-
-
-def one_line(e: BaseException) -> str:
-    """An exception from labgrid or gRPC as one line of a message: its last line, or its type."""
-    return last_line(str(e), type(e).__name__)
-
-
-def _ago(seconds: float) -> str:
-    """
-    >>> _ago(42), _ago(600), _ago(7300)
-    ('42 s', '10 min', '2.0 h')
-    """
-    seconds = max(seconds, 0)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

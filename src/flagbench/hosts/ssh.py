@@ -187,6 +187,11 @@ class Connection:
             raise
         return self
 
+    @property
+    def opened(self) -> bool:
+        """open() succeeded (and close() has not been called since): reopen() it, not open()."""
+        return self._tmp is not None
+
     def reopen(self) -> None:
         """A fresh master (and run directory) after the host dropped or rebooted."""
         self._stop_master()

@@ -15,6 +15,9 @@ commit by commit in one O= directory shared by every ref variant of its kind (ma
 what the walk changed, ccache serves the rest). Each good build's artifacts are kept in
 `<tree home>/builds/<stamp>` (the stamp names the commit's tree, not the variant): that is the
 build's `dir`, and a later run, or another ref with the same tree, finds it there without make.
+Its objects are not kept (the next commit's make rewrites them), only their code's size and
+hash (size/objects.py: what `size --objects` compares). Object bisection, which relinks the
+objects, asks for keep_objects: each ref variant in a checkout and O= directory of its own.
 
 Reproducible: KBUILD_BUILD_TIMESTAMP/USER/VERSION are pinned, so A and B differ only where
 the variant does and in the build identity, KBUILD_BUILD_HOST = fb-HASH16 (only init/version.o
@@ -42,7 +45,7 @@ from flagbench.kbuild import config as kconfig_file, seed
 from flagbench.kbuild import source
 from flagbench.kernelspec import Changes, Option, fragment_file, is_config_line, is_host_config, parse_lines
 from flagbench.spec import Cell, Experiment, compiler_label
-from flagbench.textsafe import sayer
+from flagbench.textsafe import sayer, term_text
 from flagbench.targets import CLANG, is_clang
 
 STAMP_VERSION = 1
@@ -109,16 +112,20 @@ class _Plan:
 
 
 def build_kernels(exp: Experiment, cells: Iterable[Cell] | None = None, *, jobs: int | None = None,
-                  progress: bool = True, extra_fragments: Sequence[str | Path] = ()) -> list[KernelBuild]:
+                  progress: bool = True, extra_fragments: Sequence[str | Path] = (),
+                  keep_objects: bool = False) -> list[KernelBuild]:
     """Build every cell (default: all of the experiment's), in order; see the module doc.
-    EXTRA_FRAGMENTS (config lines or fragment files) go into every cell, after the experiment's."""
+    EXTRA_FRAGMENTS (config lines or fragment files) go into every cell, after the experiment's.
+    KEEP_OBJECTS: a ref variant builds in a checkout and O= directory of its own (its `dir`, with
+    its objects, not a kept copy of vmlinux), which stay at its commit: what object bisection
+    relinks. It costs a checkout and a build directory per variant (ccache serves the compiles)."""
     if exp.kernel is None:
         raise UserError(f"{exp.path}: no [kernel] table: not a kernel experiment")
     cells = list(exp.cells() if cells is None else cells)
     jobs = jobs or os.cpu_count() or 1
     extra = extra_options(extra_fragments)
     say = sayer("flagbench build: ", quiet=not progress)
-    plans = [_plan(exp, cell, extra, say) for cell in cells]
+    plans = [_plan(exp, cell, extra, say, keep_objects) for cell in cells]
     for p in plans:
         if not p.cached:
             with _cell_locked(p):
@@ -209,7 +216,7 @@ def cell_dir(exp: Experiment, cell: Cell, tree: source.Tree, extra: list[Option]
     return tree.home / "out" / re.sub(r"[^A-Za-z0-9._+=-]", "_", exp_part) / re.sub(r"[^A-Za-z0-9._+=,-]", "_", name)
 
 
-def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
+def _plan(exp: Experiment, cell: Cell, extra: list[Option], say, keep_objects: bool = False) -> _Plan:
     kernel = exp.kernel
     if is_host_config(kernel.config):
         raise UserError(f"{exp.path}: config = {kernel.config!r}: the config comes from a machine "
@@ -224,6 +231,8 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     commit = cell.variant.commit
     if commit is not None:   # one walked checkout per O= directory, shared by experiments asking alike
         slot = ref_slot(kernel, cell, options)
+        if keep_objects:   # its own checkout and O=, left at its commit (see build_kernels)
+            slot += "--" + re.sub(r"[^A-Za-z0-9._+=,-]", "_", cell.variant.name)
         tree = source.git_tree(commit, slot)
         odir = tree.home / "out" / "git" / slot
     else:
@@ -256,7 +265,7 @@ def _plan(exp: Experiment, cell: Cell, extra: list[Option], say) -> _Plan:
     stamp = _sha(json.dumps(inputs, sort_keys=True))
     return _Plan(cell, tree, odir, make, env, options, kernel.config, tools, stamp,
                  _sha(json.dumps(config_inputs, sort_keys=True)), last,
-                 tree.home / "builds" / stamp[:16] if commit is not None else None)
+                 tree.home / "builds" / stamp[:16] if commit is not None and not keep_objects else None)
 
 
 def ref_slot(kernel, cell: Cell, options: list[Option]) -> str:
@@ -383,8 +392,9 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
         error = None
         if not ok:
             error = "\n".join(errors[:12]) or f"make exited with status {rc}"
-            bars.update(task, description=f"[red]{escape(p.cell.key)} FAILED", now=escape(errors[0][:80]) if errors else "")
-            bars.console.print(f"[red]{p.cell.key} failed:[/]\n{escape(error)}", highlight=False)
+            shown = [term_text(e) for e in error.splitlines()]   # rich escapes markup, not ESC or BEL
+            bars.update(task, description=f"[red]{escape(p.cell.key)} FAILED", now=escape(shown[0][:80]))
+            bars.console.print(f"[red]{p.cell.key} failed:[/]\n{escape(chr(10).join(shown))}", highlight=False)
         else:
             bars.update(task, total=max(compiled, 1), completed=max(compiled, 1), now=f"{compiled} compiled")
         data = {**p.last, "stamp": p.stamp if ok else None, "ok": ok, "error": error, "seconds": seconds,
@@ -467,12 +477,16 @@ def _keep(p: _Plan, data: dict) -> None:
     files = ["vmlinux", "System.map", ".config", "flagbench-make.log", *p.cell.arch.kbuild.images]
     if kconfig_file.read_config(p.odir / ".config").get("CONFIG_MODULES") == "y":
         files += [str(m.relative_to(p.odir)) for m in p.odir.rglob("*.ko")]
+    from flagbench.size.objects import CODE_INDEX, write_code_index
+    for left in p.snapshot.parent.glob(f"{p.snapshot.name}.tmp-*"):   # a killed run's (we hold the cell lock)
+        shutil.rmtree(left, ignore_errors=True)
     tmp = p.snapshot.with_name(f"{p.snapshot.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
     for rel in files:
         if (p.odir / rel).is_file():
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(p.odir / rel, tmp / rel)
+    write_code_index(p.odir, tmp / CODE_INDEX)   # the objects stay behind: `size --objects` reads this
     _write_json(tmp / CELL_FILE, {**data, "commit": p.tree.commit.as_dict() if p.tree.commit else None})
     shutil.rmtree(p.snapshot, ignore_errors=True)
     os.replace(tmp, p.snapshot)

@@ -1,9 +1,10 @@
-"""Guest benches on a real machine: engine cells whose place is a KexecHost (kernel/kexec.py),
-so each variant's kernel is booted there by kexec and the bench programs run there as
-ordinary programs, in real time. The run engine (run/engine.py) drives them like any other
-cells: it visits the variants in rounds A B, B A, ... (enter() boots the variant), stores
-every sample as it is taken, marks its contention, resumes a killed run where it stopped and
-samples on with `--until`.
+"""Guest benches on a real machine: engine cells whose place boots kernels (hosts/factory.py:
+a KexecHost, hosts/kexec.py, or a lab board's LabBootHost, hosts/lab_boot.py, which power
+cycles it into each variant's image), so each variant's kernel is booted there and the bench
+programs run there as ordinary programs, in real time. The run engine (run/engine.py) drives
+them like any other cells: it visits the variants in rounds A B, B A, ... (enter() boots the
+variant), stores every sample as it is taken, marks its contention, resumes a killed run where
+it stopped and samples on with `--until`.
 
 Each variant is booted `rounds` times and each row runs `samples` times per boot
 (BenchCell.per_visit), so a drift of the machine hits the variants alike; boot-to-boot
@@ -17,8 +18,8 @@ from CLOCK_MONOTONIC there (the guest markers are no-ops on hardware), one `per_
 sample; a command row is timed from flagbench's side of the connection (`seconds`,
 including the ssh round trip, about a millisecond).
 
-Samples are stored under the bench "NAME on HOST (kexec)", beside the exact TCG counts of the
-same run, which stay under "NAME".
+Samples are stored under the bench "NAME on HOST (HOW)", HOW the place's `boot_kind` ("kexec",
+"power cycle"), beside the exact TCG counts of the same run, which stay under "NAME".
 """
 from __future__ import annotations
 
@@ -53,18 +54,19 @@ def kexec_cells(exp: Any, benches: Sequence[Any], builds: Sequence[Any], host, *
                                                               for r in rows) else None)
            for name, sources in programs.items()}
     samples = {b.name: b.samples for b in benches}
+    how = host.boot_kind
     notes.append(f"{host.dest}: {host.kernel.machine}, its own kernel {host.kernel.release}; variants booted "
-                 f"there by kexec in {rounds} rounds, programs timed in real time")
+                 f"there by {how} in {rounds} rounds, programs timed in real time")
     cells = []
     for build in builds:
         for row in rows:
             self_timed = row.line.startswith("self")
-            cells.append(BenchCell(f"{row.bench} on {host.name} (kexec)", build.cell.variant.name, build.cell.target,
+            cells.append(BenchCell(f"{row.bench} on {host.name} ({how})", build.cell.variant.name, build.cell.target,
                                    str(build.cell.compiler), dict(row.params),
                                    timed=_job(host, row, exe[row.program]),
                                    timed_metric=(PER_SECOND if self_timed else SECONDS).name,
                                    samples=samples[row.bench] * rounds, per_visit=samples[row.bench], warmup=0,
-                                   executor=f"kexec {host.dest}", place=host, boot=build,
+                                   executor=f"{how} {host.dest}", place=host, boot=build,
                                    provenance={"guest_time": "real", "variant": build.cell.variant.name}))
     return cells
 

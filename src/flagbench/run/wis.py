@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 from flagbench import build as builder
 from flagbench.benchspec import MAX_TASKS, WIS_MODES
 from flagbench.errors import UserError
+from flagbench.targets import HOST
 from flagbench.run.executors import Measurement, NativeExecutor
 from flagbench.run.harness import WIS_C, link_executable, program_dir
 
@@ -24,7 +25,7 @@ NEEDED = ("testcase", "testcase_description")
 EXTRA_SECONDS = 30           # start-up and prepare, beyond the samples themselves
 
 
-def build_programs(testcase: Path, modes: Sequence[str], cflags: Sequence[str], *, target: str = "x86_64",
+def build_programs(testcase: Path, modes: Sequence[str], cflags: Sequence[str], *, target: str = HOST.name,
                    compiler: str = "gcc", out_dir: Path) -> dict[str, Path]:
     """The driver + testcase executable per mode; the testcase is compiled with `cflags`
     (a variant's flags), the driver with its own."""
@@ -56,7 +57,7 @@ def limit(warmup_samples: int, kept_samples: int, interval: float) -> float:
 
 
 def run_driver(exe: Path, tasks: int, n_warmup: int, n_kept: int, interval: float, *,
-               timeout: float | None = None, mode: str = "", place=None, target: str = "x86_64") -> dict:
+               timeout: float | None = None, mode: str = "", place=None, target: str = HOST.name) -> dict:
     """One driver run (here, or on PLACE: run/places.py): per_second is the mean of the kept
     samples (all tasks together); warm-up samples are reported apart; "failure" says why it
     is unusable, if it is."""

@@ -4,15 +4,25 @@ Only objects the compiler or assembler made are counted (their `.NAME.o.cmd` has
 `ld -r` composites and vmlinux.o would count the same code twice. An object's code is its
 executable sections: their total size and a hash of their bytes, so an object whose code
 changed without changing size is still listed. Ranked by |size change|, then by name.
+
+A commit's build (a ref variant) is kept without its objects (kbuild keeps vmlinux, System.map,
+.config and the image per commit; the walked O= directory moves on to the next commit), so it
+keeps this: each compiled object's code size and hash, in CODE_INDEX, read here as the objects
+would be. A directory with neither objects nor an index is refused, never counted as 0 changes.
 """
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from flagbench import elf
 from flagbench.elf.constants import SHF_EXECINSTR, SHT_NOBITS
+from flagbench.errors import UserError
+
+CODE_INDEX = "flagbench-objects.json"   # in a kept commit build: {"objects": {path: [bytes, sha256]}}
 
 
 @dataclass(frozen=True)
@@ -58,18 +68,57 @@ def compiled_objects(odir: Path) -> dict[str, Path]:
     return out
 
 
+def write_code_index(odir: Path, dest: Path) -> None:
+    """DEST := the code (bytes, hash) of every object a compile made in the O= directory ODIR:
+    what `size --objects` needs of a build whose objects are not kept."""
+    objects = {rel: list(code_of(path)) for rel, path in sorted(compiled_objects(odir).items())}
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}")
+    tmp.write_text(json.dumps({"v": 1, "objects": objects}))
+    os.replace(tmp, dest)
+
+
+def code_index(odir: Path) -> dict[str, tuple[int, str]]:
+    """relative path -> (code bytes, hash) of each compiled object of a build: its objects read,
+    or a kept commit build's CODE_INDEX. A UserError, naming the directory, when it has neither."""
+    kept = odir / CODE_INDEX
+    if kept.is_file():
+        try:
+            return {rel: (int(v[0]), str(v[1])) for rel, v in json.loads(kept.read_text())["objects"].items()}
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+            raise UserError(f"{kept}: damaged ({e}): remove {odir} to build it again") from None
+    found = compiled_objects(odir)
+    if not found:
+        raise UserError(_no_objects(odir))
+    return {rel: code_of(path) for rel, path in found.items()}
+
+
+def _no_objects(odir: Path) -> str:
+    try:
+        commit = json.loads((odir / "flagbench-cell.json").read_text()).get("commit") or {}
+    except (OSError, ValueError, AttributeError):
+        commit = {}
+    if commit:
+        return (f"{odir}: the build of commit {str(commit.get('sha'))[:12]} was kept without its objects' code "
+                f"(by an older flagbench): remove {odir} and build again")
+    return f"{odir}: no compiled objects (no .NAME.o.cmd beside an object): not a Kbuild O= directory"
+
+
 def compare_trees(old_dir: Path, new_dir: Path) -> list[ObjectChange]:
     """Every compiled object whose code differs (or exists on one side only), ranked."""
-    old, new = compiled_objects(old_dir), compiled_objects(new_dir)
+    return compare(old_dir, new_dir)[0]
+
+
+def compare(old_dir: Path, new_dir: Path) -> tuple[list[ObjectChange], int]:
+    """(compare_trees, how many compiled objects the new build has)."""
+    old, new = code_index(Path(old_dir)), code_index(Path(new_dir))
     out = []
     for rel in sorted(set(old) | set(new)):
-        a = code_of(old[rel]) if rel in old else None
-        b = code_of(new[rel]) if rel in new else None
+        a, b = old.get(rel), new.get(rel)
         if a and b and a[1] == b[1]:
             continue
         out.append(ObjectChange(rel, a[0] if a else None, b[0] if b else None, False))
     out.sort(key=lambda c: (-abs(c.delta), c.path))
-    return out
+    return out, len(new)
 
 
 def by_directory(changes: list[ObjectChange], depth: int = 1) -> list[tuple[str, int, int]]:

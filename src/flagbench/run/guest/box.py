@@ -18,8 +18,12 @@ start at once after every kexec.
 Like a Debian host, the box keeps its kernel and initramfs as /boot/vmlinuz-RELEASE and
 /boot/initrd.img-RELEASE (copied in once it answers: an initramfs cannot hold itself).
 
-The box's state (state.json: qemu's pid and start time, the port; the keys, ssh_config,
-console.log) lives in its directory, by default <cache>/box/NAME. qemu runs in its own session
+The box's state (state.json: qemu's pid and start time, the port, and "ready" once its kernel
+is in /boot; the keys, ssh_config, console.log) lives in its directory, by default
+<cache>/box/NAME. One `start` at a time per box (start.lock, naming its pid); a box whose
+start was killed before "ready" is not a box: `status` says so and the next `start` stops its
+qemu and starts over. A state.json that cannot be read is one line naming it; `stop` clears it
+(finding the box's qemu by its command line). qemu runs in its own session
 without flagbench's owner token, so it outlives `box start` (that is the point) and no later
 flagbench sweeps it up as a leftover; `stop` kills its process group, checked by pid and start
 time so a reused pid is never hit.
@@ -30,7 +34,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -41,14 +44,16 @@ from typing import Callable
 from flagbench.build import cache_dir
 from flagbench.errors import UserError
 from flagbench.run.guest import initramfs as cpio
+# its state on disk (state.json, start.lock, its qemu): box_state.py; named here as before
+from flagbench.run.guest.box_state import QEMU, STATE, BoxStateError, read_state, starting, stop, unfinished  # noqa: F401
+from flagbench.run.guest.box_state import StartLock as _StartLock, qemu_alive as _qemu_alive
+from flagbench.run.guest.box_state import start_time_of as _start_time, write_state as _write_state
 
-QEMU = "qemu-system-x86_64"
 CMDLINE = "console=ttyS0 random.trust_cpu=on panic=-1"
 BOOT_WAIT_S = 180
 PROGRAMS = {"/usr/sbin/kexec": "usr/sbin/kexec", "/usr/sbin/dropbear": "usr/sbin/dropbear"}
 HERE = Path(__file__).resolve().parent
 FRAGMENTS = (HERE / "boot-x86_64.config", HERE / "box-x86_64.config")
-STATE = "state.json"
 
 INIT = """#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp /root /var/tmp /usr/bin /usr/sbin /sbin /boot
@@ -109,6 +114,12 @@ class Box:
 
     def stop(self) -> None:
         stop(self.dir)
+
+    def place(self, *, kexec: bool = False, say: Callable[[str], None] = lambda s: None):
+        """The box as a run's place (hosts/factory.py): flagbench's ssh client through its config;
+        a KexecHost with KEXEC (kernel experiments boot their variants there)."""
+        from flagbench.hosts.factory import box_place
+        return box_place(self, kexec=kexec, say=say)
 
 
 def home(name: str = "box") -> Path:
@@ -234,29 +245,42 @@ def qemu_argv(image: Path, initrd: Path, port: int, console: Path) -> list[str]:
 
 
 def load(dir: Path) -> Box | None:
-    """The box whose state is in DIR, if its qemu still runs."""
-    try:
-        state = json.loads((dir / STATE).read_text())
-    except (OSError, ValueError):
+    """The box whose state is in DIR, if its qemu still runs and its start finished (BoxStateError:
+    a damaged state)."""
+    state = read_state(dir)
+    if state is None or not state.get("ready"):
         return None
-    b = Box(dir, int(state["port"]), int(state["pid"]), state.get("alias", "box"))
-    return b if _qemu_alive(dir, b.pid, state.get("start_time")) else None
+    b = Box(Path(dir), state["port"], state["pid"], state.get("alias", "box"))
+    return b if _qemu_alive(Path(dir), b.pid, state.get("start_time")) else None
 
 
 def start(dir: Path, alias: str = "box", say: Callable[[str], None] = lambda s: None,
           progress: bool = False) -> Box:
     """Boot the box with its state in DIR and wait until it answers ssh; a box already running
-    there is returned as it is. Anything that fails (or a signal) stops qemu again."""
+    there is returned as it is. Anything that fails (or a signal) stops qemu again. One start
+    at a time (a second is told who starts it); what a killed start left is stopped first."""
     dir = Path(dir)
-    running = load(dir)
-    if running is not None:
-        return running
+    with _StartLock(dir):
+        running = load(dir)
+        if running is not None:
+            return running
+        if stop(dir):        # a start killed before the box was ready left its qemu running
+            say("stopped the qemu a start killed before the box was ready left running")
+        try:
+            return _boot(dir, alias, say, progress)
+        except subprocess.CalledProcessError as e:     # ssh-keygen, dropbearkey, ldd
+            words = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+            raise UserError(f"the box: {Path(str(e.cmd[0])).name} failed: "
+                            f"{words.strip().splitlines()[-1] if words.strip() else e}") from None
+
+
+def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> Box:
     build = kernel(progress)
     dir.mkdir(parents=True, exist_ok=True)
     for name in ("id", "id.pub", STATE):
         (dir / name).unlink(missing_ok=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"flagbench {alias}", "-f",
-                    str(dir / "id")], check=True)
+                    str(dir / "id")], check=True, capture_output=True)
     initrd = make_initramfs(dir, (dir / "id.pub").read_text())
     port = free_port()
     (dir / "known_hosts").write_text(_host_key_line(dir, port))
@@ -268,42 +292,48 @@ def start(dir: Path, alias: str = "box", say: Callable[[str], None] = lambda s: 
         proc = subprocess.Popen(qemu_argv(build.image, initrd, port, console), stdout=log, stderr=log,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=dir, env=env)
     state = {"pid": proc.pid, "start_time": _start_time(proc.pid), "port": port, "alias": alias,
-             "kernel": str(build.image), "identity": build.identity}
-    (dir / STATE).write_text(json.dumps(state, indent=1))
+             "kernel": str(build.image), "identity": build.identity, "ready": False}
+    _write_state(dir, state)
     b = Box(dir, port, proc.pid, alias)
+    conn = b.place().conn               # flagbench's ssh client (hosts/ssh.py), the box's config
     try:
         say(f"booting the box (qemu pid {proc.pid}, ssh on 127.0.0.1:{port})")
         started = time.monotonic()
-        wait_ssh(b, proc)
+        wait_ssh(b, proc, conn=conn)
         say(f"the box answers ssh after {time.monotonic() - started:.1f} s; copying its kernel to /boot")
-        release = b.run("uname", "-r").stdout.strip()
+        release = conn.shell("uname -r").stdout.strip()
         for local, remote in ((build.image, f"/boot/vmlinuz-{release}"), (initrd, f"/boot/initrd.img-{release}")):
-            with open(local, "rb") as f:
-                done = b.run("sh", "-c", 'cat > "$1"', "sh", remote, timeout=120, stdin=f)
-            if done.returncode != 0:
-                raise UserError(f"the box: cannot copy {remote} there: {done.stderr.decode(errors='replace').strip()}")
+            conn.copy(local, remote, mode="644", timeout=120)
+        _write_state(dir, {**state, "ready": True})      # from here on it is a box
     except BaseException:
         stop(dir)
         raise
+    finally:
+        conn.close()
     return b
 
 
-def wait_ssh(b: Box, proc: subprocess.Popen | None = None, within: float = BOOT_WAIT_S) -> str:
-    """/proc/version once ssh answers (slirp accepts TCP before the box listens: ask for real)."""
-    end = time.monotonic() + within
-    last = ""
-    while time.monotonic() < end:
+def wait_ssh(b: Box, proc: subprocess.Popen | None = None, within: float = BOOT_WAIT_S, conn=None) -> str:
+    """/proc/version once ssh answers (slirp accepts TCP before the box listens: ask for real),
+    through CONN (default: the box's place's, closed after); hosts/booting.py's wait."""
+    from flagbench.hosts.booting import wait_for_boot
+    from flagbench.hosts.ssh import HostError
+
+    def gone() -> str | None:
         if (proc.poll() is not None) if proc else not b.running():
-            raise UserError(f"the box's qemu exited: {_tail(b.dir / 'qemu.log')} {_tail(b.console)}")
-        try:
-            done = b.run("cat", "/proc/version", timeout=20)
-            if done.returncode == 0 and "Linux" in done.stdout:
-                return done.stdout.strip()
-            last = done.stderr.strip()
-        except subprocess.TimeoutExpired:
-            last = "timeout"
-        time.sleep(0.5)
-    raise UserError(f"the box did not answer ssh within {within:g} s ({last}); console: {_tail(b.console)}")
+            return f"the box's qemu exited: {_tail(b.dir / 'qemu.log')} {_tail(b.console)}"
+        return None
+
+    own = conn is None
+    conn = b.place().conn if own else conn
+    try:
+        return wait_for_boot(conn, lambda v: "Linux" in v, within=within, what="answer ssh", who="the box",
+                             gone=gone)[0]
+    except HostError as e:
+        raise UserError(f"{e}; console: {_tail(b.console)}" if "qemu exited" not in str(e) else str(e)) from None
+    finally:
+        if own:
+            conn.close()
 
 
 def _tail(path: Path, n: int = 300) -> str:
@@ -313,47 +343,3 @@ def _tail(path: Path, n: int = 300) -> str:
         return ""
 
 
-def stop(dir: Path) -> bool:
-    """Kill the box's qemu (its whole process group) and wait until it is gone; False: none ran."""
-    try:
-        state = json.loads((Path(dir) / STATE).read_text())
-    except (OSError, ValueError):
-        return False
-    pid = int(state["pid"])
-    alive = _qemu_alive(Path(dir), pid, state.get("start_time"))
-    if alive:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        end = time.monotonic() + 30
-        while _start_time(pid) is not None and time.monotonic() < end:
-            try:   # our child (tests, box start that failed): reap it
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    break
-            except ChildProcessError:
-                pass
-            time.sleep(0.05)
-    (Path(dir) / STATE).unlink(missing_ok=True)
-    return alive
-
-
-def _start_time(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] == "Z" else int(fields[19])
-
-
-def _qemu_alive(dir: Path, pid: int, start_time: int | None = None) -> bool:
-    """PID is this box's qemu: alive (not a zombie), started when recorded, running QEMU on DIR's files."""
-    now = _start_time(pid)
-    if now is None or (start_time is not None and now != start_time):
-        return False
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return Path(argv[0].decode(errors="replace")).name == QEMU and any(str(dir).encode() in a for a in argv)

@@ -1,6 +1,6 @@
 """Benches that run inside a variant's own kernel (`guest = true`): build the bench
 programs statically for the target, pack them with flagbench's /init into an
-initramfs, boot each variant's kernel once under qemu-system (kernel/boot.py) and
+initramfs, boot each variant's kernel once under qemu-system (run/guest/boot.py) and
 turn what the guest measured into engine cells.
 
 Per bench row (wis: mode x tasks; command: one row) the exact-counts table gets
@@ -12,7 +12,7 @@ The guest's own rate (ops/s) is emulated time under TCG: it goes to the provenan
 (`guest_ops_per_s`, `guest_time` = "emulated"), never into a timed metric.
 
 A variant's kernel is booted when the engine first runs one of its cells (once per
-process; kernel/boot.py), so a resumed run boots only the kernels whose rows it still lacks,
+process; run/guest/boot.py), so a resumed run boots only the kernels whose rows it still lacks,
 and Ctrl-C during a boot keeps every row already stored. Inside the guest each bench is
 bounded by its own `timeout` (in guest seconds: init kills its process group and goes on),
 a crash or a timeout fails that row alone, and a boot that dies or times out keeps the rows

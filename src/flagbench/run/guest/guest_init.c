@@ -9,7 +9,7 @@
  *                                                  measured loop, prints its region lines
  * MS bounds the bench in guest milliseconds: then init kills its process group and
  * goes on with the next (a timer child sleeps MS; no timer syscalls: tinyconfig has
- * no POSIX_TIMERS). It prints on the console (kernel/guest.py parses these):
+ * no POSIX_TIMERS). It prints on the console (run/guest/guest.py parses these):
  *   FB bench NAME start
  *   FB region iterations=N ns=NS           (a region's plugin counts come in order)
  *   FB bench NAME exit=STATUS | signal=SIG | timeout

@@ -1,6 +1,6 @@
 /*
  * flagbench's in-guest driver for will-it-scale testcases (linked statically
- * with an unmodified testcase file; same testcase ABI as run/wis_main.c).
+ * with an unmodified testcase file; same testcase ABI as harness/wis_main.c).
  *
  * usage: wis_guest TASKS WARMUP_MS DURATION_MS
  * Starts TASKS tasks (processes, or threads with -DTHREADS), lets them run

@@ -1,0 +1,173 @@
+"""A series' measurements as engine cells (run/engine.py) into its stored run (series_store.py).
+
+`measure` builds the commits in order (a kernel walks one O= directory; builds are recorded
+in the run as they finish: a commit that does not build is a failed `build` cell, not tried
+again when the run resumes), then hands every measurement to the engine at once:
+
+    size / asm   a counted job comparing the commit's files with its first parent's (series.py
+                 compared_with) and, size, with the base's
+    counts       the experiment's counted benches on each commit (one run each: exact)
+    time         with a fleet (--host/--place): the timed benches of each commit and its first
+                 parent, the pair one table row (params pair=COMMIT), so the engine's paired
+                 rounds put both in every round on that machine
+
+A resumed run skips every finished cell; a run whose engine pass ended is marked `done`, and
+running it again then builds nothing.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from flagbench import series_store as ss
+from flagbench.errors import DiskFull, UserError
+
+
+class _Built:
+    def __init__(self, build, files, size_file, cached: bool):
+        self.build, self.files, self.size_file, self.cached = build, files, size_file, cached
+
+
+def measure(store, run_id: int, key: str, exp, template, cell, commits, records, *, jobs, asm: bool,
+            counts: bool, fleet, progress: bool, say) -> int:
+    """Build and measure what the run does not have yet; the engine's exit status."""
+    from flagbench import procs
+    from flagbench.run.engine import run_cells
+    from flagbench.series import commit_experiment, compared_with
+
+    t, c = cell.target, cell.compiler
+    base = records[0]
+    ev = ss.evidence(store, run_id)
+    if ev.cell(base.short, "done") is not None:
+        say(f"run {run_id}: every commit is stored (--fresh to measure again)")
+        return 0
+    dexp, missing = commit_experiment(exp, template, commits)
+    say(f"{len(commits) - 1} commits on {base.short} ({base.subject[:60]}), {t}/{c}, run {run_id}")
+    built: dict[str, _Built] = {}
+    for i, (rec, v) in enumerate(zip(records, dexp.variants)):
+        stored = ev.cell(rec.short, "build")
+        if stored is not None and stored.status == "failed":
+            say(f"[{i + 1}/{len(records)}] {rec.short} {rec.subject[:60]}: does not build (stored)")
+            continue
+        say(f"[{i + 1}/{len(records)}] {rec.short} {rec.subject[:60]}")
+        t0 = time.monotonic()
+        error = missing.get(v.name) or ""
+        got = None if error else _build(dexp, replace(cell, variant=v), jobs, progress)
+        if isinstance(got, str):
+            error, got = got, None
+        if got is not None:
+            built[rec.short] = got
+        if stored is None or (got is None) != (stored.status == "failed"):
+            facts = {"files": [str(f) for f in got.files], "size_file": str(got.size_file)} if got else {}
+            ss.record(store, run_id, key, "build", ss.cell_key(rec.short, t, c), rec,
+                      [(ss.BUILD_S, time.monotonic() - t0), (ss.CACHED, float(bool(got and got.cached)))],
+                      facts=facts, failed=error or None)
+    pairs = compared_with(records, set(built))
+    by_short = {r.short: r for r in records}
+    cells = []
+    for child, parent in pairs.items():
+        cells += _compare_cells(by_short[child], built[parent], built[child], parent, "parent", t, c, asm)
+        if base.short in built:
+            cells += _compare_cells(by_short[child], built[base.short], built[child], base.short, "base", t, c, False)
+    with procs.owned_dir("flagbench-series") as workdir:
+        if counts and dexp.benches:
+            cells += _count_cells(dexp, [built[r.short].build for r in records if r.short in built], by_short,
+                                  workdir)
+        if fleet is not None:
+            for n, (child, parent) in enumerate(pairs.items()):
+                cells += _timed_cells(dexp, built[parent].build, built[child].build, child, by_short,
+                                      workdir / f"pair-{n}", fleet)
+        outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=key, progress=progress)
+    if outcome.run_id != run_id:
+        raise RuntimeError(f"the engine measured into run {outcome.run_id}, not the series' run {run_id}")
+    if outcome.status in (0, 1):   # not interrupted: everything there is to measure is stored
+        store.finish_cell(run_id, "done", ss.cell_key(base.short, t, c), "ok")
+    return outcome.status
+
+
+def _build(exp, cell, jobs: int | None, progress: bool):
+    """_Built, or why it does not build (a line)."""
+    from flagbench.series import short_error
+    try:
+        if exp.kernel is not None:
+            from flagbench.kbuild.build import build_kernels
+            from flagbench.run.guest import boot
+
+            fragments = boot.boot_fragments(exp) if any(b.guest for b in exp.benches) else ()
+            (b,) = build_kernels(exp, [cell], jobs=jobs, progress=progress, extra_fragments=fragments)
+            if not b.ok:
+                return (b.error or "make failed").splitlines()[0]
+            return _Built(b, [b.vmlinux], b.vmlinux, b.cached)
+        from flagbench.build import archive, build
+
+        (b,) = build(exp, [cell], jobs=jobs or 2)
+        return _Built(b, list(b.objects), archive(b), b.cached)
+    except DiskFull:
+        raise
+    except UserError as e:
+        return short_error(str(e))
+
+
+def _compare_cells(rec, old: _Built, new: _Built, against: str, vs: str, t: str, c: str, asm: bool) -> list:
+    from flagbench.run.engine import BenchCell
+    kernel = old.files and old.files[0] == old.size_file
+
+    def size(emit):
+        from flagbench.size.measure import compare
+        got = compare(str(old.size_file), str(new.size_file))
+        tb, facts = got.table, {"against": against}
+        for metric, value in zip(ss.SIZE_METRICS, (tb.up - tb.down, tb.grow, tb.shrink, tb.add, tb.remove,
+                                                   got.new.padding - got.old.padding)):
+            emit(metric, value, facts=facts)
+
+    def functions(emit):
+        from flagbench.asm.compare import compare_files, compare_object_sets
+        # counts and names only: each side's mix summed, not made function by function
+        a = (compare_files(old.files[0], new.files[0], mix_each=False) if kernel
+             else compare_object_sets(old.files, new.files))
+        emit(ss.ASM_CHANGED, a.counts()["changed"],
+             facts={"against": against, "functions": [f.name for f in a.functions if f.status != "same"]})
+
+    prov = {"commit": rec.to_json()}
+    out = [BenchCell("size", rec.short, t, c, {"vs": vs}, counted=size, count_executor="bloat-o-meter",
+                     counted_metric=ss.SIZE_TOTAL.name, provenance=prov)]
+    if asm:
+        out.append(BenchCell("asm", rec.short, t, c, {"vs": vs}, counted=functions, count_executor="objdump",
+                             counted_metric=ss.ASM_CHANGED.name, provenance=prov))
+    return out
+
+
+def _count_cells(exp, builds, by_short, workdir: Path) -> list:
+    """Every counted bench once per built commit (exact counts: one run is the value)."""
+    cells, notes = [], []
+    benches = list(exp.benches)
+    host = [b for b in benches if not b.guest] if exp.kernel is None else []   # a kernel's C cells: not per commit
+    if host:
+        from flagbench.pipeline import host_cells
+        cells += host_cells(exp, host, builds, workdir, notes)
+    guest = [b for b in benches if b.guest]
+    if guest and exp.kernel is not None:
+        from flagbench.run.guest.guest import guest_cells
+        cells += guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes,
+                             noise_floor=False, profile_top=0)
+    out = []
+    for cell in cells:
+        if cell.counted is None or cell.bench.endswith(" kernel profile"):
+            continue
+        out.append(replace(cell, timed=None, provenance={**cell.provenance,
+                                                          "commit": by_short[cell.variant].to_json()}))
+    return out
+
+
+def _timed_cells(exp, parent, child, short: str, by_short, workdir: Path, fleet) -> list:
+    """The timed benches of CHILD and its first parent, one row per bench row (pair=CHILD)."""
+    from flagbench.pipeline import host_cells
+    benches = [b for b in exp.benches if not b.guest]
+    out = []
+    for cell in host_cells(exp, benches, [parent, child], workdir, [], fleet):
+        if cell.timed is None:
+            continue
+        out.append(replace(cell, counted=None, params={**cell.params, "pair": short},
+                           provenance={**cell.provenance, "commit": by_short[cell.variant].to_json()}))
+    return out
