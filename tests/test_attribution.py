@@ -135,7 +135,7 @@ def test_a_changed_loop_is_direct_with_its_count(built):
     assert a.attributed_delta == 3 and a.total_delta == 3 and a.elsewhere_delta == 0
     c = cause(a)
     assert c.kind == "direct" and c.functions == ("loop",) and c.regression
-    assert cause_line(c) == "cause: direct: loop +3; elsewhere +0 within A/A floor 0"
+    assert cause_line(c) == "cause: direct: loop +3; elsewhere +0, within the A/A floor 0"
 
 
 def test_a_callee_switched_through_a_pointer_is_indirect(built):
@@ -148,7 +148,7 @@ def test_a_callee_switched_through_a_pointer_is_indirect(built):
     c = cause(a)
     assert c.kind == "indirect" and c.functions == ("slow_step", "fast_step")
     line = cause_line(c)
-    assert line == (f"cause: indirect: no changed code ran; elsewhere -7 beyond A/A floor 0 "
+    assert line == (f"cause: indirect: no changed code ran; elsewhere -7, beyond the A/A floor 0 "
                     f"(slow_step {moved['slow_step']:.0f})")   # fast_step would pass 100 columns
 
 

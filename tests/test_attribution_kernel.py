@@ -62,6 +62,6 @@ def test_a_commit_off_the_bench_path_is_attributed_elsewhere(tmp_path):
     assert found["cause"]["regression"] is False
     assert "patched: cause: layout: no changed code ran" not in text   # one compared variant: no prefix
     line = next(line for line in text.splitlines() if line.startswith("cause: layout: "))
-    assert "within A/A floor" in line or "counts the same" in line
+    assert "within the A/A floor" in line or "counts the same" in line
     assert any(line.startswith("A/A floor ") and "kernel insns/iter: the baseline booted twice" in line
                for line in text.splitlines())

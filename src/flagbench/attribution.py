@@ -43,7 +43,7 @@ non-zero count in A or B (the symbols the bench executed).
 ([('loop', 30)], 3, True, ('cold_fn',))
 >>> c = cause(a)
 >>> c.kind, cause_line(c)
-('direct', 'cause: direct: loop +30; elsewhere +3 within A/A floor 5 (alloc +3)')
+('direct', 'cause: direct: loop +30; elsewhere +3, within the A/A floor 5 (alloc +3)')
 >>> cause(attribute({"loop": 100}, {"loop": 100}, [])).kind, cause(None).kind
 ('layout', 'unknown')
 """
@@ -185,15 +185,17 @@ class Attribution:
         """Is the elsewhere delta within the A/A floor? None when no floor was measured."""
         return None if self.floor is None else abs(self.elsewhere_delta) <= self.floor
 
-    def elsewhere_text(self, top: int = 2) -> str:
-        """`elsewhere +3 within A/A floor 5 (alloc +3)`: the rest of the delta, its verdict,
-        then up to `top` symbols that carry it."""
-        out = f"elsewhere {_signed(self.elsewhere_delta)}"
+    def floor_text(self) -> str:
+        """`within the A/A floor 5`, `beyond the A/A floor 0` or `no A/A floor measured`."""
         if self.floor is None:
-            out += ", no A/A floor measured"
-        else:
-            out += (" within" if self.within_floor else " beyond") + f" A/A floor {_num(self.floor)}"
+            return "no A/A floor measured"
+        return ("within" if self.within_floor else "beyond") + f" the A/A floor {_num(self.floor)}"
+
+    def elsewhere_text(self, top: int = 2) -> str:
+        """`elsewhere +3, within the A/A floor 5 (alloc +3)`: the rest of the delta, its verdict,
+        then up to `top` symbols that carry it."""
         carriers = [d.text() for d in self.elsewhere[:top] if d.delta]
+        out = f"elsewhere {_signed(self.elsewhere_delta)}, {self.floor_text()}"
         return out + (f" ({', '.join(carriers)})" if carriers else "")
 
     def to_json(self) -> dict:
@@ -286,7 +288,8 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
     regression = band == BEYOND
     timed = {BEYOND: "; time beyond the layout band", WITHIN: "; time within the layout band"}.get(band, "")
     end = "" if regression else ": not a regression"
-    counts = ["counts the same"] if not a.total_delta else [a.elsewhere_text(k) for k in (2, 1, 0)]
+    counts = ["counts the same"] if not a.total_delta else \
+        [a.elsewhere_text(k) for k in (2, 1, 0)] + [f"{_signed(a.elsewhere_delta)} {a.floor_text()}"]
     choices = [f"no changed code ran; {c}{timed}{end}{tail}" for c in counts]
     choices += [f"no changed code ran{timed}{end}{tail}",   # the counts are in the table above
                 f"no changed code ran{end}{tail}"]         # the band: in the table too
