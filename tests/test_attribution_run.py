@@ -64,9 +64,9 @@ def test_each_counted_verdict_names_its_cause(measured):
     _, text = measured
     exact = text[text.index("loop · exact counts"):]
     assert "layout: cause: layout: no changed code ran; counts the same: not a regression" in exact
-    assert "direct: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" \
+    assert "direct: cause: direct: loop +3; elsewhere +0, within the A/A floor 0\n" \
            "  changed code: loop +3 insns/iter" in exact
-    assert "indirect: cause: indirect: no changed code ran; elsewhere -7, no A/A floor measured" in exact
+    assert "indirect: cause: indirect: no changed code ran; elsewhere -7, beyond the A/A floor 0" in exact
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_causes_in_json_md_and_html(measured):
     md = _report(root, "md")
     assert "```\nlayout: cause: layout: no changed code ran; counts the same: not a regression\n" in md
     html = _report(root, "html")
-    assert "\ndirect: cause: direct: loop +3; elsewhere +0, no A/A floor measured\n" in html
+    assert "\ndirect: cause: direct: loop +3; elsewhere +0, within the A/A floor 0\n" in html
     for out in (md, _report(root, "text")):
         causes = [line for line in out.splitlines() if "cause: " in line]
         assert len(causes) == 6 and all(len(line) < 100 for line in causes)
@@ -105,7 +105,7 @@ def test_layout_check_says_what_survives_alignment(tmp_path):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     # counts: the planted instructions survive alignment; the layout variant moved nothing to begin with
-    assert 'direct: cause: unknown: 1 changed function, no per-symbol counts (metrics "profile")' in out
+    assert 'direct: cause: direct: loop (the bench\'s function) changed code; no per-symbol counts' in out
     assert "  layout check, 64-byte aligned: +15.79 % exact: survives alignment" in out
     assert "  layout check, 64-byte aligned: +0.00 % exact: no change either way" in out
     assert "base@align64" not in out   # its columns are the check's, not the table's

@@ -23,12 +23,18 @@ from flagbench.attribution import (LINE_WIDTH, Attribution, Cause, attribute, at
                                    cause_line)
 
 CHANGED_KEY = "changed_functions"
+MEASURED_KEY = "measured_functions"         # bench -> the function a micro bench times: on its path by definition
 FLOOR_KEY = "aa_noise_floor_kernel_per_iter"
 PROFILE_KEY = "kernel_profile_per_iter"     # a guest's counted cell: every symbol it ran (run/guest/guest.py)
 TOTALS = ("insns_per_iter", "kernel_insns_per_iter")   # the count a cause is about, by bench kind
 PROFILE_SUFFIX = " kernel profile"
 SYMBOL_PREFIX = "insns_per_iter:"
 ROWS_SHOWN = 4
+
+
+def measured_functions(benches) -> dict[str, str]:
+    """bench -> the function a micro bench calls in its loop: whatever else it reaches, it runs that."""
+    return {b.name: b.function for b in benches if isinstance(getattr(b, "function", None), str)}
 
 
 def cell_key(variant: str, target: str, compiler: str) -> str:
@@ -126,6 +132,8 @@ def _params(params: dict) -> tuple:
 def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple, list[RowCause]]:
     """(bench, metric, target, compiler) of each table -> its rows' causes (see the module's docstring)."""
     changed = _changed(run)
+    measured = ((run or {}).get("provenance") or {}).get(MEASURED_KEY)
+    measured = measured if isinstance(measured, dict) else {}
     checks = ((run or {}).get("provenance") or {}).get("layout_check")
     checks = checks if isinstance(checks, dict) else {}
     floors, cell_profiles = _cell_facts(list(samples))
@@ -164,6 +172,10 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                 floor = floors.get((t.bench, t.target, t.compiler, _params(r.params)))
                 note = (f"A/A floor {floor:,.0f} kernel insns/iter: the baseline booted twice, one extra ignored "
                         f"command-line word" if floor is not None else "")
+                if floor is None and r.params.get("count") == TOTALS[0]:
+                    floor = 0.0   # a user program's count per iteration (n and 2n differenced) ignores layout
+                    note = ("A/A floor 0: a program's count per iteration is the same however it is linked "
+                            "(layouts = K relinks count alike)")
                 a = None
                 if names is not None and old and new:
                     a = attribute(old, new, names, floor=floor, total_old=r.median(base), total_new=r.median(v),
@@ -173,8 +185,7 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                                   unit="insns/iter")
                 elif names:
                     attributions[key] = (None, note)
-                    c = Cause("unknown", f"{len(names)} changed function{'s' * (len(names) != 1)}, no "
-                                         f"per-symbol counts (metrics \"profile\")")
+                    c = _without_profile(names, measured.get(t.bench))
                     out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), None, c, note,
                                                                  layout_check=_checked(t, r, v, checks)))
                     continue
@@ -193,6 +204,18 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                 out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band), note, band,
                                                              _checked(t, r, v, checks)))
     return out
+
+
+def _without_profile(names: list[str], measured: str | None) -> Cause:
+    """The cause of a count delta without per-symbol counts: direct when the function the bench
+    times is among the changed ones (it runs, whatever else does), else unknown."""
+    others = len(names) - (measured in names)
+    more = f"{others} more changed function{'s' * (others != 1)}, " if others else ""
+    if measured in names:
+        return Cause("direct", f"{measured} (the bench's function) changed code; {more}no per-symbol "
+                               f"counts (metrics \"profile\")", (measured,))
+    return Cause("unknown", f"{len(names)} changed function{'s' * (len(names) != 1)}, no "
+                            f"per-symbol counts (metrics \"profile\")")
 
 
 def _checked(t, r, v: str, checks: dict) -> str:

@@ -99,7 +99,8 @@ def run(path: Path, opts: Options):
             for note in notes:
                 say(note)
             order = column_order(exp.benches, [v.name for v in exp.variants])
-            from flagbench.causes import CHANGED_KEY, changed_by_cell   # which functions' code changed: causes
+            from flagbench.causes import (CHANGED_KEY, MEASURED_KEY, changed_by_cell,   # code changed: causes
+                                          measured_functions)
             changed = changed_by_cell([*builds, *kernels], order, say)
             checked = {}
             if opts.layout_check or exp.layout_check:
@@ -114,7 +115,8 @@ def run(path: Path, opts: Options):
             until = None if opts.until is None else Until(opts.until, opts.budget_s, tuple(order))
             outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=_run_hash(exp, opts, fleet),
                                 provenance={"variants": order, "experiment_path": str(exp.path), "notes": notes,
-                                            CHANGED_KEY: changed, **_commits(exp),
+                                            CHANGED_KEY: changed, MEASURED_KEY: measured_functions(chosen),
+                                            **_commits(exp),
                                             **({"layout_check": checked} if checked else {}),
                                             **({"hosts": hosts} if hosts else {})},
                                 fresh=opts.fresh, seed=opts.seed, progress=not opts.quiet, until=until)
