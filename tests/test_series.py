@@ -300,7 +300,7 @@ def test_walk_rewrites_only_what_a_commit_changed(c_repo, tmp_path):
     """vcs.walk moves a checkout flagbench owns from commit to commit: an unchanged file keeps
     its inode and mtime (make rebuilds nothing for it), a changed one is rewritten, a deleted one
     goes; the user's repository is not written."""
-    from flagbench import vcs
+    from flagbench import vcs, vcs_export
 
     before = repo_state(c_repo)
     base, grown = vcs.resolve(c_repo, "base"), vcs.resolve(c_repo, "main~2")
@@ -313,7 +313,7 @@ def test_walk_rewrites_only_what_a_commit_changed(c_repo, tmp_path):
     assert os.stat(toml).st_ino == kept.st_ino and os.stat(toml).st_mtime_ns == kept.st_mtime_ns
     assert os.stat(loop).st_mtime_ns > changed.st_mtime_ns - 10**9 and "x / 7" in loop.read_text()
     assert vcs.walk(grown, dest) == []
-    exported = vcs.export(grown, tmp_path / "export")
+    exported = vcs_export.export(grown, tmp_path / "export")
     assert (exported / "exp" / "loop.c").read_bytes() == loop.read_bytes()
     assert repo_state(c_repo) == before
     with pytest.raises(vcs.UnknownRef):

@@ -13,8 +13,9 @@ import pytest
 from conftest import ROOT, flagbench
 
 FENCE = re.compile(r"^```\n(\$ flagbench .*?)^```", re.M | re.S)
-# what moves from run to run in a shown line: a time taken, and a run's number and date
-VARIES = re.compile(r"modelled in [\d.]+ s|\d+(\.\d+)? s\)|^run \d+ ·")
+# what moves from run to run in a shown line: a time taken, a run's number and date, a timed row
+# (its medians, interval and verdict) and the rule under a table, as wide as the medians
+VARIES = re.compile(r"modelled in [\d.]+ s|\d+(\.\d+)? s\)|^run \d+ ·| p=\d|^ ─+$|is better\)$")
 
 
 def tour_blocks() -> list[tuple[str, list[str]]]:

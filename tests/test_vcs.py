@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import flagbench, write_experiment
-from flagbench import vcs
+from flagbench import vcs, vcs_export
 from flagbench.errors import UserError
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
@@ -48,7 +48,7 @@ def test_sparse_checkout_of_the_user_does_not_narrow_an_export(tmp_path):
     git(repo, "sparse-checkout", "set", "exp")          # the user works on exp/ only
     assert not (repo / "lib" / "sq.h").exists()
     commit = vcs.resolve(repo, "base")
-    out = vcs.export(commit, tmp_path / "trees" / commit.tree)
+    out = vcs_export.export(commit, tmp_path / "trees" / commit.tree)
     assert (out / "lib" / "sq.h").read_text() == SQ_H and (out / "exp" / "main.c").read_text() == MAIN_C
     # a walked checkout too (a kernel's)
     dest = tmp_path / "walk" / "src"
@@ -68,7 +68,7 @@ def test_an_export_an_older_flagbench_made_narrow_is_made_again(tmp_path):
     (dest / "exp").mkdir(parents=True)                  # what sparse checkout left: exp/ only
     (dest / "exp" / "main.c").write_text(MAIN_C)
     (dest / vcs.MARKER).write_text(json.dumps({"tree": commit.tree, "commit": commit.sha}))
-    assert (vcs.export(commit, dest) / "lib" / "sq.h").read_text() == SQ_H
+    assert (vcs_export.export(commit, dest) / "lib" / "sq.h").read_text() == SQ_H
 
 
 def test_a_submodule_header_is_exported_with_its_content(tmp_path):
@@ -85,14 +85,14 @@ def test_a_submodule_header_is_exported_with_its_content(tmp_path):
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "with a submodule")
     commit = vcs.resolve(repo, "HEAD")
-    out = vcs.export(commit, tmp_path / "trees" / commit.tree)
+    out = vcs_export.export(commit, tmp_path / "trees" / commit.tree)
     assert (out / "lib" / "sq.h").read_text() == SQ_H
     # a clone without the submodule's objects: one clear line, not an empty header
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     c = vcs.resolve(clone, "HEAD")
     with pytest.raises(UserError, match="git submodule update --init lib"):
-        vcs.export(c, tmp_path / "trees2" / c.tree)
+        vcs_export.export(c, tmp_path / "trees2" / c.tree)
 
 
 def _disk_bytes(*dirs: Path) -> int:
@@ -119,7 +119,7 @@ def test_exports_of_six_commits_store_an_unchanged_asset_once(tmp_path):
         git(repo, "commit", "-qam", f"step {i}")
     trees, store = tmp_path / "trees", tmp_path / "blobs"
     for c in vcs.commits(repo, "base", "main"):
-        out = vcs.export(c, trees / c.tree, store)
+        out = vcs_export.export(c, trees / c.tree, store)
         assert (out / "asset.bin").stat().st_size == len(asset)
     assert len([p for p in trees.iterdir() if p.is_dir()]) == 6
     assert _disk_bytes(trees, store) < 1.2 * len(asset)     # before: 6 copies, 48 MB
@@ -140,7 +140,7 @@ def test_what_a_killed_flagbench_left_is_recovered(tmp_path):
     trees = tmp_path / "trees"
     (trees / f"{commit.tree}.tmp-99999999" / "exp").mkdir(parents=True)
     (trees / f"{commit.tree}.tmp-99999999.index.lock").write_text("")
-    vcs.export(commit, trees / commit.tree, tmp_path / "blobs")
+    vcs_export.export(commit, trees / commit.tree, tmp_path / "blobs")
     assert sorted(p.name for p in trees.iterdir()) == [commit.tree, f"{commit.tree}.lock"]
 
 

@@ -174,8 +174,8 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                         f"command-line word" if floor is not None else "")
                 if floor is None and r.params.get("count") == TOTALS[0]:
                     floor = 0.0   # a user program's count per iteration (n and 2n differenced) ignores layout
-                    note = ("A/A floor 0: a program's count per iteration is the same however it is linked "
-                            "(layouts = K relinks count alike)")
+                    note = ("A/A floor 0: a program's count per iteration does not move with its layout "
+                            "(relinks count alike)")
                 a = None
                 if names is not None and old and new:
                     a = attribute(old, new, names, floor=floor, total_old=r.median(base), total_new=r.median(v),

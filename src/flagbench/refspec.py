@@ -21,7 +21,7 @@ import hashlib
 from dataclasses import replace
 from pathlib import Path
 
-from flagbench import vcs
+from flagbench import vcs, vcs_export
 
 
 def resolve(checker, exp):
@@ -94,7 +94,7 @@ def blob_store() -> Path:
 def sources_at(commit: vcs.Commit, sources, fail) -> tuple[Path, ...]:
     """SOURCES (paths in the user's work tree) as the commit has them: in its tree, exported
     once into the cache. fail(what) reports a source the commit does not have."""
-    tree = vcs.export(commit, export_dir(commit), blob_store())
+    tree = vcs_export.export(commit, export_dir(commit), blob_store())
     out = []
     for src in sources:
         try:

@@ -218,12 +218,6 @@ def _recover_lock(index: Path) -> None:
     lock.unlink(missing_ok=True)
 
 
-def export(commit: Commit, dest: Path, store: Path | None = None) -> Path:
-    """DEST := the commit's tree, made once; its files hard links into STORE (vcs_export.py)."""
-    from flagbench.vcs_export import export as made
-    return made(commit, dest, store)
-
-
 def walk(commit: Commit, dest: Path) -> list[str]:
     """Move DEST, a checkout flagbench owns (made here on first use), to the commit's tree,
     writing only the files that differ; their paths are returned. The private index lives
