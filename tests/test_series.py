@@ -277,7 +277,7 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
 
 
 @pytest.mark.slow
-def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_one(kernel_repo):
+def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_one(kernel_repo, tmp_path):
     """Bisect base..series on the guest bench's kernel instructions: grown strncpy stays under the
     threshold, the commit that does not build is skipped, and since it sits right before the
     getppid commit the answer is the two of them, as `git bisect` would say. (After the series
@@ -287,7 +287,7 @@ def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_o
     exp = demo_series.experiment(CASE, kernel_repo)
     before = repo_state(kernel_repo)
     done = flagbench("bisect", exp, "--good", "base", "--bad", "series", "--metric", "insns",
-                     "--threshold", "+5%", timeout=3600)
+                     "--threshold", "+5%", "--db", tmp_path / "fb.db", timeout=3600)
     assert done.returncode == 1, done.stderr[-3000:]     # 1: no single first bad commit
     assert repo_state(kernel_repo) == before
     broken, getppid = (git(kernel_repo, "rev-parse", "--short=12", ref).strip() for ref in ("series~1", "series"))
