@@ -21,6 +21,7 @@ import pytest
 
 from conftest import flagbench, write_experiment
 from flagbench import spec
+from flagbench.store import Store
 from flagbench.bisect import search, timed
 
 HAVE_CALLGRIND = shutil.which("valgrind") is not None
@@ -227,7 +228,7 @@ def test_bisect_on_exact_counts_in_log2_n_plus_one_builds(tmp_path, module_cache
     subject = CSubject(exp, exp.benches[0], variant=None, target=None, compiler=None, workdir=tmp_path / "w")
     lines: list[str] = []
     opts = commits.Options(metric="insns", threshold=timed.parse_threshold("+5%"))
-    out = commits.bisect(subject, "good", "main", opts, lines.append)
+    out = commits.bisect(subject, "good", "main", opts, lines.append, store=Store(tmp_path / "fb.db"))
     assert out.found.first == SLOW_AT and out.commits[SLOW_AT].sha == shas[SLOW_AT]
     assert out.builds == math.ceil(math.log2(8)) + 1
     assert "first bad commit: " + shas[SLOW_AT] in "\n".join(commits.summary(out, opts))
@@ -242,7 +243,7 @@ def test_bisect_on_time_finds_the_slower_commit_and_skips_a_broken_one(tmp_path,
     the commit before it does not compile and is skipped; exact counts name the same commit."""
     exp_path, shas = _loop_repo(tmp_path / "repo", broken=1)
     done = flagbench("bisect", str(exp_path), "--good", "good", "--bad", "main", "--metric", "time",
-                     "--threshold", "+5%", "--seed", "1", cache=module_cache)
+                     "--threshold", "+5%", "--seed", "1", "--db", tmp_path / "fb.db", cache=module_cache)
     assert done.returncode == 0, done.stderr
     assert f"first bad commit: {shas[SLOW_AT]}" in done.stdout, done.stdout + done.stderr
     assert "does not build" in done.stderr and ": skip" in done.stderr
@@ -250,7 +251,7 @@ def test_bisect_on_time_finds_the_slower_commit_and_skips_a_broken_one(tmp_path,
     steps = [ln for ln in done.stderr.splitlines() if " step " in ln or ln.startswith("flagbench bisect: step")]
     assert all("% [" in ln for ln in steps if not ln.endswith("skip"))   # each timed step shows its interval
     counts = flagbench("bisect", str(exp_path), "--good", "good", "--bad", "main", "--metric", "insns",
-                       "--threshold", "+5%", cache=module_cache)
+                       "--threshold", "+5%", "--db", tmp_path / "fb.db", cache=module_cache)
     assert counts.returncode == 0 and f"first bad commit: {shas[SLOW_AT]}" in counts.stdout, counts.stderr
 
 
@@ -309,3 +310,55 @@ def test_kernel_object_bisection_names_the_object_whose_functions_moved(tmp_path
     # the mixes were relinked by Kbuild in copies: A's own O= directory is as it was
     assert {rel: (a_dir / rel).stat().st_mtime_ns for rel in before} == before
     assert any("relinking" in ln for ln in lines)
+
+
+# -- a bisection is a stored run ---------------------------------------------------------------------
+@callgrind
+def test_a_bisection_killed_after_two_steps_measures_no_step_twice(tmp_path, module_cache):
+    """kill -9 after two steps, run again: the steps stored are read, not measured again (each
+    commit's counted cell holds one sample, in one run); the answer is the clean run's; `report
+    --list` names the run a bisect and `report RUN` prints its steps from the store."""
+    import os
+    import signal
+    import sqlite3
+    import sys
+    import time
+
+    exp_path, shas = _loop_repo(tmp_path / "repo")
+    db = tmp_path / "fb.db"
+    argv = [sys.executable, "-m", "flagbench", "bisect", str(exp_path), "--good", "good", "--bad", "main",
+            "--metric", "insns", "--threshold", "+5%", "--db", str(db)]
+    env = {**os.environ, "FLAGBENCH_CACHE": str(module_cache),
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    log = tmp_path / "first.err"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while "step 2:" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the bisection ended before it could be killed: " + log.read_text()
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def counted() -> dict[str, int]:
+        with sqlite3.connect(db) as con:
+            return dict(con.execute("SELECT cell, count(*) FROM samples WHERE bench = 'loop' "
+                                    "AND metric = 'insns_per_iter' GROUP BY cell"))
+    before = counted()
+    assert len(before) >= 3 and set(before.values()) == {1}, before    # the good end and two steps
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    assert again.returncode == 0, again.stderr
+    assert f"first bad commit: {shas[SLOW_AT]}" in again.stdout
+    after = counted()
+    assert set(after.values()) == {1} and set(before) <= set(after), after   # none measured twice
+    with sqlite3.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    listed = flagbench("report", "--list", "--db", db)
+    assert listed.returncode == 0 and " bisect " in listed.stdout and "good..main" in listed.stdout, listed.stdout
+    shown = flagbench("report", "1", "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    assert shas[SLOW_AT][:12] in shown.stdout and "insns_per_iter" in shown.stdout

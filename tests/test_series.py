@@ -277,7 +277,7 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
 
 
 @pytest.mark.slow
-def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_one(kernel_repo):
+def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_one(kernel_repo, tmp_path):
     """Bisect base..series on the guest bench's kernel instructions: grown strncpy stays under the
     threshold, the commit that does not build is skipped, and since it sits right before the
     getppid commit the answer is the two of them, as `git bisect` would say. (After the series
@@ -287,7 +287,7 @@ def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_o
     exp = demo_series.experiment(CASE, kernel_repo)
     before = repo_state(kernel_repo)
     done = flagbench("bisect", exp, "--good", "base", "--bad", "series", "--metric", "insns",
-                     "--threshold", "+5%", timeout=3600)
+                     "--threshold", "+5%", "--db", tmp_path / "fb.db", timeout=3600)
     assert done.returncode == 1, done.stderr[-3000:]     # 1: no single first bad commit
     assert repo_state(kernel_repo) == before
     broken, getppid = (git(kernel_repo, "rev-parse", "--short=12", ref).strip() for ref in ("series~1", "series"))
@@ -318,3 +318,43 @@ def test_walk_rewrites_only_what_a_commit_changed(c_repo, tmp_path):
     assert repo_state(c_repo) == before
     with pytest.raises(vcs.UnknownRef):
         vcs.resolve(c_repo, "--upload-pack=x")
+
+
+def test_a_series_killed_midway_resumes_from_what_was_stored(c_repo, c_series, tmp_path):
+    """kill -9 once the fourth commit is being built; the same command again builds and measures
+    only what is missing: every commit's build is recorded once, every cell measured once, and
+    the rows are the clean run's."""
+    import signal
+    import sqlite3
+    import sys
+    import time
+
+    clean, _, cache, _ = c_series
+    db = tmp_path / "fb.db"
+    argv = [sys.executable, "-m", "flagbench", "series", str(c_repo / "exp"), "base..main", "--format", "json",
+            "--db", str(db)]
+    env = {**os.environ, "FLAGBENCH_CACHE": str(tmp_path / "cache"),
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent / "src")}
+    log = tmp_path / "first.err"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while "[4/6]" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None, log.read_text()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    again = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr
+    with sqlite3.connect(db) as con:
+        per_cell = con.execute("SELECT bench, cell, metric, count(*) FROM samples GROUP BY bench, cell, metric").fetchall()
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    assert per_cell and all(n == 1 for *_, n in per_cell), per_cell
+    assert {b for b, *_ in per_cell} >= {"build", "size", "asm", "sum"}
+
+    def rows(data):
+        return [{k: r[k] for k in ("sha", "built", "compared_with", "counts", "vs_parent", "vs_base")}
+                for r in data["rows"]]
+    assert rows(json.loads(again.stdout)) == rows(clean)

@@ -22,13 +22,11 @@ again resumes from what was stored. series_table.py prints the table; cli/series
 """
 from __future__ import annotations
 
-import re
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from flagbench import refspec, series_store, spec, vcs
-from flagbench.errors import DiskFull, UserError
+from flagbench.errors import UserError
 from flagbench.provenance import CommitRecord
 from flagbench.textsafe import sayer
 
@@ -106,80 +104,11 @@ def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Co
         raise UserError(f"{range_text}: {e}") from None
     if not rest:
         raise UserError(f"{range_text}: no commits in {repo} between {base} and {head}")
-    if not _is_ancestor(repo, first.sha, top.sha):
+    if not series_store.is_ancestor(repo, first.sha, top.sha):
         raise UserError(f"{range_text}: {base} is not an ancestor of {head}, so its own changes would be "
                         f"charged to the first commit: give the fork point, $(git merge-base {base} {head})..{head}")
-    parents = _parents(repo, [c.sha for c in [first, *rest]])
     commits = [first, *rest]
-    return repo, commits, [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]
-
-
-def records_of(repo: Path, commits: list[vcs.Commit]) -> list[CommitRecord]:
-    """COMMITS' records, with their parents (what commits_of returns third)."""
-    parents = _parents(repo, [c.sha for c in commits])
-    return [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]
-
-
-def _git(repo: Path, *args: str):
-    import os
-
-    from flagbench import procs
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
-    return procs.run(["git", "-C", str(repo), *args], timeout=120, env=env)
-
-
-def _is_ancestor(repo: Path, old: str, new: str) -> bool:
-    return _git(repo, "merge-base", "--is-ancestor", old, new).returncode == 0
-
-
-def _parents(repo: Path, shas: list[str]) -> dict[str, tuple[str, ...]]:
-    done = _git(repo, "rev-list", "--parents", "--no-walk=unsorted", *shas)
-    out = {}
-    for line in done.stdout.splitlines():
-        sha, *parents = line.split()
-        out[sha] = tuple(parents)
-    return out
-
-
-def commit_experiment(exp: spec.Experiment, template: spec.Variant, commits: list[vcs.Commit]):
-    """EXP with one variant per commit (named by its short sha), each TEMPLATE at that commit:
-    (experiment, {short sha: why it cannot be built}) (a C source the commit lacks)."""
-    variants, missing = [], {}
-    own = dict(exp.kernel.variants).get(template.name) if exp.kernel is not None else None
-    worktree_sources = template.sources if template.sources and template.commit is None else exp.sources
-    for c in commits:
-        sources = None
-        if exp.kernel is None:
-            try:
-                sources = refspec.sources_at(c, worktree_sources, _raise)
-            except UserError as e:
-                missing[c.short] = str(e)
-                sources = worktree_sources
-        variants.append(replace(template, name=c.short, ref=c.sha, commit=c, sources=sources))
-    out = replace(exp, variants=tuple(variants))
-    if exp.kernel is not None and own is not None:
-        out = replace(out, kernel=replace(exp.kernel, variants=tuple((c.short, own) for c in commits)))
-    return out, missing
-
-
-def _raise(what: str):
-    raise UserError(what)
-
-
-def compared_with(records: list[CommitRecord], built: set[str]) -> dict[str, str]:
-    """Each commit's (short sha) comparison: its first parent, or where that did not build the
-    nearest first-parent ancestor in the series that did; absent when the chain leaves the series."""
-    by_sha = {c.sha: c for c in records}
-    out = {}
-    for c in records[1:]:
-        if c.short not in built:
-            continue
-        p = by_sha.get(c.first_parent or "")
-        while p is not None and p.short not in built:
-            p = by_sha.get(p.first_parent or "")
-        if p is not None:
-            out[c.short] = p.short
-    return out
+    return repo, commits, series_store.records(repo, commits)
 
 
 def run_series(path, range_text: str, *, db: Path, variant: str | None = None, target: str | None = None,
@@ -216,16 +145,6 @@ def run_series(path, range_text: str, *, db: Path, variant: str | None = None, t
         return load(store, run_id), status
 
 
-_EXPORT = re.compile(r"\S*/git/trees/[0-9a-f]{40}/")
-_COMPILE = re.compile(r"^.*? does not compile for \S+: ")
-
-
-def short_error(message: str) -> str:
-    """A C build's error with the export's paths as the repository has them, and without the
-    "X does not compile for CELL:" preamble (the row says so)."""
-    return _COMPILE.sub("", _EXPORT.sub("", message))
-
-
 def load(store, run_id: int) -> Series:
     """A stored series run as its table shows it: read from the store alone, nothing built."""
     ev = series_store.evidence(store, run_id)
@@ -251,7 +170,7 @@ def load(store, run_id: int) -> Series:
 
 
 def _label(m) -> str:
-    return m.bench + "".join(f" {k}={v}" for k, v in m.params.items() if k != "pair")
+    return m.bench + "".join(f" {k}={v}" for k, v in m.params.items() if k not in ("pair", "host"))
 
 
 def _row(ev, c: CommitRecord) -> Row:

@@ -16,12 +16,65 @@ running it again then builds nothing.
 """
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
 
+from flagbench import refspec, spec, vcs
 from flagbench import series_store as ss
 from flagbench.errors import DiskFull, UserError
+
+
+def commit_experiment(exp: spec.Experiment, template: spec.Variant, commits: list[vcs.Commit]):
+    """EXP with one variant per commit (named by its short sha), each TEMPLATE at that commit:
+    (experiment, {short sha: why it cannot be built}) (a C source the commit lacks)."""
+    variants, missing = [], {}
+    own = dict(exp.kernel.variants).get(template.name) if exp.kernel is not None else None
+    worktree_sources = template.sources if template.sources and template.commit is None else exp.sources
+    for c in commits:
+        sources = None
+        if exp.kernel is None:
+            try:
+                sources = refspec.sources_at(c, worktree_sources, _raise)
+            except UserError as e:
+                missing[c.short] = str(e)
+                sources = worktree_sources
+        variants.append(replace(template, name=c.short, ref=c.sha, commit=c, sources=sources))
+    out = replace(exp, variants=tuple(variants))
+    if exp.kernel is not None and own is not None:
+        out = replace(out, kernel=replace(exp.kernel, variants=tuple((c.short, own) for c in commits)))
+    return out, missing
+
+
+def _raise(what: str):
+    raise UserError(what)
+
+
+def compared_with(records: list[CommitRecord], built: set[str]) -> dict[str, str]:
+    """Each commit's (short sha) comparison: its first parent, or where that did not build the
+    nearest first-parent ancestor in the series that did; absent when the chain leaves the series."""
+    by_sha = {c.sha: c for c in records}
+    out = {}
+    for c in records[1:]:
+        if c.short not in built:
+            continue
+        p = by_sha.get(c.first_parent or "")
+        while p is not None and p.short not in built:
+            p = by_sha.get(p.first_parent or "")
+        if p is not None:
+            out[c.short] = p.short
+    return out
+
+
+_EXPORT = re.compile(r"\S*/git/trees/[0-9a-f]{40}/")
+_COMPILE = re.compile(r"^.*? does not compile for \S+: ")
+
+
+def short_error(message: str) -> str:
+    """A C build's error with the export's paths as the repository has them, and without the
+    "X does not compile for CELL:" preamble (the row says so)."""
+    return _COMPILE.sub("", _EXPORT.sub("", message))
 
 
 class _Built:
@@ -34,8 +87,6 @@ def measure(store, run_id: int, key: str, exp, template, cell, commits, records,
     """Build and measure what the run does not have yet; the engine's exit status."""
     from flagbench import procs
     from flagbench.run.engine import run_cells
-    from flagbench.series import commit_experiment, compared_with
-
     t, c = cell.target, cell.compiler
     base = records[0]
     ev = ss.evidence(store, run_id)
@@ -88,7 +139,6 @@ def measure(store, run_id: int, key: str, exp, template, cell, commits, records,
 
 def _build(exp, cell, jobs: int | None, progress: bool):
     """_Built, or why it does not build (a line)."""
-    from flagbench.series import short_error
     try:
         if exp.kernel is not None:
             from flagbench.kbuild.build import build_kernels

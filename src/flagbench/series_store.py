@@ -38,13 +38,17 @@ API (stable; watch and mail build on it):
     record(store, run_id, key, bench, cell, commit, values, *, facts=None, failed=None)
                                                  one measurement stored directly (a build's)
     evidence(store, run_id) -> Evidence          every commit's stored values, facts and failures
+    records(repo, commits) -> list[CommitRecord] vcs.Commits with their parents, as runs store them
+    is_ancestor(repo, old, new) -> bool
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from flagbench.metrics import Metric, count
 from flagbench.provenance import CommitRecord, SampleRecord
@@ -169,3 +173,23 @@ def evidence(store: Store, run_id: int) -> Evidence:
     for (_, cell), m in cells.items():
         by_commit.setdefault(split_cell(cell)["variant"], []).append(m)
     return Evidence(run, commits, store.metrics(run_id), by_commit)
+
+
+def _git(repo: Path, *args: str):
+    from flagbench import procs
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+    return procs.run(["git", "-C", str(repo), *args], timeout=120, env=env)
+
+
+def is_ancestor(repo: Path, old: str, new: str) -> bool:
+    return _git(repo, "merge-base", "--is-ancestor", old, new).returncode == 0
+
+
+def records(repo: Path, commits: list) -> list[CommitRecord]:
+    """vcs.Commits as CommitRecords, each with its parents (first parent first)."""
+    done = _git(repo, "rev-list", "--parents", "--no-walk=unsorted", *(c.sha for c in commits))
+    parents = {}
+    for line in done.stdout.splitlines():
+        sha, *theirs = line.split()
+        parents[sha] = tuple(theirs)
+    return [CommitRecord.of(c, parents.get(c.sha, ())) for c in commits]

@@ -17,13 +17,12 @@ from flagbench.bisect import search, timed
 from flagbench.bisect.search import BAD, GOOD, SKIP
 from flagbench.bisect.subject import StepFailed
 from flagbench.errors import UserError
+from flagbench.metrics import Metric
 from flagbench.textsafe import term_text
 
 WIDTH = 100      # the summary goes to mail
 
-EXACT_METRICS = ("insns", "size")
-METRICS = (*EXACT_METRICS, "time")
-UNITS = {"insns": "insns/iter", "size": "code bytes", "time": "ns/iter"}
+CHOICES = ("insns", "size", "time")      # --metric: each the subject's declared Metric (Subject.metric)
 
 
 @dataclass
@@ -47,35 +46,73 @@ class Outcome:
     lines: list[str] = field(default_factory=list)
     decided_by_interval: int = 0                 # timed steps called by their interval
     by_estimate: int = 0                         # timed steps called by their estimate (budget spent)
+    run_id: int | None = None                    # the bisection's run in the store
+    measured: int = 0                            # steps measured by this process (the rest were stored)
+    metric: Metric | None = None
 
 
-def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[str], None]) -> Outcome:
+def _describe(metric: Metric, value: float) -> str:
+    return f"{value:,.2f} {metric.unit or metric.name}"
+
+
+def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[str], None], *, store,
+           fresh: bool = False) -> Outcome:
+    """The first bad commit of good..bad; every measured commit is a step stored in STORE (a run of
+    kind bisect, bisect/stored.py), so a bisection run again measures only what it lacks."""
     from flagbench import vcs
+    from flagbench.bisect.stored import StoredBisect
 
-    if opts.metric not in METRICS:
-        raise UserError(f"--metric {opts.metric}: one of {', '.join(METRICS)}")
+    if opts.metric not in CHOICES:
+        raise UserError(f"--metric {opts.metric}: one of {', '.join(CHOICES)}")
     start = time.monotonic()
     repo = subject.repository()
     good = vcs.resolve(repo, good_ref)
     commits = vcs.commits(repo, good_ref, bad_ref)
     if not commits:
         raise UserError(f"{good_ref}..{bad_ref}: no commits between the good and the bad end")
+    metric = subject.metric(opts.metric)
+    exact = metric.exact
+    extra = () if exact else (str(opts.threshold), opts.alpha, opts.max_pairs, opts.step_budget_s, opts.seed)
+    steps = StoredBisect(store, subject, metric, [good, *commits], key_extra=extra, fresh=fresh,
+                         provenance={"range": f"{good_ref}..{bad_ref}", "threshold": str(opts.threshold or "")})
     say(f"{len(commits)} commits in {good_ref}..{bad_ref}; at most {search.steps_bound(len(commits)) + 1} "
-        f"steps; metric {opts.metric}")
-    good_build = subject.build(good, column="good")
-    if good_build is None:
-        raise UserError(f"the good end {good_ref} ({good.short}) does not build: {subject.why}")
-    exact = opts.metric in EXACT_METRICS
-    good_value = subject.count(good_build, opts.metric) if exact else None
+        f"steps; metric {metric.name} ({metric.unit}, {metric.better} is better); run {steps.run_id}")
+    good_value = None
     if exact:
-        say(f"good {good.short}: {good_value:,.2f} {UNITS[opts.metric]}")
+        good_value, why, _ = steps.value(good, lambda b: subject.cells(b, opts.metric))
+        if good_value is None:
+            raise UserError(f"the good end {good_ref} ({good.short}): {why}")
         if not good_value:
-            raise UserError(f"the good end {good_ref} measures 0 {UNITS[opts.metric]}: no change relative to it")
+            raise UserError(f"the good end {good_ref} measures 0 {metric.unit}: no change relative to it")
+        say(f"good {good.short}: {_describe(metric, good_value)}")
+    good_build = None
+
+    def timed_value(c):
+        nonlocal good_build
+        if good_build is None:
+            good_build = subject.build(good)
+            if good_build is None:
+                raise UserError(f"the good end {good_ref} ({good.short}) does not build: {subject.why}")
+        return steps.value(c, lambda b: [subject.time_cell(good_build, b, threshold_for_time, opts,
+                                                           lambda text: say(f"  {c.short}: {text}"))])
+
     threshold = opts.threshold
+    threshold_for_time = threshold or timed.Threshold(0.0, 0)
     if threshold is None:   # half of what the bad end moved: the bad end is measured first
-        threshold = _bad_end_threshold(subject, good_build, good_value, commits[-1], opts, say)
-    say(f"threshold {threshold} against the good end")
-    out = Outcome(commits, search.FirstBad(len(commits), None), good_value, threshold, 0, 0.0)
+        bad = commits[-1]
+        value, why, _ = steps.value(bad, lambda b: subject.cells(b, opts.metric)) if exact else timed_value(bad)
+        if value is None:
+            raise UserError(f"the bad end {bad.short} {why}: give --threshold")
+        ratio = value / good_value if exact else value
+        if ratio == 1.0:
+            raise UserError(f"the bad end {bad.short} measures the same as the good end: nothing to bisect")
+        worse = (ratio < 1) if metric.higher_is_better else (ratio > 1)
+        say(f"bad end {bad.short}: {(ratio - 1) * 100:+.2f} %; threshold: half of it")
+        threshold = timed.Threshold(abs(ratio - 1) / 2, 1 if worse else -1)
+        threshold_for_time = threshold
+    say(f"threshold {threshold.said()} against the good end")
+    out = Outcome(commits, search.FirstBad(len(commits), None), good_value, threshold, 0, 0.0,
+                  run_id=steps.run_id, metric=metric)
 
     def measure(i: int) -> tuple[str, str]:
         try:
@@ -85,22 +122,24 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
 
     def measured(i: int) -> tuple[str, str]:
         c = commits[i]
-        b = subject.build(c)
-        if b is None:
-            return SKIP, f"does not build: {subject.why}"
         if exact:
-            v = subject.count(b, opts.metric)
+            v, why, _ = steps.value(c, lambda b: subject.cells(b, opts.metric))
+            if v is None:
+                return SKIP, why
             ratio = v / good_value if good_value else float("inf")
-            return (BAD if threshold.past(ratio) else GOOD), f"{v:,.2f} {UNITS[opts.metric]} ({(ratio - 1) * 100:+.2f} %)"
-        good_job, job = subject.timed_jobs(good_build, b)
-        step = timed.decide(good_job, job, threshold, alpha=opts.alpha, max_pairs=opts.max_pairs,
-                            budget_s=opts.step_budget_s, seed=opts.seed,
-                            progress=lambda text: say(f"  {c.short}: {text}"))
-        if step.decided:
+            verdict = BAD if threshold.past(ratio, metric.higher_is_better) else GOOD
+            return verdict, f"{_describe(metric, v)} ({(ratio - 1) * 100:+.2f} %)"
+        if opts.threshold is None and i == len(commits) - 1:   # the bad end's own measurement set the threshold
+            return (BAD if threshold.direction else GOOD), "the bad end (measured for the threshold)"
+        v, why, facts = timed_value(c)
+        if v is None:
+            return SKIP, why
+        if facts.get("decided"):
             out.decided_by_interval += 1
         else:
             out.by_estimate += 1
-        return step.verdict, f"{UNITS['time']} {step.describe()}"
+        return facts.get("verdict", BAD if threshold.past(v, metric.higher_is_better) else GOOD), \
+            f"{metric.name} {facts.get('detail', '')}"
 
     def on_step(s: search.Step) -> None:
         c = commits[s.index]
@@ -109,26 +148,8 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
         say(line)
 
     out.found = search.first_bad(len(commits), measure, on_step=on_step)
-    out.builds, out.seconds = subject.builds, time.monotonic() - start
+    out.builds, out.seconds, out.measured = subject.builds, time.monotonic() - start, steps.measured
     return out
-
-
-def _bad_end_threshold(subject, good_build, good_value, bad_commit, opts: Options, say) -> timed.Threshold:
-    """Half the bad end's change, in its direction."""
-    b = subject.build(bad_commit)
-    if b is None:
-        raise UserError(f"the bad end {bad_commit.short} does not build ({subject.why}): give --threshold")
-    if opts.metric in EXACT_METRICS:
-        ratio = subject.count(b, opts.metric) / good_value
-    else:
-        good_job, job = subject.timed_jobs(good_build, b)
-        ratio = timed.decide(good_job, job, timed.Threshold(0.0, 0), alpha=opts.alpha, max_pairs=opts.max_pairs,
-                             budget_s=opts.step_budget_s, seed=opts.seed).estimate
-    if ratio == 1.0:
-        raise UserError(f"the bad end {bad_commit.short} measures the same as the good end: nothing to bisect")
-    size = abs(ratio - 1) / 2
-    say(f"bad end {bad_commit.short}: {(ratio - 1) * 100:+.2f} %; threshold: half of it")
-    return timed.Threshold(size, 1 if ratio > 1 else -1)
 
 
 def summary(out: Outcome, opts: Options) -> list[str]:
@@ -139,7 +160,8 @@ def summary(out: Outcome, opts: Options) -> list[str]:
         c = commits[f.first]
         parent = "the good end" if f.first == 0 else commits[f.first - 1].short
         lines.append(_fit(f"first bad commit: {c.sha} {term_text(c.subject)}"))
-        lines.append(f"  (its parent {parent} is good; metric {opts.metric}, threshold {out.threshold})")
+        name = out.metric.name if out.metric else opts.metric
+        lines.append(f"  (its parent {parent} is good; metric {name}, threshold {out.threshold.said()})")
     elif f.candidates:
         lines += _wrapped("first bad commit is one of: ", [commits[i].short for i in f.candidates])
     if f.note:
@@ -148,7 +170,7 @@ def summary(out: Outcome, opts: Options) -> list[str]:
         if s.verdict == SKIP:
             lines.append(_fit(f"skipped {commits[s.index].short}: {term_text(s.detail)}"))
     lines.append(f"{len(commits)} commits, {len(f.steps)} steps, {out.builds} builds (good end included), "
-                 f"{out.seconds:.0f} s")
+                 f"{out.seconds:.0f} s; run {out.run_id}: {out.measured} steps measured now, the rest stored")
     if opts.metric == "time":
         k = out.decided_by_interval
         lines.append(f"each step decided by its interval was called wrongly with chance <= {opts.alpha:g} "
@@ -179,24 +201,26 @@ def _wrapped(head: str, words: list[str], width: int = WIDTH) -> list[str]:
 def run_step(subject, metric: str, threshold: timed.Threshold, *, good_value: float | None = None,
              good_ref: str | None = None, opts: Options | None = None, say: Callable[[str], None]) -> int:
     """One `git bisect run` step on the sources as they are on disk (git bisect checked them
-    out): 0 good, 1 bad, 125 does not build."""
-    from flagbench import vcs
-
+    out): 0 good, 1 bad, 125 does not build. Measured by the engine into a store of its own
+    (bisect/stored.once): git bisect keeps the steps, not flagbench."""
     opts = opts or Options(metric=metric)
+    declared = subject.metric(metric)
     b = subject.build(None, column="worktree")
     if b is None:
         say(f"does not build: {subject.why}: skip (125)")
         return 125
+    work = subject.workdir / "run-step"
     try:
-        return _step_verdict(subject, b, metric, threshold, good_value, good_ref, opts, say)
-    except StepFailed as e:
+        return _step_verdict(subject, b, metric, declared, threshold, good_value, good_ref, opts, say, work)
+    except StepFailed as e:   # it built, its bench did not run to the end: git bisect skips it
         say(f"does not run: {e}: skip (125)")
         return 125
 
 
-def _step_verdict(subject, b, metric, threshold, good_value, good_ref, opts, say) -> int:
+def _step_verdict(subject, b, metric: str, declared, threshold, good_value, good_ref, opts, say, work) -> int:
     from flagbench import vcs
-    if metric in EXACT_METRICS:
+    from flagbench.bisect.stored import once
+    if declared.exact:
         if good_value is None:
             if good_ref is None:
                 raise UserError("--run-step needs --good-value V or --good REF (the good end's measurement)")
@@ -204,25 +228,23 @@ def _step_verdict(subject, b, metric, threshold, good_value, good_ref, opts, say
             if gb is None:
                 raise UserError(f"the good end {good_ref} does not build: {subject.why}")
             try:
-                good_value = subject.count(gb, metric)
+                good_value = once(subject.cells(gb, metric), declared.name, work)
             except StepFailed as e:   # the good end's failure is the bisection's, not the step's
                 raise UserError(f"the good end {good_ref} does not run: {e}") from None
             if not good_value:
-                raise UserError(f"the good end {good_ref} measures 0 {UNITS[metric]}: no change relative to it")
-        v = subject.count(b, metric)
+                raise UserError(f"the good end {good_ref} measures 0 {declared.unit}: no change relative to it")
+        v = once(subject.cells(b, metric), declared.name, work)
         ratio = v / good_value
-        verdict = BAD if threshold.past(ratio) else GOOD
-        say(f"{v:,.2f} {UNITS[metric]} against {good_value:,.2f} ({(ratio - 1) * 100:+.2f} %): {verdict}")
+        verdict = BAD if threshold.past(ratio, declared.higher_is_better) else GOOD
+        say(f"{_describe(declared, v)} against {good_value:,.2f} ({(ratio - 1) * 100:+.2f} %): {verdict}")
     else:
         if good_ref is None:
             raise UserError("--run-step on time needs --good REF: each step is timed against the good end")
         gb = subject.build(vcs.resolve(subject.repository(), good_ref), column="good")
         if gb is None:
             raise UserError(f"the good end {good_ref} does not build: {subject.why}")
-        good_job, job = subject.timed_jobs(gb, b)
-        step = timed.decide(good_job, job, threshold, alpha=opts.alpha, max_pairs=opts.max_pairs,
-                            budget_s=opts.step_budget_s, seed=opts.seed)
-        verdict = step.verdict
-        say(f"{UNITS['time']} {step.describe()}: {verdict}")
+        facts: dict = {}
+        once([subject.time_cell(gb, b, threshold, opts, None, keep=facts)], declared.name, work)
+        verdict = facts["verdict"]
+        say(f"{declared.name} {facts['detail']}: {verdict}")
     return 1 if verdict == BAD else 0
-

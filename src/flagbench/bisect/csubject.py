@@ -10,9 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from flagbench.bisect.subject import StepFailed, Subject
+from flagbench.bisect.subject import TIME_RATIO, StepFailed, Subject, size_cell
 from flagbench.errors import UserError
-from flagbench.run.engine import collect
 
 
 class CSubject(Subject):
@@ -60,23 +59,46 @@ class CSubject(Subject):
         self._built[key] = b
         return b
 
-    def count(self, build, metric: str) -> float:
-        """Exact counts or code bytes of a build (deterministic: measured once)."""
-        from flagbench.bisect.cobjects import COUNTED_METRICS, code_bytes
+    def counted_metric(self):
+        from flagbench.bisect.cobjects import COUNTED_METRICS
+        from flagbench.metrics import DECLARED
+        if self.bench is None or self.bench.kind not in COUNTED_METRICS:
+            what = f"bench {self.bench.name}: exact counts of {self.bench.kind} benches" if self.bench else "insns"
+            raise UserError(f"{what} cannot be bisected")
+        return DECLARED[COUNTED_METRICS[self.bench.kind]]
+
+    def cells(self, build, metric: str) -> list:
+        """Engine cells measuring an exact metric of a build: its code bytes, or the bench's
+        counted cells (their values of counted_metric add up to the step's)."""
         if metric == "size":
-            return float(code_bytes(build.objects))
+            return [size_cell(build, list(build.objects))]
         from flagbench.run.kinds import cells_for_bench
-        if self.bench.kind not in COUNTED_METRICS:
-            raise UserError(f"bench {self.bench.name}: exact counts of {self.bench.kind} benches cannot be bisected")
+        self.counted_metric()
         bench = replace(self.bench, metrics=("insns",))
-        total = 0.0
-        for cell in cells_for_bench(bench, [build], root=self.exp.root, workdir=self.workdir, notes=[]):
-            got: dict[str, float] = {}
-            reason = cell.counted(collect(got)) if cell.counted else "no counted job"
-            if reason:
-                raise StepFailed(f"bench {self.bench.name} at {build.cell.variant.name}: {reason}")
-            total += got[COUNTED_METRICS[self.bench.kind]]
-        return total
+        cells = cells_for_bench(bench, [build], root=self.exp.root, workdir=self.workdir, notes=[])
+        return [replace(c, timed=None) for c in cells if c.counted is not None]
+
+    def time_cell(self, good_build, build, threshold, opts, progress, keep: dict | None = None):
+        """One engine cell whose counted job is a timed step (bisect/timed.decide: paired rounds of
+        the good end and the build until the interval decides); it emits the ratio build/good with
+        the step's verdict and interval as facts (also put in KEEP)."""
+        from flagbench.bisect import timed
+        from flagbench.run.engine import BenchCell
+
+        good_job, job = self.timed_jobs(good_build, build)
+
+        def step(emit):
+            got = timed.decide(good_job, job, threshold, alpha=opts.alpha, max_pairs=opts.max_pairs,
+                               budget_s=opts.step_budget_s, seed=opts.seed, progress=progress,
+                               higher_is_better=TIME_RATIO.higher_is_better)
+            facts = {"detail": got.describe(), "verdict": got.verdict, "decided": got.decided}
+            if keep is not None:
+                keep.update(facts)
+            emit(TIME_RATIO, got.estimate, facts=facts)
+        cell = build.cell
+        return BenchCell("time step", cell.variant.name, cell.target, cell.compiler, counted=step,
+                         count_executor="native", counted_metric=TIME_RATIO.name,
+                         provenance={"good": good_build.cell.variant.name})
 
     def timed_jobs(self, *builds) -> list:
         """One callable per build returning a timed sample: CPU ns per iteration of the micro

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from flagbench.bisect.subject import Subject
+from flagbench.bisect.subject import Subject, size_cell
 from flagbench.errors import UserError
 
 
@@ -36,18 +36,33 @@ class KernelSubject(Subject):
             return None
         return kb
 
-    def count(self, kb, metric: str) -> float:
-        """Measured at once: the walked O= directory holds the next commit's build after the next step."""
-        from flagbench.bisect.cobjects import code_bytes
+    def counted_metric(self):
+        from flagbench.metrics import KERNEL_INSNS_PER_ITER
+        return KERNEL_INSNS_PER_ITER
+
+    def cells(self, kb, metric: str) -> list:
+        """An engine cell measuring the kernel: code bytes of vmlinux, or a boot counting the guest
+        bench's kernel instructions per iteration (at once: the walked O= directory holds the next
+        commit's build after the next step)."""
         if metric == "size":
-            return float(code_bytes([kb.vmlinux]))
+            return [size_cell(kb, [kb.vmlinux])]
         if metric != "insns":
             raise UserError("a kernel is bisected on insns (the guest bench's kernel instructions) or size")
         from flagbench.bisect.objects import GuestMeter
+        from flagbench.run.engine import BenchCell
         if self._meter is None:
             self._meter = GuestMeter(self.exp, self.bench, kb.cell.target, self.workdir / "boots")
-        row = self._meter.measure(kb.vmlinux, kb.system_map)
-        return row.per_iter(row.kernel)
+        metric_decl = self.counted_metric()
+
+        def boot(emit):
+            row = self._meter.measure(kb.vmlinux, kb.system_map)
+            emit(metric_decl, row.per_iter(row.kernel))
+        cell = kb.cell
+        return [BenchCell(self.bench.name, cell.variant.name, cell.target, cell.compiler, counted=boot,
+                          count_executor="qemu-system", counted_metric=metric_decl.name)]
+
+    def time_cell(self, *args, **kw):
+        return self.timed_jobs()
 
     def timed_jobs(self, *builds) -> list:
         raise UserError("a kernel is not bisected on time: under qemu TCG a guest's time is emulated time "

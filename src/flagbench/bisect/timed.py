@@ -28,17 +28,30 @@ FIRST_LOOK = 8
 
 @dataclass(frozen=True)
 class Threshold:
-    """A relative change: +5 % (up only), -5 % (down only) or 5 % (either way)."""
-    size: float                    # > 0, as a fraction
-    direction: int                 # +1, -1, 0 (either)
+    """A relative change of a metric: +5 % (worse by 5 %: a regression), -5 % (better by 5 %: an
+    improvement) or 5 % (either way). Which way is worse is the metric's own declaration
+    (metrics.Metric.better), not the sign: for a rate (better higher) +5 % is a drop.
 
-    def past(self, ratio: float) -> bool:
-        up, down = ratio > 1 + self.size, ratio < 1 / (1 + self.size)
+    >>> t = Threshold(0.05, 1)
+    >>> t.past(1.06), t.past(0.94), t.past(0.94, higher_is_better=True), str(t)
+    (True, False, True, '+5 %')
+    """
+    size: float                    # > 0, as a fraction
+    direction: int                 # +1 worse, -1 better, 0 either
+
+    def past(self, ratio: float, higher_is_better: bool = False) -> bool:
+        """Whether new/old = RATIO moved past the threshold, worse meaning what the metric says."""
+        worse = 1 / ratio if higher_is_better and ratio else ratio
+        up, down = worse > 1 + self.size, worse < 1 / (1 + self.size)
         return up if self.direction > 0 else down if self.direction < 0 else up or down
 
     def __str__(self) -> str:
         sign = {1: "+", -1: "-", 0: "±"}[self.direction]
         return f"{sign}{self.size * 100:g} %"
+
+    def said(self) -> str:
+        """In words: "+5 % (worse)"."""
+        return f"{self} ({ {1: 'worse', -1: 'better', 0: 'either way'}[self.direction] })"
 
 
 def parse_threshold(text: str) -> Threshold:
@@ -89,8 +102,10 @@ class TimedStep:
 
 def decide(good: Callable[[], float], commit: Callable[[], float], threshold: Threshold, *,
            alpha: float = 0.05, max_pairs: int = 64, budget_s: float = 300.0, seed: int | None = None,
-           repeats: int = 1, progress: Callable[[str], None] | None = None) -> TimedStep:
-    """Rounds of (good, commit) in a random order until a look decides or the budget is spent."""
+           repeats: int = 1, progress: Callable[[str], None] | None = None,
+           higher_is_better: bool = False) -> TimedStep:
+    """Rounds of (good, commit) in a random order until a look decides or the budget is spent;
+    HIGHER_IS_BETTER is the timed metric's declaration (which way the threshold's "worse" is)."""
     from flagbench.stats import change
 
     rng = random.Random(seed)
@@ -110,10 +125,12 @@ def decide(good: Callable[[], float], commit: Callable[[], float], threshold: Th
                     runs[side].append(run())
             old.append(min(runs[0]))
             new.append(min(runs[1]))
-        c = change(old, new, paired=True, alpha=per_look)
+        c = change(old, new, paired=True, alpha=per_look, higher_is_better=higher_is_better)
         lo, hi = c.ci_low, c.ci_high
-        result = TimedStep(BAD if threshold.past(c.estimate) else GOOD, False, len(old), c.estimate, lo, hi,
-                           1 - per_look, time.monotonic() - start)
+        result = TimedStep(BAD if threshold.past(c.estimate, higher_is_better) else GOOD, False, len(old),
+                           c.estimate, lo, hi, 1 - per_look, time.monotonic() - start)
+        if lo is not None and hi is not None and higher_is_better:   # worse-ward ratios: the interval flips
+            lo, hi = 1 / hi, 1 / lo
         if lo is not None and hi is not None:
             if threshold.past(lo) and threshold.past(hi) and (threshold.direction or (lo > 1) == (hi > 1)):
                 result.verdict, result.decided = BAD, True

@@ -76,6 +76,10 @@ def register(sub):
                    help="one `git bisect run` step on the sources as checked out: exit 0 good, 1 bad, 125 skip")
     p.add_argument("--good-value", type=float, metavar="V", help="--run-step on insns/size: the good end's value")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
+    p.add_argument("--db", type=Path, default=Path("flagbench.db"),
+                   help="results database the steps are stored in (default ./flagbench.db): run again, a "
+                        "bisection measures only the commits it has not measured")
+    p.add_argument("--fresh", action="store_true", help="measure every step again instead of reading stored ones")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
@@ -132,7 +136,9 @@ def _run(args) -> int:
                                     good_ref=args.good, opts=opts, say=say)
         if not (args.good and args.bad):
             raise UserError("bisect to a commit needs --good REF and --bad REF (or --objects, or --run-step)")
-        out = commits.bisect(subject, args.good, args.bad, opts, say)
+        from flagbench.store import Store
+        with Store(args.db) as store, store.writer(f"flagbench bisect {exp.path}"):
+            out = commits.bisect(subject, args.good, args.bad, opts, say, store=store, fresh=args.fresh)
     for line in commits.summary(out, opts):
         print(term_text(line))
     return 0 if out.found.first is not None else 1

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flagbench import refspec, spec, vcs
+from flagbench import refspec, series_store, spec, vcs
 from flagbench.errors import UserError
 from flagbench.mail import apply, parse
-from flagbench.series import Row, Series, records_of, run_series
+from flagbench.series import Row, Series, run_series
 from flagbench.textsafe import sayer, term_text
 
 
@@ -102,7 +102,7 @@ def measure(path, source: str, *, base: str | None = None, variant: str | None =
     commits = [applied.base, *applied.commits]
     series, status = run_series(path, label, db=db, variant=variant, target=target, compiler=compiler, jobs=jobs,
                                 progress=progress, asm=asm, counts=counts, experiment=rexp,
-                                given=(applied.clone, commits, records_of(applied.clone, commits)))
+                                given=(applied.clone, commits, series_store.records(applied.clone, commits)))
     series.repo = str(repo)
     series.range = f"{label} ({'stdin' if source == '-' else source}) on {applied.base.short}"
     series.notes[:0] = [f"{source}: {n}" for n in mail.notes] + [f"base: {why}"]

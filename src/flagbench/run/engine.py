@@ -48,13 +48,6 @@ from flagbench.store import Store
 # FACTS go into that sample's provenance
 Emit = Callable[..., None]
 
-
-def collect(into: dict) -> Emit:
-    """An emit for a job run outside the engine (series, bisect): each value kept in INTO by
-    its metric's name (a declared Metric or a plain name)."""
-    def emit(metric, value: float, unit: str | None = None, facts: dict | None = None) -> None:
-        into[getattr(metric, "name", metric)] = value
-    return emit
 Job = Callable[[Emit], "str | None"]              # one invocation; returns a failure reason or None
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
