@@ -8,7 +8,7 @@ steps it already took from the store and measures only the rest.
     a step       the subject's engine cells of that commit (its bench's counted cells, a size
                  cell, or one timed decision against the good end), then bench "step", cell
                  SHORT/t/c: the step's value in the bisection's Metric (declared: unit,
-                 exactness, direction), or failed: "does not build: ..." / "not measured: ..."
+                 exactness, direction), or failed: "does not build: ..." / "does not run: ..."
 
 `once` runs cells through the engine into a store of their own (a `--run-step`, an object mix):
 nothing there is resumed, but nothing is measured outside the engine either.
@@ -23,7 +23,7 @@ from flagbench.metrics import Metric
 from flagbench.provenance import CommitRecord
 
 NOT_BUILT = "does not build: "
-NOT_MEASURED = "not measured: "
+NOT_MEASURED = "does not run: "   # it built; its bench crashed, timed out or printed garbage
 
 
 class StoredBisect:
