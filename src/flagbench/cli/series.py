@@ -4,7 +4,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FORMATS = ("text", "md", "json", "html")
+from flagbench.export import choices, described
+
+FORMATS = choices("text", "md", "json", "html")     # series_table.FORMATS (not imported here: startup)
 
 
 def register(sub):
@@ -23,7 +25,7 @@ def register(sub):
     p.add_argument("--variant", help="the variant each commit is built as (default: the first)")
     p.add_argument("--target", help="the target (default: the experiment's first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="output format (default text)")
+    p.add_argument("--format", choices=FORMATS, default="text", help=f"{described(FORMATS)} (default text)")
     p.add_argument("--jobs", "-j", type=int, help="make -jN / parallel compiles (default: the CPUs)")
     p.add_argument("--no-asm", action="store_true", help="skip the function-by-function comparison")
     p.add_argument("--no-counts", action="store_true", help="skip the counted benches")
