@@ -132,7 +132,9 @@ def measure(store, run_id: int, key: str, exp, template, cell, commits, records,
         outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=key, progress=progress)
     if outcome.run_id != run_id:
         raise RuntimeError(f"the engine measured into run {outcome.run_id}, not the series' run {run_id}")
-    if outcome.status in (0, 1):   # not interrupted: everything there is to measure is stored
+    from flagbench.errors import PlaceLost
+    lost = any(PlaceLost.was(reason) for *_, reason in outcome.failed)   # a host that dropped: resumable
+    if outcome.status == 0 or (outcome.status == 1 and not lost):   # everything there is to measure is stored
         store.finish_cell(run_id, "done", ss.cell_key(base.short, t, c), "ok")
     return outcome.status
 
