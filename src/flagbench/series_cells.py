@@ -4,8 +4,8 @@
 in the run as they finish: a commit that does not build is a failed `build` cell, not tried
 again when the run resumes), then hands every measurement to the engine at once:
 
-    size / asm   a counted job comparing the commit's files with its first parent's (series.py
-                 compared_with) and, size, with the base's
+    size / asm   a counted job comparing the commit's files with its first parent's (`compared_with`)
+                 and, size, with the base's
     counts       the experiment's counted benches on each commit (one run each: exact)
     time         with a fleet (--host/--place): the timed benches of each commit and its first
                  parent, the pair one table row (params pair=COMMIT), so the engine's paired
@@ -24,6 +24,7 @@ from pathlib import Path
 from flagbench import refspec, spec, vcs
 from flagbench import series_store as ss
 from flagbench.errors import DiskFull, UserError
+from flagbench.provenance import CommitRecord
 
 
 def commit_experiment(exp: spec.Experiment, template: spec.Variant, commits: list[vcs.Commit]):
