@@ -63,7 +63,7 @@ def _run(args, places=()) -> int:
     from contextlib import nullcontext
 
     from flagbench import pipeline, procs, spec
-    from flagbench.series import run_series
+    from flagbench.series_cells import run_series
     from flagbench.series_table import render
     from flagbench.textsafe import sayer
 
