@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -95,3 +96,20 @@ def test_a_series_where_no_commit_after_the_base_builds_fails(tmp_path, what):
     done = series(repo, tmp_path, "base..main")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "does not build" in done.stdout
+
+
+def test_subjects_and_errors_reach_the_terminal_and_the_markdown_escaped(tmp_path):
+    repo = Repo(tmp_path / "repo")
+    hostile = "evil \x1b[31mred\x07 <img src=x onerror=alert(1)> | <script>"
+    repo.commit(hostile, F_C.replace("x + 1;", "x + 1; /* \x1b[2J */ }"))   # and an error quoting it
+    repo.commit("fine", F_C.replace("x + 1", "x + 3"))
+    text = series(repo, tmp_path, "base..main")
+    assert text.returncode == 0, text.stderr
+    assert "\x1b" not in text.stdout + text.stderr and "\x07" not in text.stdout + text.stderr
+    assert "\\x1b[31mred\\x07" in text.stdout
+    md = series(repo, tmp_path, "base..main", "--format", "md")
+    assert md.returncode == 0, md.stderr
+    row = next(line for line in md.stdout.splitlines() if "evil" in line)
+    assert not re.search(r"(?<!\\)<(img|script)", row) and "\\<img" in row and "\\|" in row
+    shown = flagbench("report", "--db", tmp_path / "fb.db", "--format", "md")
+    assert shown.returncode == 0 and "\\<img" in shown.stdout and not re.search(r"(?<!\\)<(img|script)", shown.stdout)

@@ -16,19 +16,19 @@ with the base:
     time     with --host/--place: each commit against its first parent in paired rounds there
 
 A series is a run of the store (series_store.py): the builds are recorded as they finish, every
-measurement is an engine cell (run/engine.py), and the table is read back from the store
-(`load`), so `flagbench report RUN` prints it again without building, and a killed series run
-again resumes from what was stored. series_table.py prints the table; cli/series.py is the face.
+measurement is an engine cell (run/engine.py; series_cells.run_series), and the table is read
+back from the store (`load`, here), so `flagbench report RUN` prints it again without building,
+and a killed series run again resumes from what was stored. This module is the table's model and
+its reading; series_table.py prints it; cli/series.py is the face.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from flagbench import refspec, series_store, spec, vcs
+from flagbench import series_store
 from flagbench.errors import UserError
 from flagbench.provenance import CommitRecord
-from flagbench.textsafe import sayer
 
 
 @dataclass
@@ -83,66 +83,6 @@ class Series:
     seconds: float = 0.0
     run_id: int | None = None
     place: str = ""                   # where commits were timed ("": not timed)
-
-
-def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Commit], list[CommitRecord]]:
-    """The repository, the base followed by each commit of BASE..HEAD, and their records (with
-    parents). A BASE that is not an ancestor of HEAD is refused: rev-list would charge the base's
-    own changes to the first commit."""
-    repo = refspec.repository(exp)
-    if repo is None:
-        what = (f"the kernel source {exp.kernel.source}" if exp.kernel is not None
-                else "the experiment's sources")
-        raise UserError(f"{exp.path}: a series needs {what} in a git repository"
-                        + (" ([kernel] source = PATH of one)" if exp.kernel is not None else ""))
-    base, head = vcs.parse_range(range_text)
-    try:
-        first = vcs.resolve(repo, base)
-        top = vcs.resolve(repo, head)
-        rest = vcs.commits(repo, base, head)
-    except vcs.UnknownRef as e:
-        raise UserError(f"{range_text}: {e}") from None
-    if not rest:
-        raise UserError(f"{range_text}: no commits in {repo} between {base} and {head}")
-    if not series_store.is_ancestor(repo, first.sha, top.sha):
-        raise UserError(f"{range_text}: {base} is not an ancestor of {head}, so its own changes would be "
-                        f"charged to the first commit: give the fork point, $(git merge-base {base} {head})..{head}")
-    commits = [first, *rest]
-    return repo, commits, series_store.records(repo, commits)
-
-
-def run_series(path, range_text: str, *, db: Path, variant: str | None = None, target: str | None = None,
-               compiler: str | None = None, jobs: int | None = None, progress: bool = True,
-               asm: bool = True, counts: bool = True, fresh: bool = False, fleet=None,
-               experiment: spec.Experiment | None = None, given=None) -> tuple[Series, int]:
-    """Build every commit of the range, measure it through the engine into the store (resuming
-    a run of the same series), and read the table back: (series, the engine's exit status).
-    EXPERIMENT (else loaded from PATH) and GIVEN (what commits_of returns) stand for the range
-    when the commits come from elsewhere: mail/run.py's patches applied in a clone flagbench owns."""
-    from flagbench import procs
-    from flagbench.series_cells import measure
-    from flagbench.store import Store
-    from flagbench.variants import choose
-
-    procs.install()
-    exp = spec.load(path) if experiment is None else experiment
-    template = exp.variant(variant) if variant else exp.variants[0]
-    old, _, notes = choose(replace(exp, variants=(template, template)), None, target, compiler)
-    if fleet is not None and exp.kernel is not None:
-        raise UserError(f"{exp.path}: a kernel series is not timed on --host/--place yet (its counts are exact)")
-    repo, commits, records = commits_of(exp, range_text) if given is None else given
-    place = ",".join(sorted(h.name for h in fleet.hosts)) if fleet is not None else ""
-    key = series_store.run_key("series", exp.hash, f"{old.target}/{old.compiler}", template.name,
-                               [c.sha for c in commits], asm, counts, place)
-    say = sayer("flagbench series: ", quiet=not progress)
-    with Store(db) as store, store.writer(f"flagbench series {exp.path}"):
-        run_id = series_store.open_run(store, "series", exp.name, key, records, {
-            "experiment_path": str(exp.path), "cell": f"{old.target}/{old.compiler}", "repo": str(repo),
-            "range": range_text, "notes": notes, "place": place, "variants": [c.short for c in commits]},
-            fresh=fresh)
-        status = measure(store, run_id, key, exp, template, old, commits, records, jobs=jobs, asm=asm,
-                         counts=counts, fleet=fleet, progress=progress, say=say)
-        return load(store, run_id), status
 
 
 def load(store, run_id: int) -> Series:
@@ -234,3 +174,11 @@ def _timed(ev, row: Row, parent: Row | None) -> list[Timed]:
             c = change(a, b, paired=paired, higher_is_better=bool(declared and declared.higher_is_better))
             out.append(Timed(f"{_label(m)} {metric}", c.estimate, c.ci_low, c.ci_high, len(a)))
     return out
+
+
+def exit_status(series: Series) -> int:
+    """0 when the base and some commit after it built (a series with one commit that does not
+    build is news, not a failure); 1 when the base or every commit after it failed."""
+    if not series.rows[0].built:
+        return 1
+    return 0 if len(series.rows) == 1 or any(r.built for r in series.rows[1:]) else 1

@@ -1,11 +1,12 @@
-"""A series' measurements as engine cells (run/engine.py) into its stored run (series_store.py).
+"""`flagbench series`'s running (`run_series`): the commits of BASE..HEAD (`commits_of`), built,
+and their measurements as engine cells (run/engine.py) into the series' run (ss.py).
 
 `measure` builds the commits in order (a kernel walks one O= directory; builds are recorded
 in the run as they finish: a commit that does not build is a failed `build` cell, not tried
 again when the run resumes), then hands every measurement to the engine at once:
 
-    size / asm   a counted job comparing the commit's files with its first parent's (series.py
-                 compared_with) and, size, with the base's
+    size / asm   a counted job comparing the commit's files with its first parent's (`compared_with`)
+                 and, size, with the base's
     counts       the experiment's counted benches on each commit (one run each: exact)
     time         with a fleet (--host/--place): the timed benches of each commit and its first
                  parent, the pair one table row (params pair=COMMIT), so the engine's paired
@@ -24,6 +25,8 @@ from pathlib import Path
 from flagbench import refspec, spec, vcs
 from flagbench import series_store as ss
 from flagbench.errors import DiskFull, UserError
+from flagbench.provenance import CommitRecord
+from flagbench.textsafe import sayer
 
 
 def commit_experiment(exp: spec.Experiment, template: spec.Variant, commits: list[vcs.Commit]):
@@ -75,6 +78,66 @@ def short_error(message: str) -> str:
     """A C build's error with the export's paths as the repository has them, and without the
     "X does not compile for CELL:" preamble (the row says so)."""
     return _COMPILE.sub("", _EXPORT.sub("", message))
+
+
+def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Commit], list[CommitRecord]]:
+    """The repository, the base followed by each commit of BASE..HEAD, and their records (with
+    parents). A BASE that is not an ancestor of HEAD is refused: rev-list would charge the base's
+    own changes to the first commit."""
+    repo = refspec.repository(exp)
+    if repo is None:
+        what = (f"the kernel source {exp.kernel.source}" if exp.kernel is not None
+                else "the experiment's sources")
+        raise UserError(f"{exp.path}: a series needs {what} in a git repository"
+                        + (" ([kernel] source = PATH of one)" if exp.kernel is not None else ""))
+    base, head = vcs.parse_range(range_text)
+    try:
+        first = vcs.resolve(repo, base)
+        top = vcs.resolve(repo, head)
+        rest = vcs.commits(repo, base, head)
+    except vcs.UnknownRef as e:
+        raise UserError(f"{range_text}: {e}") from None
+    if not rest:
+        raise UserError(f"{range_text}: no commits in {repo} between {base} and {head}")
+    if not ss.is_ancestor(repo, first.sha, top.sha):
+        raise UserError(f"{range_text}: {base} is not an ancestor of {head}, so its own changes would be "
+                        f"charged to the first commit: give the fork point, $(git merge-base {base} {head})..{head}")
+    commits = [first, *rest]
+    return repo, commits, ss.records(repo, commits)
+
+
+def run_series(path, range_text: str, *, db: Path, variant: str | None = None, target: str | None = None,
+               compiler: str | None = None, jobs: int | None = None, progress: bool = True,
+               asm: bool = True, counts: bool = True, fresh: bool = False, fleet=None,
+               experiment: spec.Experiment | None = None, given=None) -> tuple[Series, int]:
+    """Build every commit of the range, measure it through the engine into the store (resuming
+    a run of the same series), and read the table back: (series, the engine's exit status).
+    EXPERIMENT (else loaded from PATH) and GIVEN (what commits_of returns) stand for the range
+    when the commits come from elsewhere: mail/run.py's patches applied in a clone flagbench owns."""
+    from flagbench import procs
+    from flagbench.store import Store
+    from flagbench.variants import choose
+
+    procs.install()
+    exp = spec.load(path) if experiment is None else experiment
+    template = exp.variant(variant) if variant else exp.variants[0]
+    old, _, notes = choose(replace(exp, variants=(template, template)), None, target, compiler)
+    if fleet is not None and exp.kernel is not None:
+        raise UserError(f"{exp.path}: a kernel series is not timed on --host/--place yet (its counts are exact)")
+    repo, commits, records = commits_of(exp, range_text) if given is None else given
+    place = ",".join(sorted(h.name for h in fleet.hosts)) if fleet is not None else ""
+    key = ss.run_key("series", exp.hash, f"{old.target}/{old.compiler}", template.name,
+                               [c.sha for c in commits], asm, counts, place)
+    say = sayer("flagbench series: ", quiet=not progress)
+    with Store(db) as store, store.writer(f"flagbench series {exp.path}"):
+        run_id = ss.open_run(store, "series", exp.name, key, records, {
+            "experiment_path": str(exp.path), "cell": f"{old.target}/{old.compiler}", "repo": str(repo),
+            "range": range_text, "notes": notes, "place": place, "variants": [c.short for c in commits]},
+            fresh=fresh)
+        status = measure(store, run_id, key, exp, template, old, commits, records, jobs=jobs, asm=asm,
+                         counts=counts, fleet=fleet, progress=progress, say=say)
+        from flagbench.series import load
+        return load(store, run_id), status
 
 
 class _Built:
@@ -132,7 +195,9 @@ def measure(store, run_id: int, key: str, exp, template, cell, commits, records,
         outcome = run_cells(store, cells, experiment=exp.name, experiment_hash=key, progress=progress)
     if outcome.run_id != run_id:
         raise RuntimeError(f"the engine measured into run {outcome.run_id}, not the series' run {run_id}")
-    if outcome.status in (0, 1):   # not interrupted: everything there is to measure is stored
+    from flagbench.errors import PlaceLost
+    lost = any(PlaceLost.was(reason) for *_, reason in outcome.failed)   # a host that dropped: resumable
+    if outcome.status == 0 or (outcome.status == 1 and not lost):   # everything there is to measure is stored
         store.finish_cell(run_id, "done", ss.cell_key(base.short, t, c), "ok")
     return outcome.status
 
@@ -194,8 +259,7 @@ def _count_cells(exp, builds, by_short, workdir: Path) -> list:
     benches = list(exp.benches)
     host = [b for b in benches if not b.guest] if exp.kernel is None else []   # a kernel's C cells: not per commit
     if host:
-        from flagbench.pipeline import host_cells
-        cells += host_cells(exp, host, builds, workdir, notes)
+        cells += _host_cells(exp, host, builds, workdir, notes)
     guest = [b for b in benches if b.guest]
     if guest and exp.kernel is not None:
         from flagbench.run.guest.guest import guest_cells
@@ -212,12 +276,27 @@ def _count_cells(exp, builds, by_short, workdir: Path) -> list:
 
 def _timed_cells(exp, parent, child, short: str, by_short, workdir: Path, fleet) -> list:
     """The timed benches of CHILD and its first parent, one row per bench row (pair=CHILD)."""
-    from flagbench.pipeline import host_cells
     benches = [b for b in exp.benches if not b.guest]
     out = []
-    for cell in host_cells(exp, benches, [parent, child], workdir, [], fleet):
+    for cell in _host_cells(exp, benches, [parent, child], workdir, [], fleet):
         if cell.timed is None:
             continue
         out.append(replace(cell, counted=None, params={**cell.params, "pair": short},
                            provenance={**cell.provenance, "commit": by_short[cell.variant].to_json()}))
     return out
+
+
+def _host_cells(exp, benches, builds, workdir: Path, notes: list[str], fleet=None) -> list:
+    """The benches' engine cells (run/kinds) over BUILDS; a bench whose programs cannot be made
+    is bad input at its own line."""
+    from flagbench.run.kinds import cells_for_bench
+
+    cells = []
+    for bench in benches:
+        try:
+            cells += cells_for_bench(bench, builds, root=exp.root, workdir=workdir, notes=notes, fleet=fleet)
+        except DiskFull:
+            raise
+        except UserError as e:
+            raise UserError(f"{exp.path}:{bench.line}: {e}") from None
+    return cells

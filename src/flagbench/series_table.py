@@ -3,11 +3,12 @@ bar per commit (size, and each count). Reads series.Series (series.load: the sto
 nothing here builds or measures."""
 from __future__ import annotations
 
+from flagbench import export
 from flagbench.series import Delta, Row, Series
 from flagbench.textsafe import md_cell, term_text
 
 WIDTH = 100
-FORMATS = ("text", "md", "json", "html")
+FORMATS = export.choices("text", "md", "json", "html")
 _SHORT_METRICS = {"kernel_insns_per_iter": "k/it", "user_insns_per_iter": "u/it", "insns_per_iter": "i/it",
                   "insns_per_call": "i/call", "insns_per_byte": "i/B"}
 
@@ -221,9 +222,7 @@ def html(series: Series) -> str:
 
 
 def render(series: Series, fmt: str) -> str:
-    if fmt == "html":
-        return html(series)
-    if fmt == "json":
-        import json
-        return json.dumps(as_json(series), indent=1) + "\n"
-    return markdown(series) if fmt == "md" else text(series)
+    import json
+    return export.render(fmt, {"text": lambda: text(series), "md": lambda: markdown(series),
+                               "json": lambda: json.dumps(as_json(series), indent=1) + "\n",
+                               "html": lambda: html(series)})

@@ -128,7 +128,8 @@ def report(store, run_id: int, fmt: str) -> str:
     """A stored bisection's steps, from the store alone: text or md (a line a step), or json."""
     import json
 
-    from flagbench.textsafe import md_cell, term_text
+    from flagbench import export
+    from flagbench.export import safe
 
     ev = ss.evidence(store, run_id)
     prov = ev.run["provenance"]
@@ -141,16 +142,14 @@ def report(store, run_id: int, fmt: str) -> str:
         steps.append({"sha": c.sha, "short": c.short, "subject": c.subject, "ok": m.status == "ok",
                       "value": m.values.get(metric.name) if metric and m.status == "ok" else None,
                       "why": m.reason or None, **{k: m.facts[k] for k in ("detail", "verdict") if k in m.facts}})
-    if fmt == "json":
-        return json.dumps({"run": run_id, "kind": "bisect", "experiment": prov.get("experiment_path"),
-                           "range": prov.get("range"), "metric": prov.get("metric"), "steps": steps}, indent=1) + "\n"
     unit = f" {metric.unit}" if metric and metric.unit else ""
     head = (f"flagbench bisect: {ev.run['experiment']} {prov.get('cell', '')}, {prov.get('range', '')}, metric "
             f"{metric.name if metric else '?'} (run {run_id}): {len(steps)} commits measured")
-    lines = []
-    for s in steps:
-        what = (s.get("detail") or f"{s['value']:,.2f}{unit}") if s["ok"] else s["why"]
-        lines.append(f"{s['short']} {s['subject'][:50]!r}: {what}")
-    if fmt == "md":
-        return f"**{md_cell(head)}**\n\n" + "".join(f"- {md_cell(ln)}\n" for ln in lines)
-    return term_text(head) + "\n" + "".join(f"  {term_text(ln)}\n" for ln in lines)
+    lines = [f"{s['short']} {s['subject'][:50]!r}: "
+             + ((s.get("detail") or f"{s['value']:,.2f}{unit}") if s["ok"] else s["why"]) for s in steps]
+    doc = {"run": run_id, "kind": "bisect", "experiment": prov.get("experiment_path"), "range": prov.get("range"),
+           "metric": prov.get("metric"), "steps": steps}
+    return export.render(fmt, {
+        "text": lambda: safe("text", head) + "\n" + "".join(f"  {safe('text', ln)}\n" for ln in lines),
+        "md": lambda: f"**{safe('md', head)}**\n\n" + "".join(f"- {safe('md', ln)}\n" for ln in lines),
+        "json": lambda: json.dumps(doc, indent=1) + "\n"})

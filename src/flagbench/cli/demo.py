@@ -86,7 +86,8 @@ def run(args) -> int:
         status = max(status, case_status)
     if series_case and (not args.cases or demo_series.NAME in args.cases):
         if args.full:       # a repository of the whole tree and five kernel builds: the last case
-            section, overview, case_status = demo_series.blocks(series_case, sayer(f"flagbench demo: {demo_series.NAME}: "))
+            section, overview, case_status = demo_series.blocks(series_case, sayer(f"flagbench demo: {demo_series.NAME}: "),
+                                                                args.db, fresh=args.fresh)
             sections += section
             summaries += overview
             status = max(status, case_status)

@@ -55,13 +55,13 @@ def experiment(case: Path, repository: Path) -> Path:
     return out
 
 
-def blocks(case: Path, say, db: Path = Path("flagbench.db")) -> tuple[list, list, int]:
+def blocks(case: Path, say, db: Path = Path("flagbench.db"), fresh: bool = False) -> tuple[list, list, int]:
     """(report section, summary line, exit status) of the series case, a run of DB (resumed)."""
     from flagbench.report.doc import Code, Heading, Link, Para
-    from flagbench.series import run_series
+    from flagbench.series_cells import run_series
     from flagbench.series_table import text
 
-    series, status = run_series(experiment(case, repo(case, say)), RANGE, db=db, progress=True)
+    series, status = run_series(experiment(case, repo(case, say)), RANGE, db=db, progress=True, fresh=fresh)
     if status > 1:   # interrupted: the run keeps what was measured, the demo's next run resumes it
         raise KeyboardInterrupt()
     lines = text(series).rstrip("\n").splitlines()

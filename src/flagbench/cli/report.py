@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-FORMATS = ("text", "md", "json", "csv", "html")
+from flagbench.export import choices
+
+FORMATS = choices("text", "md", "json", "csv", "html")     # report.FORMATS (not imported here: startup)
 
 
 def register(sub):
@@ -90,10 +92,11 @@ def _commits_report(store, run: dict, fmt: str) -> str | None:
     kind = kind_of(run)
     if kind == "series":
         from flagbench.series import load
-        from flagbench.series_table import FORMATS as SERIES_FORMATS, render
-        if fmt not in SERIES_FORMATS:
-            raise UserError(f"run {run['id']} is a series: its formats are {', '.join(SERIES_FORMATS)}, not {fmt}")
-        return render(load(store, run["id"]), fmt)
+        from flagbench.series_table import render
+        try:
+            return render(load(store, run["id"]), fmt)
+        except UserError as e:
+            raise UserError(f"run {run['id']} is a series: {e}") from None
     if kind == "bisect":
         from flagbench.bisect.stored import report
         return report(store, run["id"], fmt)

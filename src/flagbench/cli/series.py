@@ -4,7 +4,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FORMATS = ("text", "md", "json", "html")
+from flagbench.export import choices, described
+
+FORMATS = choices("text", "md", "json", "html")     # series_table.FORMATS (not imported here: startup)
 
 
 def register(sub):
@@ -27,7 +29,7 @@ def register(sub):
     p.add_argument("--variant", help="the variant each commit is built as (default: the first)")
     p.add_argument("--target", help="the target (default: the experiment's first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
-    p.add_argument("--format", choices=FORMATS, default="text", help="output format (default text)")
+    p.add_argument("--format", choices=FORMATS, default="text", help=f"{described(FORMATS)} (default text)")
     p.add_argument("--jobs", "-j", type=int, help="make -jN / parallel compiles (default: the CPUs)")
     p.add_argument("--no-asm", action="store_true", help="skip the function-by-function comparison")
     p.add_argument("--no-counts", action="store_true", help="skip the counted benches")
@@ -68,7 +70,7 @@ def _run(args, places=()) -> int:
     from contextlib import nullcontext
 
     from flagbench import pipeline, procs, spec
-    from flagbench.series import run_series
+    from flagbench.series_cells import run_series
     from flagbench.series_table import render
     from flagbench.textsafe import sayer
 
@@ -91,12 +93,5 @@ def _run(args, places=()) -> int:
               file=sys.stderr)
         return status
     sys.stdout.write(render(series, args.format))
+    from flagbench.series import exit_status
     return exit_status(series)
-
-
-def exit_status(series) -> int:
-    """0 when the base and some commit after it built (a series with one commit that does not
-    build is news, not a failure); 1 when the base or every commit after it failed."""
-    if not series.rows[0].built:
-        return 1
-    return 0 if len(series.rows) == 1 or any(r.built for r in series.rows[1:]) else 1

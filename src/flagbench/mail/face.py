@@ -10,7 +10,7 @@ from flagbench.errors import UserError
 def series_from_mail(args) -> int:
     from flagbench.mail import parse
     from flagbench.mail.run import as_json, by_authors, measure, with_authors
-    from flagbench.cli.series import exit_status
+    from flagbench.series import exit_status
     from flagbench.series_table import render
 
     if args.range is not None and args.mbox:

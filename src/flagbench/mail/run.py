@@ -1,5 +1,5 @@
 """An mbox measured as a series: parse (parse.py), apply in the owned clone (apply.py), then
-series.run_series on the base and the applied commits. A patch that did not apply is a row of
+series_cells.run_series on the base and the applied commits. A patch that did not apply is a row of
 its own (series_table prints its error), and the next applied commit is compared with the last
 one that applied and built, as series.py compares any commit with the last that built."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 from flagbench import refspec, series_store, spec, vcs
 from flagbench.errors import UserError
 from flagbench.mail import apply, parse
-from flagbench.series import Row, Series, run_series
+from flagbench.series import Row, Series
+from flagbench.series_cells import run_series
 from flagbench.textsafe import sayer, term_text
 
 
@@ -21,7 +22,7 @@ class MailRun:
     applied: apply.Applied
     series: Series
     rows: dict[int, Row]        # index in mail.patches -> its row
-    status: int                 # the engine's exit status (series.run_series)
+    status: int                 # the engine's exit status (series_cells.run_series)
 
 
 @dataclass(frozen=True)

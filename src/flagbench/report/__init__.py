@@ -33,10 +33,11 @@ from flagbench.report.cells import (LEGEND, fmt_change, fmt_value, has_intervals
                                     shape, table_anchor, table_cells)
 from flagbench.report.doc import WIDTH, Block, Code, Grid, Heading, Html, Markdown, Para, fill, note_blocks
 from flagbench.report.tables import EXACT_TABLE, Row, Table, build_tables  # noqa: F401
+from flagbench import export
 from flagbench.stats import Change
 from flagbench.textsafe import csv_cell, term_text
 
-FORMATS = ("text", "md", "json", "csv", "html")
+FORMATS = export.choices("text", "md", "json", "csv", "html")
 
 
 def blocks(tables: list[Table], *, prefix: str = "", figures: bool = False, causes: dict | None = None) -> list[Block]:

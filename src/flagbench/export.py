@@ -1,0 +1,61 @@
+"""One exporter registry: every output format flagbench writes is declared here once, with what
+it is for and how a piece of text from outside (a commit subject, a compiler's error, a symbol)
+is made safe in it; a verb names the formats it writes (`choices`) and dispatches through
+`render`, so a format's name, help and escaping live in one place.
+
+>>> choices("text", "md")
+('text', 'md')
+>>> render("md", {"text": lambda: "t", "md": lambda: "m"})
+'m'
+>>> safe("md", "a|b<script>"), safe("text", "bell\\x07")
+('a\\\\|b\\\\<script>', 'bell\\\\x07')
+"""
+from __future__ import annotations
+
+import html as _html
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from flagbench.errors import UserError
+from flagbench.textsafe import csv_cell, md_cell, term_text
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    what: str                             # for --help
+    safe: Callable[[str], str]            # outside text as it may appear in this format
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("text", "plain text for a terminal or a mail, within 100 columns", term_text),
+    Format("md", "Markdown tables, to paste into a mail or a review", md_cell),
+    Format("json", "every number, for scripts", lambda text: text),
+    Format("csv", "one row per table row, for a spreadsheet", lambda text: str(csv_cell(text))),
+    Format("html", "one self-contained page with plots (inline SVG, nothing fetched)", _html.escape),
+    Format("bom", "byte for byte what the kernel's scripts/bloat-o-meter prints", term_text),
+)}
+
+
+def choices(*names: str) -> tuple[str, ...]:
+    """The formats a verb writes, each one declared here."""
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown:
+        raise ValueError(f"format {unknown[0]!r} is not declared in export.FORMATS")
+    return names
+
+
+def described(names: tuple[str, ...]) -> str:
+    """--format's help: each format and what it is for."""
+    return "; ".join(f"{n}: {FORMATS[n].what}" for n in names).replace("%", "%%")
+
+
+def safe(fmt: str, text: str) -> str:
+    return FORMATS[fmt].safe(text)
+
+
+def render(fmt: str, renderers: Mapping[str, Callable[[], str]]) -> str:
+    """The output of the renderer for FMT; a format the verb does not write is bad input."""
+    if fmt not in renderers:
+        raise UserError(f"--format {fmt}: this writes {', '.join(renderers)}")
+    return renderers[fmt]()
