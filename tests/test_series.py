@@ -150,9 +150,14 @@ def test_c_series_markdown_has_a_row_per_commit(c_series, c_repo):
     done = flagbench("series", c_repo / "exp", "base..main", "--format", "md", "--no-counts", "--db", db,
                      cache=cache)
     assert done.returncode == 0, done.stderr
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "```" and lines[-1] == "```"            # the text table as code: it fits a mail
+    assert all(len(line) <= 100 for line in lines)
+    rows = [line for line in lines if re.match(r"[0-9a-f]{12}  ", line)]
     assert len(rows) == 1 + len(C_COMMITS)
-    assert "| helper: a second case |" in done.stdout
+    assert any("helper: a second case" in r for r in rows)
+    # under a commit: bloat-o-meter's lines for the functions it grew (helper is the one that did)
+    assert any(re.fullmatch(r" {14}size: helper \+\d+.*", line) for line in lines), done.stdout
     done = flagbench("series", c_repo / "exp", "base..main", "--format", "html", "--db", db, cache=cache)
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("<svg") == 2 and "helper: a second case" in done.stdout   # size and sum counts

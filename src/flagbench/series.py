@@ -43,6 +43,7 @@ class Delta:
     changed: int | None = None        # functions whose code changed (asm); None: not compared
     functions: list[str] = field(default_factory=list)   # the changed/added/removed ones, most first
     counts: dict[str, float] = field(default_factory=dict)   # counted metric -> new - old
+    sizes: list[tuple[str, int]] = field(default_factory=list)   # bloat-o-meter's largest lines: name, delta
 
 
 @dataclass
@@ -83,6 +84,7 @@ class Series:
     seconds: float = 0.0
     run_id: int | None = None
     place: str = ""                   # where commits were timed ("": not timed)
+    measured: dict[str, str] = field(default_factory=dict)   # bench -> the function a micro bench times
 
 
 def load(store, run_id: int) -> Series:
@@ -104,9 +106,11 @@ def load(store, run_id: int) -> Series:
         for m in ev.benches(r.commit.short):
             if m.status == "failed" and "pair" not in m.params:
                 notes.append(f"{r.commit.short} {_label(m)}: not counted: {m.reason.splitlines()[0] if m.reason else '?'}")
+    measured = prov.get("measured_functions")
+    measured = {str(k): str(v) for k, v in measured.items()} if isinstance(measured, dict) else {}
     return Series(ev.run["experiment"], str(prov.get("experiment_path", "")), f"{target}/{compiler}",
                   str(prov.get("repo", "")), str(prov.get("range", "")), rows, notes,
-                  sum(r.seconds for r in rows), run_id, str(prov.get("place") or ""))
+                  sum(r.seconds for r in rows), run_id, str(prov.get("place") or ""), measured)
 
 
 def _label(m) -> str:
@@ -141,6 +145,8 @@ def _delta(ev, short: str, vs: str) -> Delta | None:
     v = {k: int(x) for k, x in s.values.items()}
     d = Delta(v.get("size_total", 0), v.get("functions_grown", 0), v.get("functions_shrunk", 0),
               v.get("functions_added", 0), v.get("functions_removed", 0), v.get("padding", 0))
+    d.sizes = [(str(p[0]), int(p[1])) for p in s.facts.get("sizes") or []
+               if isinstance(p, list) and len(p) == 2 and isinstance(p[1], (int, float))]
     a = ev.cell(short, "asm", vs=vs)
     if a is not None and a.status == "ok":
         d.changed = int(a.values.get("asm_changed", 0))

@@ -115,6 +115,7 @@ def run_series(path, range_text: str, *, db: Path, variant: str | None = None, t
     EXPERIMENT (else loaded from PATH) and GIVEN (what commits_of returns) stand for the range
     when the commits come from elsewhere: mail/run.py's patches applied in a clone flagbench owns."""
     from flagbench import procs
+    from flagbench.causes import measured_functions
     from flagbench.store import Store
     from flagbench.variants import choose
 
@@ -132,7 +133,8 @@ def run_series(path, range_text: str, *, db: Path, variant: str | None = None, t
     with Store(db) as store, store.writer(f"flagbench series {exp.path}"):
         run_id = ss.open_run(store, "series", exp.name, key, records, {
             "experiment_path": str(exp.path), "cell": f"{old.target}/{old.compiler}", "repo": str(repo),
-            "range": range_text, "notes": notes, "place": place, "variants": [c.short for c in commits]},
+            "range": range_text, "notes": notes, "place": place, "variants": [c.short for c in commits],
+            "measured_functions": measured_functions(exp.benches)},
             fresh=fresh)
         status = measure(store, run_id, key, exp, template, old, commits, records, jobs=jobs, asm=asm,
                          counts=counts, fleet=fleet, progress=progress, say=say)
@@ -224,6 +226,9 @@ def _build(exp, cell, jobs: int | None, progress: bool):
         return short_error(str(e))
 
 
+TOP_SIZES = 8      # bloat-o-meter lines kept per commit: the table shows what fits
+
+
 def _compare_cells(rec, old: _Built, new: _Built, against: str, vs: str, t: str, c: str, asm: bool) -> list:
     from flagbench.run.engine import BenchCell
     kernel = old.files and old.files[0] == old.size_file
@@ -231,7 +236,9 @@ def _compare_cells(rec, old: _Built, new: _Built, against: str, vs: str, t: str,
     def size(emit):
         from flagbench.size.measure import compare
         got = compare(str(old.size_file), str(new.size_file))
-        tb, facts = got.table, {"against": against}
+        tb = got.table
+        names, deltas = tb.columns(TOP_SIZES, "names", "deltas")   # bloat-o-meter's largest lines
+        facts = {"against": against, "sizes": [[str(n), int(d)] for n, d in zip(names, deltas)]}
         for metric, value in zip(ss.SIZE_METRICS, (tb.up - tb.down, tb.grow, tb.shrink, tb.add, tb.remove,
                                                    got.new.padding - got.old.padding)):
             emit(metric, value, facts=facts)

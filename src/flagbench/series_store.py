@@ -150,7 +150,7 @@ class Evidence:
         return [m for m in self.by_commit.get(short, []) if m.bench not in OWN_BENCHES]
 
 
-_FACTS_KEPT = ("files", "size_file", "against", "functions", "detail", "verdict")
+_FACTS_KEPT = ("files", "size_file", "against", "functions", "sizes", "detail", "verdict")
 
 
 def evidence(store: Store, run_id: int) -> Evidence:

@@ -3,6 +3,8 @@ bar per commit (size, and each count). Reads series.Series (series.load: the sto
 nothing here builds or measures."""
 from __future__ import annotations
 
+import re
+
 from flagbench import export
 from flagbench.series import Delta, Row, Series
 from flagbench.textsafe import md_cell, term_text
@@ -80,9 +82,50 @@ def text(series: Series) -> str:
         why = _compared(r, previous, i == 0)
         if why:
             lines.append(f"{'':12}  ({why})"[:WIDTH])
+        lines += [_fit(f"{'':12}  {line}") for line in details(series, r)]
         previous = r.commit.short
     lines += [""] + [part for line in _legend(series, left_out) for part in _wrap(term_text(line))]
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+SIZES_SHOWN = 4
+
+
+def details(series: Series, r: Row) -> list[str]:
+    """What a reviewer pastes under a commit's row: the functions that grew or shrank most
+    (bloat-o-meter's lines), then each count that moved with its cause (terminal-safe text)."""
+    d = r.vs_parent
+    if d is None or not r.built:
+        return []
+    out = []
+    sizes = [f"{term_text(n)} {_num(x)}" for n, x in d.sizes if x][:SIZES_SHOWN]
+    if sizes:
+        more = len([x for _, x in d.sizes if x]) - len(sizes)
+        out.append("size: " + ", ".join(sizes) + (f" (+{more} more)" if more > 0 else ""))
+    for k, v in d.counts.items():
+        if v:
+            out.append(f"{_short_label(k)} {_num(v)}: {count_cause(series, k, d)}")
+    return out
+
+
+def count_cause(series: Series, label: str, d: Delta) -> str:
+    """Why a count moved, from what the series knows without per-symbol counts: the function the
+    bench times changed code (direct); no function's code changed at all (only addresses or data
+    moved); or changed functions that may or may not run (unknown)."""
+    fn = series.measured.get(label.rpartition(" ")[0])
+    if d.changed is None:
+        return "unknown: asm not compared (--no-asm)"
+    if fn and fn in d.functions:
+        others = len(d.functions) - 1
+        return f"direct: {term_text(fn)} (the bench's function) changed" + (f", {others} more" if others else "")
+    if not d.functions:
+        return "layout: no function's code changed, only addresses (or data)"
+    names = ", ".join(term_text(f) for f in d.functions[:3]) + (" ..." if len(d.functions) > 3 else "")
+    return f"unknown: changed {names}; per-symbol counts would say if they ran"
+
+
+def _fit(line: str) -> str:
+    return line if len(line) <= WIDTH else line[:WIDTH - 3] + "..."
 
 
 def _compared(r: Row, previous: str | None, base: bool) -> str:
@@ -153,27 +196,12 @@ def _took(rows: list[Row]) -> str:
 
 
 def markdown(series: Series) -> str:
-    labels = count_labels(series)
-    head = ["commit", "subject", *HEAD, *(h for k in labels for h in (f"{k}", "vs base"))]
-    lines = [f"**{md_cell(_title(series))}**", "", "| " + " | ".join(md_cell(h) for h in head) + " |",
-             "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
-    for i, r in enumerate(series.rows):
-        subject = md_cell(r.commit.subject)
-        if not r.built:
-            why = "" if r.error.startswith("does not ") else "does not build: "
-            lines.append(f"| `{r.commit.short}` | {subject} | {why}"
-                         f"{md_cell(r.error[:200])} |" + " |" * (len(head) - 3))
-            continue
-        cells = _cells(r, [], i == 0)
-        for k in labels:
-            if i == 0:
-                cells += [_num(r.counts.get(k), signed=False), ""]
-            else:
-                cells += [_num(r.vs_parent.counts.get(k)) if r.vs_parent else "?",
-                          _num(r.vs_base.counts.get(k)) if r.vs_base else "?"]
-        lines.append(f"| `{r.commit.short}` | {subject} | " + " | ".join(cells) + " |")
-    lines += ["", *(f"- {md_cell(line)}" for line in _legend(series, []))]
-    return "\n".join(lines) + "\n"
+    """For a mail or a review: the text table (100 columns, the details under each commit) in a
+    fenced block, whose fence is longer than any run of backticks in it (a subject cannot end it)."""
+    table = text(series)
+    longest = max((len(m) for m in re.findall(r"`+", table)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{table}{fence}\n"
 
 
 def as_json(series: Series) -> dict:

@@ -37,7 +37,8 @@ def series_from_mail(args) -> int:
         if args.format == "json":
             sys.stdout.write(json.dumps(as_json(run), indent=1) + "\n")
         else:
-            sys.stdout.write(render(with_authors(run) if args.format != "text" else by_authors(run), args.format))
+            plain = args.format in ("text", "md")     # md shows the text table as code
+            sys.stdout.write(render(by_authors(run) if plain else with_authors(run), args.format))
         return exit_status(run.series)
     from flagbench.mail.match import compare_versions, render_versions
 
