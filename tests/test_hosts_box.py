@@ -123,9 +123,9 @@ def test_stop_finds_the_qemu_of_a_box_whose_state_is_damaged(tmp_path, home, qem
 
 
 def test_box_stop_stops_its_lab(tmp_path, home, monkeypatch):
-    """`box start --lab`'s coordinator and exporter (hosts/lab_box.py) end with `box stop`."""
+    """`box start --lab`'s coordinator and exporter (run/guest/box_lab.py) end with `box stop`."""
     pytest.importorskip("labgrid", reason="make venv installs flagbench[lab] (labgrid 26.0.1)")
-    from flagbench.hosts import lab_box
+    from flagbench.run.guest import box_lab as lab_box
     monkeypatch.delenv("LG_ENV", raising=False)
     lab = lab_box.start_lab(home / "lab", alias=NAME, arch="x86_64")
     pids = [p["pid"] for p in json.loads((lab.dir / lab_box.STATE).read_text())["processes"].values()]

@@ -89,9 +89,10 @@ def test_a_detached_grandchild_ends_with_its_sample_and_its_timeout(box):
         done = host.run(["sh", "-c", detach("4301") + " echo ok"], timeout=20)
         assert (done.returncode, done.stdout) == (0, "ok\n")
         assert not sleeping("4301") and not guarded(box)       # checked after the sample, not at close
-        slow = host.run(["sh", "-c", detach("4302") + " exec sleep 30"], timeout=1)
+        # (4312 s, not a round number: other users' `sleep 30` on a shared machine are not ours)
+        slow = host.run(["sh", "-c", detach("4302") + " exec sleep 4312"], timeout=1)
         assert slow.failure == "timeout after 1 s"
-        assert wait_for(lambda: not sleeping("4302") and not sleeping("30"), within=10), sleeping("4302")
+        assert wait_for(lambda: not sleeping("4302") and not sleeping("4312"), within=10), sleeping("4302")
         assert not guarded(box)
 
 

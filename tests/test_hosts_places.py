@@ -98,8 +98,44 @@ def test_the_box_waits_through_hosts_ssh_and_says_when_its_qemu_is_gone(tmp_path
             kbox.wait_ssh(b, qemu, within=120)
     qemu = subprocess.Popen(["sleep", "30"])
     try:
-        with pytest.raises(UserError, match=r"^the box did not answer ssh within 3 s; last ssh error: .*; console: "):
+        with pytest.raises(UserError, match=r"^the box did not answer ssh within 3 s \(.*\); console: "):
             kbox.wait_ssh(b, qemu, within=3)
     finally:
         qemu.kill()
         qemu.wait()
+
+
+def test_one_enter_for_every_booting_place():
+    """BootingPlace.enter, with a boot() that stands in for kexec / power cycle: what every
+    booting place does around its own way of booting (a fake place for the engine's side)."""
+    from types import SimpleNamespace
+    from flagbench.errors import NotHere, PlaceLost
+    from flagbench.hosts.booting import BootingPlace
+    from flagbench.hosts.ssh import HostError
+
+    assert issubclass(KexecHost, BootingPlace) and issubclass(LabBootHost, BootingPlace)
+
+    class Bench(BootingPlace):
+        boot_kind, seconds_key, running = "kexec", "kexec_seconds", "Linux version 6.1 fb-00ff"
+
+        def boot(self, variant, build):
+            if variant == "broken":
+                raise HostError("host board did not answer")
+            return 2.25
+
+    said: list[str] = []
+    place = Bench("board", say=said.append)
+    build = SimpleNamespace(identity="fb-00ff")
+    place.enter("patched", build)
+    assert said == ["boot 0: kexec board into patched (fb-00ff)", "board answers as fb-00ff 2.2 s after kexec"]
+    assert place.visit == {"host": "board", "boot": 0, "kernel": "Linux version 6.1 fb-00ff",
+                                    "kexec_seconds": 2.25, "identity": "fb-00ff"}
+    with pytest.raises(PlaceLost, match="^board: variant none has no kernel to boot there"):
+        place.enter("none", None)
+    with pytest.raises(PlaceLost, match=r"^boot 1 \(broken\): host board did not answer"):
+        place.enter("broken", build)
+    assert place.visit == {} and place.down.startswith("boot 1")
+    place.tried = lambda v: "Kernel panic" if v == "panics" else None
+    with pytest.raises(NotHere, match="panicked in flagbench's qemu boot"):
+        place.enter("panics", build)
+    assert place.booted == 2          # the refused ones were not boots

@@ -41,12 +41,12 @@ def test_run_copy_and_statuses(box, tmp_path):
         assert (done.returncode, done.stdout, done.stderr) == (3, "args:a b it's\n", "oops\n")
         assert done.failure == "exit status 3"
         assert host.run(["sh", "-c", "kill -SEGV $$"], timeout=20).failure == "SIGSEGV"
-        slow = host.run(["sleep", "30"], timeout=0.5)
+        slow = host.run(["sleep", "4313"], timeout=0.5)    # (not 30: others' sleep 30 on a shared machine)
         assert slow.failure == "timeout after 0.5 s"
         run_dir = Path(host.dir)
         assert run_dir.is_dir()
     assert not run_dir.exists()                               # removed at close
-    assert not _sleeping("30")
+    assert not _sleeping("4313")
 
 
 def test_a_copy_that_loses_the_host_says_so_apart_from_a_bad_path(box, tmp_path):

@@ -581,10 +581,10 @@ def test_a_coordinator_gone_mid_run_says_not_released_once(tmp_path, object_cach
 
 @pytest.mark.slow
 def test_the_box_lab_is_a_lab_to_try_place_on(tmp_path):
-    """hosts/lab_box.py (`flagbench box start --lab`) around a box: here the sshd test server
+    """run/guest/box_lab.py (`flagbench box start --lab`) around a box: here the sshd test server
     answering as the ssh alias "box" stands in for the qemu box (no kernel build). A run with
     --place box is reserved, acquired, timed there and released; stop_lab leaves no labgrid."""
-    from flagbench.hosts import lab_box
+    from flagbench.run.guest import box_lab as lab_box
     from flagbench.run.guest.box_state import start_time_of
     from test_hosts_run import experiment as host_experiment
 

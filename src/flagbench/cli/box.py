@@ -35,7 +35,7 @@ def run(args) -> int:
         raise UserError(f"box name {args.name!r}: letters, digits, '.', '_' and '-' only")
     home = box.home(args.name)
     if args.action == "stop":     # also what clears a damaged state
-        from flagbench.hosts.lab_box import stop_lab
+        from flagbench.run.guest.box_lab import stop_lab
         if stop_lab(home / "lab"):
             print(f"{args.name}: its lab stopped (labgrid coordinator and exporter)")
         if box.stop(home):
@@ -73,8 +73,8 @@ def run(args) -> int:
 
 
 def _lab(home, b) -> None:
-    """The box's lab (hosts/lab_box.py): started unless it runs, and the exports to use it."""
-    from flagbench.hosts.lab_box import load_lab, start_lab
+    """The box's lab (run/guest/box_lab.py): started unless it runs, and the exports to use it."""
+    from flagbench.run.guest.box_lab import load_lab, start_lab
     lab = load_lab(home / "lab") or start_lab(home / "lab", alias=b.alias, arch="x86_64")
     print(f"  # the box as place {lab.place} of a labgrid lab on {lab.address} (files in {lab.dir}):\n"
           + "".join(f"  export {k}={v}\n" for k, v in lab.exports.items())

@@ -38,7 +38,7 @@ from typing import Callable
 
 from flagbench import procs
 from flagbench.cache import cache_dir
-from flagbench.errors import NotHere, PlaceLost
+from flagbench.hosts.booting import BootingPlace, wait_for_boot
 from flagbench.hosts.remote import SshHost, connection
 from flagbench.hosts.ssh import Connection, HostError
 from flagbench.textsafe import last_line
@@ -223,7 +223,6 @@ class Kexec:
     def _wait(self, started: float, answered: Callable[[str], bool], what: str) -> float:
         """Seconds from STARTED until the host answers ssh with a /proc/version ANSWERED takes
         (which may raise: the wrong kernel came up); a HostError after wait_s (hosts/booting.py)."""
-        from flagbench.hosts.booting import wait_for_boot
         self.running, seconds = wait_for_boot(self.conn, answered, within=self.wait_s, what=what,
                                               who=f"host {self.conn.dest}", started=started)
         return seconds
@@ -266,23 +265,23 @@ def _ident(version: str) -> str:
 
 
 # -- the place the engine drives --------------------------------------------------------------
-class KexecHost(SshHost):
+class KexecHost(BootingPlace):
     """An ssh host that runs each variant's own kernel: the run engine calls enter(variant,
     build) before the samples of that variant's visit (rounds A B, B A, ...), and close() once,
-    after a signal too, kexecs it back into its own kernel (and says so)."""
+    after a signal too, kexecs it back into its own kernel (and says so). enter() is
+    BootingPlace's; boot() here is a kexec."""
 
-    boots = True
     boot_kind = "kexec"             # how enter() boots a variant: the rows say it
+    seconds_key = "kexec_seconds"
 
     def __init__(self, dest: str, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
-        super().__init__(dest)
-        self.say = say
+        super().__init__(dest, say)
         self.kexec = Kexec(self.conn, say, wait_s)
         self.kernel: HostKernel | None = None    # its own kernel, as open() found it
-        self.booted = 0                          # boots this run
-        self.visit: dict = {}                    # what each sample of the current boot records
-        self.stranded = ""                       # why close() could not bring its own kernel back
-        self.tried: Callable[[str], str | None] | None = None   # variant -> why it may not boot here
+
+    @property
+    def running(self) -> str:
+        return self.kexec.running
 
     def open(self) -> "KexecHost":
         """Connect, refuse a host that cannot kexec (before anything is built), restore one an
@@ -295,28 +294,8 @@ class KexecHost(SshHost):
             raise
         return self
 
-    def enter(self, variant: str, build) -> None:
-        """Boot BUILD (a kernel.kbuild.KernelBuild) there; a boot that fails is the place's failure."""
-        if build is None:   # a cell without a kernel of its own has no business on this place
-            raise PlaceLost(f"{self.dest}: variant {variant} has no kernel to boot there")
-        why = self.tried(variant) if self.tried else None
-        if why:   # it panicked under qemu: on a real machine that takes the box down
-            raise NotHere(f"not booted on {self.dest}: its kernel panicked in flagbench's qemu boot ({why})")
-        boot = self.booted
-        self.booted += 1
-        self.visit = {}
-        self.say(f"boot {boot}: kexec {self.dest} into {variant} ({build.identity})")
-        try:
-            seconds = self.kexec.boot(Path(build.image), self._initrd(), build.identity)
-        except HostError as e:
-            self.down = f"boot {boot} ({variant}): {e}"
-            raise PlaceLost(self.down) from None
-        self.say(f"{self.dest} answers as {build.identity} {seconds:.1f} s after kexec")
-        self.visit = {"host": self.dest, "boot": boot, "kernel": self.kexec.running,
-                      "kexec_seconds": round(seconds, 2), "identity": build.identity}
-
-    def sample_facts(self) -> dict:
-        return {**super().sample_facts(), **self.visit}
+    def boot(self, variant: str, build) -> float:
+        return self.kexec.boot(Path(build.image), self._initrd(), build.identity)
 
     def _initrd(self) -> Path | None:
         """The host's own initramfs, for every variant (its root, its modules): kept by prepare()."""

@@ -26,10 +26,9 @@ from typing import Callable
 
 from flagbench import procs
 from flagbench.cache import cache_dir
-from flagbench.errors import PlaceLost
 from flagbench.hosts.lab_api import LabError, one_line
 from flagbench.hosts.labgrid import Lease
-from flagbench.hosts.remote import SshHost
+from flagbench.hosts.booting import BootingPlace, wait_for_boot
 from flagbench.hosts.ssh import Connection, HostError, label
 
 WAIT_S = 300.0               # power on to ssh answering (7 s for the test board under TCG)
@@ -115,23 +114,21 @@ class Board:
         return " | ".join(kept) if kept else "(nothing on the serial console)"
 
 
-class LabBootHost(SshHost):
-    """A held place whose every variant is booted by power cycle (see the module's docstring)."""
+class LabBootHost(BootingPlace):
+    """A held place whose every variant is booted by power cycle (see the module's docstring):
+    enter() is BootingPlace's; boot() here is a power cycle with the variant's image."""
 
-    boots = True
     boot_kind = "power cycle"       # how enter() boots a variant: the rows say it
+    seconds_key = "power_cycle_seconds"
 
     def __init__(self, lease: Lease, say: Callable[[str], None] = lambda s: None, wait_s: float = WAIT_S):
-        super().__init__(lease.dest)
+        super().__init__(lease.dest, say)
         self.conn = Connection(lease.dest, ssh=lease.ssh)
         self.name = label(lease.place)
-        self.lease, self.say, self.wait_s = lease, say, wait_s
+        self.lease, self.wait_s = lease, wait_s
         self.board = Board(lease)
         self.kernel = None           # kernel.kexec.HostKernel: what it runs on its own image
-        self.booted = 0
-        self.visit: dict = {}
         self.running = ""            # /proc/version there, as last read
-        self.stranded = ""           # why close() could not bring its own image back
         # there from a variant's boot until the board is back on its own image: a run killed
         # with -9 leaves it, and the next run boots the board's own image first
         self.mark = cache_dir() / "labgrid" / "boards" / f"{self.name}.variant"
@@ -154,29 +151,28 @@ class LabBootHost(SshHost):
             raise LabError(f"{e}; last console lines: {self.board.tail()}") from None
         return self
 
-    def enter(self, variant: str, build) -> None:
-        """Boot BUILD (a kernel.kbuild.KernelBuild): power cycle with its image, identity checked."""
-        if build is None:    # a cell without a kernel of its own has no business on this place
-            raise PlaceLost(f"place {self.lease.place}: variant {variant} has no kernel to boot there")
-        boot = self.booted
-        self.booted += 1
-        self.visit = {}
-        self.say(f"boot {boot}: power-cycle place {self.lease.place} into {variant} ({build.identity})")
+    @property
+    def where(self) -> str:
+        return f"place {self.lease.place}"
+
+    def boot(self, variant: str, build) -> float:
+        """Power cycle with BUILD's image until ssh answers as BUILD; the seconds from power off."""
         started = time.monotonic()
         self.mark.parent.mkdir(parents=True, exist_ok=True)
         self.mark.write_text(f"{build.identity}\n")     # until it is back on its own image
-        try:
-            self.board.boot(Path(build.image))
-            self._wait(lambda v: self._is(v, build.identity), f"answer as {build.identity}")
-        except (HostError, LabError) as e:
-            self.down = f"boot {boot} ({variant}): {e}; last console lines: {self.board.tail()}"
-            self.say(self.down)
-            self._recover()
-            raise PlaceLost(self.down) from None
-        seconds = time.monotonic() - started
-        self.say(f"place {self.lease.place} answers as {build.identity} {seconds:.1f} s after power on")
-        self.visit = {"host": self.dest, "place": self.lease.place, "boot": boot, "kernel": self.running,
-                      "power_cycle_seconds": round(seconds, 2), "identity": build.identity}
+        self.board.boot(Path(build.image))
+        self._wait(lambda v: self._is(v, build.identity), f"answer as {build.identity}")
+        return time.monotonic() - started
+
+    def boot_failed(self, boot: int, variant: str, error: HostError) -> str:
+        """The failure with the console's last lines, said; the board cycled back to its own image."""
+        down = f"boot {boot} ({variant}): {error}; last console lines: {self.board.tail()}"
+        self.say(down)
+        self._recover()
+        return down
+
+    def visit_facts(self) -> dict:
+        return {"place": self.lease.place}
 
     def _is(self, version: str, identity: str) -> bool:
         if identity not in version:
@@ -200,13 +196,9 @@ class LabBootHost(SshHost):
             return self._poll(answered, what)
 
     def _poll(self, answered: Callable[[str], bool], what: str) -> str:
-        from flagbench.hosts.booting import wait_for_boot
         self.running, _ = wait_for_boot(self.conn, answered, within=self.wait_s, what=what,
                                         who=f"place {self.lease.place}")
         return self.running
-
-    def sample_facts(self) -> dict:
-        return {**super().sample_facts(), **self.visit}
 
     def close(self) -> None:
         """Back on its own image whatever happened (a signal too), then disconnect."""

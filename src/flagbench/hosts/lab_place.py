@@ -21,17 +21,19 @@ from flagbench.hosts.labgrid import WAIT_S, Lab, Lease
 def parse_wait(text: str) -> float:
     """--place-wait: a time as --budget takes it (300, 90s, 10m, 1h), or 0: do not wait at all.
 
-    >>> parse_wait("0"), parse_wait("0s"), parse_wait("90s")
-    (0.0, 0.0, 90.0)
+    >>> parse_wait("0"), parse_wait("0s"), parse_wait("90s"), parse_wait("10m")
+    (0.0, 0.0, 90.0, 600.0)
     """
-    import re
-    from flagbench.run.until import parse_budget
-    if re.fullmatch(r"0*\.?0*[smh]?", text.strip().lower()) and any(c == "0" for c in text):
-        return 0.0
+    import math
+    t = text.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(t[-1:])
     try:
-        return parse_budget(text)
-    except UserError:
-        raise UserError(f"--place-wait {text!r}: give a time such as 0, 300, 90s, 10m or 1h") from None
+        value = float(t[:-1] if scale else t) * (scale or 1)
+    except ValueError:
+        value = math.nan
+    if not (value >= 0 and math.isfinite(value)):
+        raise UserError(f"--place-wait {text!r}: give a time such as 0, 300, 90s, 10m or 1h")
+    return value
 
 
 @contextmanager

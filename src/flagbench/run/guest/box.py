@@ -295,45 +295,42 @@ def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> 
              "kernel": str(build.image), "identity": build.identity, "ready": False}
     _write_state(dir, state)
     b = Box(dir, port, proc.pid, alias)
-    conn = b.place().conn               # flagbench's ssh client (hosts/ssh.py), the box's config
     try:
         say(f"booting the box (qemu pid {proc.pid}, ssh on 127.0.0.1:{port})")
         started = time.monotonic()
-        wait_ssh(b, proc, conn=conn)
+        wait_ssh(b, proc)
         say(f"the box answers ssh after {time.monotonic() - started:.1f} s; copying its kernel to /boot")
-        release = conn.shell("uname -r").stdout.strip()
+        release = b.run("uname", "-r").stdout.strip()
         for local, remote in ((build.image, f"/boot/vmlinuz-{release}"), (initrd, f"/boot/initrd.img-{release}")):
-            conn.copy(local, remote, mode="644", timeout=120)
+            with open(local, "rb") as f:
+                done = b.run("sh", "-c", 'cat > "$1"', "sh", remote, timeout=120, stdin=f)
+            if done.returncode != 0:
+                raise UserError(f"the box: cannot copy {remote} there: {done.stderr.decode(errors='replace').strip()}")
         _write_state(dir, {**state, "ready": True})      # from here on it is a box
     except BaseException:
         stop(dir)
         raise
-    finally:
-        conn.close()
     return b
 
 
-def wait_ssh(b: Box, proc: subprocess.Popen | None = None, within: float = BOOT_WAIT_S, conn=None) -> str:
-    """/proc/version once ssh answers (slirp accepts TCP before the box listens: ask for real),
-    through CONN (default: the box's place's, closed after); hosts/booting.py's wait."""
-    from flagbench.hosts.booting import wait_for_boot
-    from flagbench.hosts.ssh import HostError
-
-    def gone() -> str | None:
+def wait_ssh(b: Box, proc: subprocess.Popen | None = None, within: float = BOOT_WAIT_S) -> str:
+    """/proc/version once ssh answers (slirp accepts TCP before the box listens: ask for real).
+    Plain ssh, not hosts/booting.py's wait: a first try through hosts/ssh.py's Connection saw the
+    box's qemu exit after the login (not yet understood; see the hosts branch's report)."""
+    end = time.monotonic() + within
+    last = ""
+    while time.monotonic() < end:
         if (proc.poll() is not None) if proc else not b.running():
-            return f"the box's qemu exited: {_tail(b.dir / 'qemu.log')} {_tail(b.console)}"
-        return None
-
-    own = conn is None
-    conn = b.place().conn if own else conn
-    try:
-        return wait_for_boot(conn, lambda v: "Linux" in v, within=within, what="answer ssh", who="the box",
-                             gone=gone)[0]
-    except HostError as e:
-        raise UserError(f"{e}; console: {_tail(b.console)}" if "qemu exited" not in str(e) else str(e)) from None
-    finally:
-        if own:
-            conn.close()
+            raise UserError(f"the box's qemu exited: {_tail(b.dir / 'qemu.log')} {_tail(b.console)}")
+        try:
+            done = b.run("cat", "/proc/version", timeout=20)
+            if done.returncode == 0 and "Linux" in done.stdout:
+                return done.stdout.strip()
+            last = done.stderr.strip()
+        except subprocess.TimeoutExpired:
+            last = "timeout"
+        time.sleep(0.5)
+    raise UserError(f"the box did not answer ssh within {within:g} s ({last}); console: {_tail(b.console)}")
 
 
 def _tail(path: Path, n: int = 300) -> str:
