@@ -34,6 +34,11 @@ typedef struct {
 	Py_ssize_t *slots;		/* open addressing: entry index + 1, 0 empty */
 	Py_ssize_t nslots;
 	unsigned long long skipped;
+	/* bytes of the names holding ".cold" (the text format's `.cold symbols` row), summed as they
+	 * are added, on the reading threads: a pass over both tables after them was a twentieth of
+	 * that format's instructions. COLD_COUNTED: 0 in a Summary.loads copy, which size_of scans. */
+	unsigned long long cold;
+	int cold_counted;
 } Summary;
 
 static int summary_init(Summary *self, PyObject *args, PyObject *kw)
@@ -69,6 +74,7 @@ static int summary_init(Summary *self, PyObject *args, PyObject *kw)
 	}
 	Py_XSETREF(self->prefixes, Py_NewRef(prefixes));
 	Py_XSETREF(self->names, Py_NewRef(names));
+	self->cold_counted = self->n == 0;
 	return 0;
 bad:
 	PyErr_SetString(PyExc_TypeError, "Summary: skip rules must be bytes");
@@ -217,6 +223,7 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 	Py_ssize_t len = rawlen, i, j;
 	uint64_t hash;
 	struct entry *e;
+	int cold = 0;
 
 	if (!s->wanted[letter])
 		return 0;
@@ -239,7 +246,10 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 			out[len++] = raw[i];
 		}
 		name = out;
+		cold = memmem(name, len, ".cold", 5) != NULL;
 	}
+	if (cold)
+		s->cold += size;
 	hash = hash_of(name, len);
 	if (2 * (s->n + 1) > s->nslots && summary_grow(s, s->n) < 0)
 		return -1;
@@ -560,13 +570,31 @@ static int collect_rows(Summary *old, Summary *new, struct rows *r, int printabl
 {
 	Py_ssize_t i;
 
+	Py_ssize_t j = 0;
+	char *found;
+
 	memset(r, 0, sizeof(*r));
 	r->row = PyMem_RawMalloc(sizeof(*r->row) * (old->n + new->n + 1));
-	if (!r->row)
+	found = PyMem_RawCalloc(new->n + 1, 1);
+	if (!r->row || !found) {
+		PyMem_RawFree(r->row);
+		PyMem_RawFree(found);
+		r->row = NULL;
 		return PyErr_NoMemory(), -1;
+	}
 	for (i = 0; i < old->n; i++) {
-		struct entry *a = &old->entries[i], *b = summary_find(new, old->arena + a->off, a->len, a->hash);
+		struct entry *a = &old->entries[i], *b = j < new->n ? &new->entries[j] : NULL;
 
+		/* Two builds of one tree list their names in much the same order: NEW's entry after the
+		 * last match is tried before the hash table (whose probes, twice per name, were half
+		 * of this block's instructions on a vmlinux pair). Each name of NEW found is marked,
+		 * so that NEW's own pass below needs no lookup at all. */
+		if (!b || b->hash != a->hash || b->len != a->len || memcmp(new->arena + b->off, old->arena + a->off, a->len))
+			b = summary_find(new, old->arena + a->off, a->len, a->hash);
+		if (b) {
+			j = b - new->entries + 1;
+			found[j - 1] = 1;
+		}
 		r->total_old += a->size;
 		if (b && b->size == a->size)
 			continue;
@@ -587,13 +615,14 @@ static int collect_rows(Summary *old, Summary *new, struct rows *r, int printabl
 		struct entry *b = &new->entries[i];
 
 		r->total_new += b->size;
-		if (summary_find(old, new->arena + b->off, b->len, b->hash))
+		if (found[i])
 			continue;
 		r->add++;
 		r->up += b->size;
 		r->row[r->n++] = (struct row){ new->arena + b->off, b->len, -1, (long long)b->size, (long long)b->size,
 					       foot_delta(NULL, b, code) };
 	}
+	PyMem_RawFree(found);
 	for (i = 0; i < r->n; i++)
 		if (!ascii(r->row[i].name, r->row[i].len, printable)) {
 			PyMem_RawFree(r->row);
@@ -741,6 +770,10 @@ static PyObject *summary_size_of(Summary *s, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "y*|O", &part, &match))
 		return NULL;
+	if (s->cold_counted && match == Py_None && part.len == 5 && memcmp(part.buf, ".cold", 5) == 0) {
+		PyBuffer_Release(&part);
+		return PyLong_FromUnsignedLongLong(s->cold);
+	}
 	for (i = 0; i < s->n; i++) {
 		struct entry *e = &s->entries[i];
 		const char *name = s->arena + e->off, *at;
