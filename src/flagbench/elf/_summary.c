@@ -27,6 +27,7 @@ typedef struct {
 	uint8_t wanted[256], code[256];
 	PyObject *prefixes, *names;	/* tuples of bytes */
 	uint8_t prefix_first[256];	/* the prefixes' first bytes (all, for an empty one): others need no compare */
+	uint64_t name_lens;		/* bit min(len, 63) set for each skipped name's length: others need no compare */
 	char *arena;
 	Py_ssize_t arena_len, arena_cap;
 	struct entry *entries;
@@ -64,6 +65,9 @@ static int summary_init(Summary *self, PyObject *args, PyObject *kw)
 		if (!PyBytes_Check(PyTuple_GET_ITEM(names, i)))
 			goto bad;
 	memset(self->prefix_first, 0, sizeof(self->prefix_first));
+	self->name_lens = 0;
+	for (i = 0; i < PyTuple_GET_SIZE(names); i++)
+		self->name_lens |= 1ULL << Py_MIN(PyBytes_GET_SIZE(PyTuple_GET_ITEM(names, i)), 63);
 	for (i = 0; i < PyTuple_GET_SIZE(prefixes); i++) {
 		PyObject *p = PyTuple_GET_ITEM(prefixes, i);
 
@@ -108,7 +112,7 @@ static int skipped_name(Summary *s, const char *name, Py_ssize_t len)
 		    memcmp(name, q, k) == 0)
 			return 1;
 	}
-	for (i = 0; i < nnames; i++) {
+	for (i = 0; (s->name_lens >> Py_MIN(len, 63) & 1) && i < nnames; i++) {
 		PyObject *p = PyTuple_GET_ITEM(s->names, i);
 
 		if (len == PyBytes_GET_SIZE(p) && memcmp(name, PyBytes_AS_STRING(p), len) == 0)
@@ -214,11 +218,11 @@ int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names)
 	return 2 * (s->n + n + 1) > s->nslots ? summary_grow(s, s->n + n) : 0;
 }
 
-/* summary_add without the GIL (raw allocations, no exception): -1 when out of memory. */
-int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
-		    uint8_t letter)
+/* summary_add_raw's work, inline in summary_add_listing's loop (a call per symbol, its set-up and
+ * return, were a tenth of what adding a name costs). */
+static inline int add_one(Summary *s, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
+			  uint8_t letter)
 {
-	Summary *s = (Summary *)summary;
 	const char *name = raw;
 	Py_ssize_t len = rawlen, i, j;
 	uint64_t hash;
@@ -272,6 +276,31 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 	e->letter = letter;
 	s->arena_len += len;
 	s->slots[j] = ++s->n;
+	return 0;
+}
+
+/* summary_add without the GIL (raw allocations, no exception): -1 when out of memory. */
+int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
+		    uint8_t letter)
+{
+	return add_one((Summary *)summary, raw, rawlen, size, gap, letter);
+}
+
+int summary_add_listing(PyObject *summary, const struct elf *e, const struct listing *l)
+{
+	Summary *s = (Summary *)summary;
+	Py_ssize_t k, len;
+
+	for (k = 0; k < l->n; k++) {
+		const char *name;
+
+		/* the letter and size first: a vmlinux lists many unsized labels, whose names need no length */
+		if (!l->size[k] || !s->wanted[l->letter[k]])
+			continue;
+		name = string_at(e->str, e->strsize, l->name[k], &len);
+		if (add_one(s, name, len, l->size[k], l->gap[k], l->letter[k]) < 0)
+			return -1;
+	}
 	return 0;
 }
 
