@@ -17,7 +17,6 @@
 #include "_elf.h"
 #include "_summary.h"
 
-
 static int summary_init(Summary *self, PyObject *args, PyObject *kw)
 {
 	Py_buffer letters, code;
