@@ -26,7 +26,7 @@ venv: $(VENV)/.installed
 # setup.py builds the C extensions (src/flagbench/elf/_symtab.c and the files it links,
 # src/flagbench/asm/_normalise.c and _mix.c, with _padding.h): a change to one re-installs.
 $(VENV)/.installed: pyproject.toml setup.py src/flagbench/elf/_symtab.c src/flagbench/elf/_summary.c src/flagbench/elf/_summary.h \
-		src/flagbench/elf/_scan.c src/flagbench/elf/_holes.c src/flagbench/elf/_module.c src/flagbench/elf/_elf.h src/flagbench/asm/_normalise.c \
+		src/flagbench/elf/_scan.c src/flagbench/elf/_holes.c src/flagbench/elf/_module.c src/flagbench/elf/_rows.c src/flagbench/elf/_elf.h src/flagbench/asm/_normalise.c \
 		src/flagbench/asm/_mix.c src/flagbench/asm/_padding.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -2,7 +2,7 @@
 """flagbench size, in its default text format and in --format=bom, vs the kernel's bloat-o-meter,
 side by side on the same pairs.
 
-    .venv/bin/python bench/size_speed.py [--runs N] [--pair kernel|llvm|all] [--kernel DIR]
+    .venv/bin/python bench/size_speed.py [--runs N] [--pair kernel|llvm|all] [--kernel DIR] [--base TREE]
 
 Pairs: (1) DIR/vmlinux.old/.new (made by bench/make-kernel-pair; default the --big pair in
 /work/kernel-pair-big when it is there, else /work/kernel-pair);
@@ -16,6 +16,9 @@ nm, or flagbench's forked reader), and checks that bom printed the same bytes as
 its console script (`flagbench`, next to this Python), with its bytecode cached as an install
 leaves it (PYTHONDONTWRITEBYTECODE is dropped from the environment, so the warm-up run writes
 the .pyc files; otherwise every run would compile the modules again, ~15 ms).
+With --base TREE (another flagbench checkout, its C extensions built in place: `git archive REV
+| tar -x -C TREE && cd TREE && python setup.py build_ext --inplace`) that tree's flagbench runs in
+the same rounds, through its own bin/flagbench, so a change is measured against its base in one run.
 The oracle is the 6.1 copy with upstream's weak-symbol types patched in
 (the same change flagbench implements), so the outputs must be identical.
 """
@@ -70,7 +73,7 @@ def flagbench_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "flagbench"]
 
 
-def timed(argv: list[str]) -> tuple[float, float, int, bytes]:
+def timed(argv: list[str], pythonpath: str | None = None) -> tuple[float, float, int, bytes]:
     """Wall time, CPU time (user + system, all processes), peak RSS (KB) of the largest process,
     stdout. CPU time is the figure a busy machine disturbs least (wall time counts the waits
     for a core; a tool that uses two cores gains nothing on a machine with none free)."""
@@ -80,27 +83,35 @@ def timed(argv: list[str]) -> tuple[float, float, int, bytes]:
             "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.DEVNULL);"
             "d=time.perf_counter()-t;u=resource.getrusage(resource.RUSAGE_CHILDREN);"
             "os.write(2,b'%f %f %d\\n'%(d,u.ru_utime+u.ru_stime,u.ru_maxrss));sys.stdout.buffer.write(p.stdout)")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     p = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, check=True, env=env)
     wall, cpu, rss = p.stderr.split()[-3:]
     return float(wall), float(cpu), int(rss), p.stdout
 
 
-def bench(name: str, old: Path, new: Path, runs: int, oracle: Path) -> None:
+def bench(name: str, old: Path, new: Path, runs: int, oracle: Path, base: Path | None = None) -> None:
     tools = {
         "bloat-o-meter": [sys.executable, str(oracle), str(old), str(new)],
         "flagbench text": [*flagbench_argv(), "size", str(old), str(new)],
         "flagbench bom": [*flagbench_argv(), "size", "--format=bom", str(old), str(new)],
     }
+    paths = {}
+    if base:
+        script = [sys.executable, str(base / "bin" / "flagbench"), "size"]
+        tools["base text"] = [*script, str(old), str(new)]
+        tools["base bom"] = [*script, "--format=bom", str(old), str(new)]
+        paths = {"base text": str(base / "src"), "base bom": str(base / "src")}
     times = {k: [] for k in tools}
     cpus = {k: [] for k in tools}
     rss = {k: 0 for k in tools}
     outputs = {}
-    for argv in tools.values():   # warm the page cache and the bytecode
-        timed(argv)
+    for k, argv in tools.items():   # warm the page cache and the bytecode
+        timed(argv, paths.get(k))
     for _ in range(runs):
         for k, argv in tools.items():
-            t, c, r, out = timed(argv)
+            t, c, r, out = timed(argv, paths.get(k))
             times[k].append(t)
             cpus[k].append(c)
             rss[k] = max(rss[k], r)
@@ -115,6 +126,10 @@ def bench(name: str, old: Path, new: Path, runs: int, oracle: Path) -> None:
         print(f"  {k:14s} median {med[k]:.3f} s  (min {min(times[k]):.3f}, max {max(times[k]):.3f}), "
               f"CPU {cpu[k]:.3f} s, peak RSS {rss[k] / 1024:.0f} MB{ratio}")
     print(f"  bom output identical to bloat-o-meter's: {'yes' if same else 'NO'}")
+    if base:
+        for fmt in ("text", "bom"):
+            print(f"  {fmt}: this tree takes {med['flagbench ' + fmt] / med['base ' + fmt]:.3f} of base's median time"
+                  f" (output {'identical' if outputs['flagbench ' + fmt] == outputs['base ' + fmt] else 'DIFFERENT'})")
 
 
 def main() -> None:
@@ -122,6 +137,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--pair", choices=("kernel", "llvm", "all"), default="all")
     ap.add_argument("--kernel", type=Path, help="directory with vmlinux.old and vmlinux.new")
+    ap.add_argument("--base", type=Path, help="another flagbench tree (extensions built) to measure alongside")
     args = ap.parse_args()
     kdir = args.kernel or next((d for d in KERNEL_DIRS if (d / "vmlinux.new").exists()), KERNEL_DIRS[0])
     kernel = (kdir / "vmlinux.old", kdir / "vmlinux.new")
@@ -130,11 +146,11 @@ def main() -> None:
         oracle = current_oracle(Path(tmp))
         if args.pair in ("kernel", "all"):
             if all(p.exists() for p in kernel):
-                bench("kernel", *kernel, args.runs, oracle)
+                bench("kernel", *kernel, args.runs, oracle, args.base)
             else:
                 print("kernel pair missing: run bench/make-kernel-pair (about 20 minutes)")
         if args.pair in ("llvm", "all"):
-            bench("llvm", *llvm_pair(), args.runs, oracle)
+            bench("llvm", *llvm_pair(), args.runs, oracle, args.base)
 
 
 if __name__ == "__main__":

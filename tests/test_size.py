@@ -495,3 +495,27 @@ def test_a_damaged_file_with_a_bad_machine_field_is_one_line(tmp_path):
     asm = subprocess.run([sys.executable, "-m", "flagbench", "asm", str(tmp_path / "bad.o"), str(good)],
                          capture_output=True, text=True)
     one_line_error(asm, "bad.o")
+
+
+def test_names_in_another_order_added_and_removed_match_bloat_o_meter(tmp_path):
+    """The C table pairs OLD's names with NEW's by position first (two builds of one tree list
+    them in one order): here NEW lists them backwards, drops some, adds others and grows a few,
+    so the position guess is wrong for most names and every row must still be bloat-o-meter's."""
+    def source(names, grow=()):
+        return "".join(f"int v_{n}[{4 + n % 5 + (9 if n in grow else 0)}];\n"
+                       f"__attribute__((noinline)) int f_{n}(int a) {{ return a * {n} + v_{n}[a & 3]"
+                       + "".join(f" + v_{n}[(a >> {k}) & 3]" for k in range(1, 2 + (n % 3) + (8 if n in grow else 0)))
+                       + "; }\n" for n in names)
+    (tmp_path / "a.c").write_text(source(range(40)))
+    (tmp_path / "b.c").write_text(source([n for n in reversed(range(46)) if n % 7 != 3], grow=(5, 11, 30)))
+    a = cc(tmp_path, "x86_64", "gcc", tmp_path / "a.c", tmp_path / "a.o")
+    b = cc(tmp_path, "x86_64", "gcc", tmp_path / "b.c", tmp_path / "b.o")
+    got = flagbench("--format=bom", a, b)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == oracle(tmp_path, a, b, current=True)
+    added = [n for n in range(40, 46) if n % 7 != 3]
+    removed = [n for n in range(40) if n % 7 == 3]
+    assert f"add/remove: {2 * len(added)}/{2 * len(removed)} " in got.stdout   # a v_ and an f_ each
+    rows = [r.split() for r in got.stdout.splitlines()[2:-1]]
+    text = flagbench(a, b).stdout.splitlines()       # the text format's table: the same rows
+    assert [r.split()[:4] for r in text[2:2 + len(rows)]] == rows and text[2 + len(rows)].startswith("Total:")

@@ -4,7 +4,8 @@
  * is skipped by bloat-o-meter's rules (a ':' anywhere, a skipped prefix, a skipped exact name:
  * passed in from flagbench.size.rules) or renamed (every '.' followed by digits removed, as
  * `re.sub(r"\.[0-9]+", "", name)`), then summed under that name in a hash table. Two tables
- * compare themselves (diff), so Python objects are made only for the rows that differ.
+ * compare themselves (diff), so Python objects are made only for the rows that differ; the
+ * blocks they print (bom_text, text_block) are _rows.c's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -15,26 +16,6 @@
 
 #include "_elf.h"
 #include "_summary.h"
-
-struct entry {
-	uint64_t hash, size, foot;
-	Py_ssize_t off, len;
-	uint8_t letter;
-};
-
-typedef struct {
-	PyObject_HEAD
-	uint8_t wanted[256], code[256];
-	PyObject *prefixes, *names;	/* tuples of bytes */
-	uint8_t prefix_first[256];	/* the prefixes' first bytes (all, for an empty one): others need no compare */
-	char *arena;
-	Py_ssize_t arena_len, arena_cap;
-	struct entry *entries;
-	Py_ssize_t n, cap;
-	Py_ssize_t *slots;		/* open addressing: entry index + 1, 0 empty */
-	Py_ssize_t nslots;
-	unsigned long long skipped;
-} Summary;
 
 static int summary_init(Summary *self, PyObject *args, PyObject *kw)
 {
@@ -59,6 +40,9 @@ static int summary_init(Summary *self, PyObject *args, PyObject *kw)
 		if (!PyBytes_Check(PyTuple_GET_ITEM(names, i)))
 			goto bad;
 	memset(self->prefix_first, 0, sizeof(self->prefix_first));
+	self->name_lens = 0;
+	for (i = 0; i < PyTuple_GET_SIZE(names); i++)
+		self->name_lens |= 1ULL << Py_MIN(PyBytes_GET_SIZE(PyTuple_GET_ITEM(names, i)), 63);
 	for (i = 0; i < PyTuple_GET_SIZE(prefixes); i++) {
 		PyObject *p = PyTuple_GET_ITEM(prefixes, i);
 
@@ -69,6 +53,7 @@ static int summary_init(Summary *self, PyObject *args, PyObject *kw)
 	}
 	Py_XSETREF(self->prefixes, Py_NewRef(prefixes));
 	Py_XSETREF(self->names, Py_NewRef(names));
+	self->cold_counted = self->n == 0;
 	return 0;
 bad:
 	PyErr_SetString(PyExc_TypeError, "Summary: skip rules must be bytes");
@@ -102,7 +87,7 @@ static int skipped_name(Summary *s, const char *name, Py_ssize_t len)
 		    memcmp(name, q, k) == 0)
 			return 1;
 	}
-	for (i = 0; i < nnames; i++) {
+	for (i = 0; (s->name_lens >> Py_MIN(len, 63) & 1) && i < nnames; i++) {
 		PyObject *p = PyTuple_GET_ITEM(s->names, i);
 
 		if (len == PyBytes_GET_SIZE(p) && memcmp(name, PyBytes_AS_STRING(p), len) == 0)
@@ -208,15 +193,29 @@ int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names)
 	return 2 * (s->n + n + 1) > s->nslots ? summary_grow(s, s->n + n) : 0;
 }
 
-/* summary_add without the GIL (raw allocations, no exception): -1 when out of memory. */
-int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
-		    uint8_t letter)
+/* Whether NAME holds ".cold": its dots tried in turn (memmem's set-up per name cost more, where
+ * a kernel's names hold a dot or two each: .constprop, .isra, __func__.12). Not inline: inside
+ * add_one it cost every name six instructions, dotted or not. */
+__attribute__((noinline)) static int has_cold(const char *name, Py_ssize_t len)
 {
-	Summary *s = (Summary *)summary;
+	const char *end = name + len, *p = memchr(name, '.', len);
+
+	for (; p && end - p >= 5; p = memchr(p + 1, '.', end - p - 1))
+		if (memcmp(p, ".cold", 5) == 0)
+			return 1;
+	return 0;
+}
+
+/* summary_add_raw's work, inline in summary_add_listing's loop (a call per symbol, its set-up and
+ * return, were a tenth of what adding a name costs). */
+static inline int add_one(Summary *s, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
+			  uint8_t letter)
+{
 	const char *name = raw;
 	Py_ssize_t len = rawlen, i, j;
 	uint64_t hash;
 	struct entry *e;
+	int cold = 0;
 
 	if (!s->wanted[letter])
 		return 0;
@@ -239,7 +238,10 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 			out[len++] = raw[i];
 		}
 		name = out;
+		cold = has_cold(name, len);
 	}
+	if (cold)
+		s->cold += size;
 	hash = hash_of(name, len);
 	if (2 * (s->n + 1) > s->nslots && summary_grow(s, s->n) < 0)
 		return -1;
@@ -262,6 +264,31 @@ int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint6
 	e->letter = letter;
 	s->arena_len += len;
 	s->slots[j] = ++s->n;
+	return 0;
+}
+
+/* summary_add without the GIL (raw allocations, no exception): -1 when out of memory. */
+int summary_add_raw(PyObject *summary, const char *raw, Py_ssize_t rawlen, uint64_t size, uint64_t gap,
+		    uint8_t letter)
+{
+	return add_one((Summary *)summary, raw, rawlen, size, gap, letter);
+}
+
+int summary_add_listing(PyObject *summary, const struct elf *e, const struct listing *l)
+{
+	Summary *s = (Summary *)summary;
+	Py_ssize_t k, len;
+
+	for (k = 0; k < l->n; k++) {
+		const char *name;
+
+		/* the letter and size first: a vmlinux lists many unsized labels, whose names need no length */
+		if (!l->size[k] || !s->wanted[l->letter[k]])
+			continue;
+		name = string_at(e->str, e->strsize, l->name[k], &len);
+		if (add_one(s, name, len, l->size[k], l->gap[k], l->letter[k]) < 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -308,7 +335,7 @@ done:
 }
 
 /* The entry named NAME (LEN bytes, hash HASH) in S, or NULL. */
-static struct entry *summary_find(Summary *s, const char *name, Py_ssize_t len, uint64_t hash)
+struct entry *summary_find(Summary *s, const char *name, Py_ssize_t len, uint64_t hash)
 {
 	Py_ssize_t j;
 
@@ -505,222 +532,6 @@ done:
 	return out;
 }
 
-/* One row of bom_text / text_block: a name in OLD, NEW or both with different sizes (-1: not on that side). */
-struct row {
-	const char *name;
-	Py_ssize_t len;
-	long long old, new, delta, foot;	/* FOOT: the footprint's delta, LLONG_MIN when not shown */
-};
-
-/* bloat-o-meter's order: delta, then name, both descending (names compared as bytes: ASCII here). */
-static int row_order(const void *x, const void *y)
-{
-	const struct row *a = x, *b = y;
-	int c;
-
-	if (a->delta != b->delta)
-		return a->delta > b->delta ? -1 : 1;
-	c = memcmp(a->name, b->name, a->len < b->len ? a->len : b->len);
-	if (c)
-		return -c;
-	return a->len > b->len ? -1 : a->len < b->len;
-}
-
-/* Whether S is printable ASCII (PRINTABLE), or ASCII: there bytes, code points and columns agree. */
-static int ascii(const char *s, Py_ssize_t n, int printable)
-{
-	Py_ssize_t i;
-
-	for (i = 0; i < n; i++)
-		if ((unsigned char)s[i] >= 0x7f + !printable || (printable && (unsigned char)s[i] < 0x20))
-			return 0;
-	return 1;
-}
-
-struct rows {
-	struct row *row;
-	Py_ssize_t n, add, remove, grow, shrink;
-	unsigned long long total_old, total_new, up, down;
-};
-
-/* The footprint cell of a row (size.render._text): a code symbol's footprint delta when it has one. */
-static long long foot_delta(struct entry *a, struct entry *b, const uint8_t *code)
-{
-	uint8_t letter = b ? b->letter : a->letter;
-	unsigned long long fo = a ? a->foot : 0, fn = b ? b->foot : 0;
-
-	if (!code[letter] || (!fo && !fn))
-		return LLONG_MIN;
-	return (long long)fn - (long long)fo;
-}
-
-/* diff()'s rows, unfiltered, in bloat-o-meter's order; 0, or -1 when a name is not (printable) ASCII
- * (R->row NULL) or memory ran out (an exception set). */
-static int collect_rows(Summary *old, Summary *new, struct rows *r, int printable, const uint8_t *code)
-{
-	Py_ssize_t i;
-
-	memset(r, 0, sizeof(*r));
-	r->row = PyMem_RawMalloc(sizeof(*r->row) * (old->n + new->n + 1));
-	if (!r->row)
-		return PyErr_NoMemory(), -1;
-	for (i = 0; i < old->n; i++) {
-		struct entry *a = &old->entries[i], *b = summary_find(new, old->arena + a->off, a->len, a->hash);
-
-		r->total_old += a->size;
-		if (b && b->size == a->size)
-			continue;
-		if (!b) {
-			r->remove++;
-			r->down += a->size;
-		} else if (b->size > a->size) {
-			r->grow++;
-			r->up += b->size - a->size;
-		} else {
-			r->shrink++;
-			r->down += a->size - b->size;
-		}
-		r->row[r->n++] = (struct row){ old->arena + a->off, a->len, (long long)a->size, b ? (long long)b->size : -1,
-					       (b ? (long long)b->size : 0) - (long long)a->size, foot_delta(a, b, code) };
-	}
-	for (i = 0; i < new->n; i++) {
-		struct entry *b = &new->entries[i];
-
-		r->total_new += b->size;
-		if (summary_find(old, new->arena + b->off, b->len, b->hash))
-			continue;
-		r->add++;
-		r->up += b->size;
-		r->row[r->n++] = (struct row){ new->arena + b->off, b->len, -1, (long long)b->size, (long long)b->size,
-					       foot_delta(NULL, b, code) };
-	}
-	for (i = 0; i < r->n; i++)
-		if (!ascii(r->row[i].name, r->row[i].len, printable)) {
-			PyMem_RawFree(r->row);
-			r->row = NULL;
-			return -1;
-		}
-	qsort(r->row, r->n, sizeof(*r->row), row_order);
-	return 0;
-}
-
-/* Append " " and V right-aligned in WIDTH columns, with its sign when PLUS ("%+*lld"; sprintf was a
- * fifth of `flagbench size --format=bom` on a pair of shared libraries). */
-static char *int_cell(char *p, long long v, int width, int plus)
-{
-	char digits[24];
-	int n = 0, len;
-	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-
-	do {
-		digits[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (v < 0 || plus)
-		digits[n++] = v < 0 ? '-' : '+';
-	*p++ = ' ';
-	for (len = n; len < width; len++)
-		*p++ = ' ';
-	while (n)
-		*p++ = digits[--n];
-	return p;
-}
-
-/* Append "%7s" of V (or "-" when V < 0) to P. */
-static char *size_cell(char *p, long long v)
-{
-	if (v >= 0)
-		return int_cell(p, v, 7, 0);
-	memcpy(p, "       -", 8);
-	return p + 8;
-}
-
-/* The block bom_text and text_block print: TEXT adds the footprint column and "Symbol" for the label. */
-static PyObject *block(Summary *old, PyObject *args, int text)
-{
-	Summary *new;
-	const char *label = "Symbol", *letters = "";
-	uint8_t code[256] = { 0 };
-	Py_ssize_t i, width;
-	struct rows r;
-	PyObject *out = NULL;
-	char *buf = NULL, *p;
-	double percent;
-
-	if (!PyArg_ParseTuple(args, text ? "O!s" : "O!s", &SummaryType, &new, text ? &letters : &label))
-		return NULL;
-	for (; *letters; letters++)	/* not the summaries' own: Summary.loads leaves those empty */
-		code[(uint8_t)*letters] = 1;
-	if (collect_rows(old, new, &r, text, code) < 0)
-		return r.row || PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-	width = 1024 + (Py_ssize_t)strlen(label);	/* the three fixed lines */
-	for (i = 0; i < r.n; i++)
-		width += r.row[i].len + 100;
-	buf = PyMem_RawMalloc(width);
-	if (!buf) {
-		PyErr_NoMemory();
-		goto done;
-	}
-	p = buf;
-	p += sprintf(p, "add/remove: %zd/%zd grow/shrink: %zd/%zd up/down: %llu/%lld (%lld)\n", r.add, r.remove,
-		     r.grow, r.shrink, r.up, -(long long)r.down, (long long)r.up - (long long)r.down);
-	p += sprintf(p, text ? "%-40s %7s %7s %7s %10s\n" : "%-40s %7s %7s %7s\n", label, "old", "new", "delta",
-		     "footprint");
-	for (i = 0; i < r.n; i++) {
-		struct row *w = &r.row[i];
-
-		memcpy(p, w->name, w->len);
-		p += w->len;
-		if (w->len < 40) {
-			memset(p, ' ', 40 - w->len);
-			p += 40 - w->len;
-		}
-		p = size_cell(p, w->old);
-		p = size_cell(p, w->new);
-		p = int_cell(p, w->delta, 7, 1);
-		if (text && w->foot == LLONG_MIN) {
-			memset(p, ' ', 11);
-			p += 11;
-		} else if (text) {
-			p = int_cell(p, w->foot, 10, 1);
-		}
-		*p++ = '\n';
-	}
-	percent = r.total_old ? (double)((long long)r.total_new - (long long)r.total_old) * 100.0 / (double)r.total_old
-			      : 0;
-	p += sprintf(p, "Total: Before=%llu, After=%llu, chg %+.2f%%\n", r.total_old, r.total_new, percent);
-	out = PyUnicode_DecodeASCII(buf, p - buf, "strict");
-	if (out && text)
-		Py_SETREF(out, Py_BuildValue("(OKK)", out, r.total_old, r.total_new));
-done:
-	PyMem_RawFree(r.row);
-	PyMem_RawFree(buf);
-	return out;
-}
-
-PyDoc_STRVAR(bom_text_doc,
-"old.bom_text(new, label) -> str, or None\n\n"
-"bloat-o-meter's print_result() block for OLD vs NEW, byte for byte: what size.rules.bom_text\n"
-"prints of diff()'s rows in its order, without a filter or --top. None when a row's name is not\n"
-"ASCII (Python sorts and pads by code points: size.rules does it).");
-
-static PyObject *summary_bom_text(Summary *old, PyObject *args)
-{
-	return block(old, args, 0);
-}
-
-PyDoc_STRVAR(text_block_doc,
-"old.text_block(new, code_letters) -> (str, total_old, total_new), or None\n\n"
-"The symbol table of size.render's text format (from the add/remove line to the Total line), as\n"
-"it prints it without a filter or --top, and the two totals; a footprint for the rows of\n"
-"CODE_LETTERS. None when a row's name is not\n"
-"printable ASCII (size.render escapes and pads it).");
-
-static PyObject *summary_text_block(Summary *old, PyObject *args)
-{
-	return block(old, args, 1);
-}
-
 static PyObject *summary_total(Summary *s, PyObject *unused)
 {
 	unsigned long long total = 0;
@@ -741,6 +552,10 @@ static PyObject *summary_size_of(Summary *s, PyObject *args)
 
 	if (!PyArg_ParseTuple(args, "y*|O", &part, &match))
 		return NULL;
+	if (s->cold_counted && match == Py_None && part.len == 5 && memcmp(part.buf, ".cold", 5) == 0) {
+		PyBuffer_Release(&part);
+		return PyLong_FromUnsignedLongLong(s->cold);
+	}
 	for (i = 0; i < s->n; i++) {
 		struct entry *e = &s->entries[i];
 		const char *name = s->arena + e->off, *at;

@@ -121,14 +121,6 @@ static inline int64_t sym_name_checked(const struct elf *e, Py_ssize_t k)
 	return name;
 }
 
-/* The NUL-terminated string at OFFSET of a table of SIZE bytes (OFFSET < SIZE), its length in *LEN. */
-const char *string_at(const uint8_t *table, Py_ssize_t size, uint64_t offset, Py_ssize_t *len)
-{
-	const char *s = (const char *)table + offset;
-
-	*len = (Py_ssize_t)strnlen(s, size - offset);
-	return s;
-}
 
 static int rules_from(PyObject *tuple, struct rules *r)
 {
@@ -463,7 +455,7 @@ int list_symbols(const struct elf *e, const struct rules *r, struct listing *l, 
 /* Add L's sized symbols to every Summary in SUMMARIES (a tuple); 0, or -1 with an exception set. */
 int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *summaries)
 {
-	Py_ssize_t k, i, len;
+	Py_ssize_t i;
 
 	for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
 		if (!PyObject_TypeCheck(PyTuple_GET_ITEM(summaries, i), &SummaryType)) {
@@ -477,16 +469,12 @@ int add_to_summaries(const struct elf *e, const struct listing *l, PyObject *sum
 				PyErr_NoMemory();
 			return -1;
 		}
-	for (k = 0; k < l->n; k++) {
-		const char *nm = string_at(e->str, e->strsize, l->name[k], &len);
-
-		if (!l->size[k])
-			continue;
-		for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
-			if ((e->nogil ? summary_add_raw : summary_add)(PyTuple_GET_ITEM(summaries, i), nm, len, l->size[k],
-								       l->gap[k], l->letter[k]) < 0)
-				return -1;
-	}
+	for (i = 0; i < PyTuple_GET_SIZE(summaries); i++)
+		if (summary_add_listing(PyTuple_GET_ITEM(summaries, i), e, l) < 0) {
+			if (!e->nogil)
+				PyErr_NoMemory();
+			return -1;
+		}
 	return 0;
 }
 
