@@ -67,16 +67,39 @@ def shared_kernel() -> KernelBuild:
     return build_test_kernels(("default",))["default"]
 
 
-def kernel_pair() -> tuple[Path, Path]:
-    """Two vmlinux files of one configuration, one function apart: the suite's (`default`,
-    `patched`), or FLAGBENCH_KERNEL_PAIR's vmlinux.old and vmlinux.new when set (e.g.
-    bench/make-kernel-pair --big: over 20k functions)."""
+def build_shared_kernel_main() -> None:
+    """The background build tests/conftest.py starts: flagbench's own signal handling (SIGTERM
+    ends make and every compiler), and SIGTERM to itself when the pytest worker that started it
+    is gone (a worker killed mid-run must not leave a kernel build behind)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from flagbench import procs
+    procs.install()
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        shared_kernel()
+    except procs.Terminated:
+        raise SystemExit(143) from None
+
+
+def vmlinux_files() -> list[Path]:
+    """Real vmlinux files to hold a reader to: the suite's own (the shared kernel; its `patched`
+    sibling differs in one function, nothing more to check), or FLAGBENCH_KERNEL_PAIR's
+    vmlinux.old and vmlinux.new when set (bench/make-kernel-pair --big: over 20k functions)."""
     import os
     pair = os.environ.get("FLAGBENCH_KERNEL_PAIR")
     if pair:
-        return Path(pair) / "vmlinux.old", Path(pair) / "vmlinux.new"
-    kernels = build_test_kernels(("default", "patched"))
-    return kernels["default"].vmlinux, kernels["patched"].vmlinux
+        return [Path(pair) / "vmlinux.old", Path(pair) / "vmlinux.new"]
+    return [shared_kernel().vmlinux]
 
 
 def appending_patch(src: Path, rel: str, line: str) -> str:

@@ -175,11 +175,11 @@ def test_only_x86_is_mixed_in_c():
 @pytest.mark.slow
 @pytest.mark.slow
 def test_the_vmlinux_pair_is_mixed_alike():
-    """Both vmlinux files of the suite's kernel pair (tests/kernel_util.py; FLAGBENCH_KERNEL_PAIR
-    for bench/make-kernel-pair --big's, 20,000 functions, 1.2 million lines a side): every
-    distinct line and shape alike, and the mixes of every function and their sum."""
-    from kernel_util import kernel_pair
-    for path in kernel_pair():
+    """The suite's vmlinux (tests/kernel_util.py; FLAGBENCH_KERNEL_PAIR for bench/make-kernel-pair
+    --big's pair, 20,000 functions, 1.2 million lines a side): every distinct line and shape
+    alike, and the mixes of every function and their sum."""
+    from kernel_util import vmlinux_files
+    for path in vmlinux_files():
         texts = [f.text for f in disassemble(path, EVERY, mix_each=False).functions.values()]
         assert len(texts) > 2000, (path, len(texts))
         lines = {line for text in texts for line in lines_of(text)}
