@@ -20,7 +20,7 @@ PACKAGE = ROOT / "src" / "flagbench"
 # flagbench's package directories, and `kernel/` where they used to be: a path starting with one
 # names our module (a `kernel/sys.c` or `lib/string.c` is the Linux tree's, not checked)
 PACKAGE_DIRS = {p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("_")} | {"kernel"}
-MOVED = re.compile(r"\bkernel\.(?:kbuild|guest|boot|kexec|hostrun|source|summary)\.\w+")   # kernel/ is gone
+MOVED = re.compile(r"(?<![\w.])kernel\.(?:kbuild|guest|boot|kexec|hostrun|source|summary)\.\w+")   # kernel/ is gone
 MODULE = re.compile(r"(?<![\w./-])((?:[a-z_]+/)+[a-z_]+\.(?:py|c|h))\b")
 
 

@@ -4,13 +4,13 @@
     _fleet               --host / `hosts`: one place per host (run/places.py), opened once,
                          before anything builds, and handed down; the host's facts go into the
                          run's provenance. A kernel experiment's --host is a KexecHost
-                         (kernel/kexec.py): the engine boots each variant there by kexec
+                         (hosts/kexec.py): the engine boots each variant there by kexec
     Store.writer         one writer per results database, taken before anything is built
     build.build          variant x target x compiler objects, content-cached
     run.kinds            harness programs linked, one engine cell per table cell
     (guest benches)      kernel experiments: the kernels built once; benches with guest = true
-                         run inside them under qemu-system (kernel/guest.py) and, with --host,
-                         on the host by kexec (kernel/hostrun.py); see _guest_cells
+                         run inside them under qemu-system (run/guest/guest.py) and, with --host,
+                         on the host by kexec (run/hostrun.py); see _guest_cells
     run.engine           interleaved, randomised samples, each stored as it is taken
     report.report_run    the tables
 
@@ -294,8 +294,8 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, k
     """Benches with `guest = true` run inside each variant's own kernel: the kernels are
     built once, with the boot options every variant gets alike (kernel/boot-TARGET.config,
     where the experiment does not list it already); under qemu-system each is booted once,
-    when the engine first runs one of its cells (kernel/guest.py), and on a KEXEC_HOST the
-    engine boots each in rounds (kernel/hostrun.py). Either way they are ordinary engine cells."""
+    when the engine first runs one of its cells (run/guest/guest.py), and on a KEXEC_HOST the
+    engine boots each in rounds (run/hostrun.py). Either way they are ordinary engine cells."""
     guest = [b for b in benches if b.guest]
     if not guest:
         return []

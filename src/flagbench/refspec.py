@@ -8,7 +8,7 @@
     series = { ref = "my-series" }
 
 In a kernel experiment the ref is a commit of the [kernel] source's repository: the build
-walks a checkout flagbench owns in its cache to that commit (kernel/source.py). In a C
+walks a checkout flagbench owns in its cache to that commit (kbuild/source.py). In a C
 experiment it is a commit of the repository holding the sources: they are read from the
 commit's tree, exported once into <cache>/git/trees/<tree sha> (hard links into one store of
 blobs, <cache>/git/blobs: what did not change between commits is stored once). Either way the user's

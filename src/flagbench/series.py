@@ -2,7 +2,7 @@
 
 The base and each commit of `git rev-list --reverse BASE..HEAD` become variants of the
 experiment (its first variant, or --variant, with `ref` set to the commit: refspec.py), built
-in order: a kernel walks one `O=` directory commit by commit (kernel/kbuild.py, as ktest.pl
+in order: a kernel walks one `O=` directory commit by commit (kbuild/build.py, as ktest.pl
 walks a series; ccache across), C sources are read from each commit's tree (content-cached
 objects). Each commit that builds is compared with its FIRST PARENT (for a merge too, and said
 so; where the first parent did not build, with the nearest first-parent ancestor that did) and

@@ -39,7 +39,7 @@ def run(args) -> int:
     say = sayer("flagbench build: ", quiet=args.quiet)
 
     kernels = []
-    if exp.kernel is not None:   # kernel cells (kernel/kbuild.py): vmlinux, image, .config, ...
+    if exp.kernel is not None:   # kernel cells (kbuild/build.py): vmlinux, image, .config, ...
         from flagbench.kbuild import build as kbuild
         kernels = kbuild.build_kernels(exp, jobs=args.jobs, progress=not args.quiet)
     builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []

@@ -127,7 +127,7 @@ class LabBootHost(BootingPlace):
         self.name = label(lease.place)
         self.lease, self.wait_s = lease, wait_s
         self.board = Board(lease)
-        self.kernel = None           # kernel.kexec.HostKernel: what it runs on its own image
+        self.kernel = None           # hosts.kexec.HostKernel: what it runs on its own image
         self.running = ""            # /proc/version there, as last read
         # there from a variant's boot until the board is back on its own image: a run killed
         # with -9 leaves it, and the next run boots the board's own image first

@@ -12,7 +12,7 @@ variance is in the samples, not hidden (each sample records its boot). After eve
 running kernel must say the variant's build identity in /proc/version (kbuild:
 KBUILD_BUILD_HOST = fb-HASH16), or the boot fails.
 
-The programs are the guest's own (kernel/guest.py builds them statically): a will-it-scale
+The programs are the guest's own (run/guest/guest.py builds them statically): a will-it-scale
 row runs `PROGRAM TASKS WARMUP_MS DURATION_MS` and prints "FB region iterations=N ns=NS"
 from CLOCK_MONOTONIC there (the guest markers are no-ops on hardware), one `per_second`
 sample; a command row is timed from flagbench's side of the connection (`seconds`,

@@ -17,7 +17,7 @@ The protocol (a new kind of place, such as a lab board, implements exactly this)
     machine() -> str   the target its programs must be built for ("x86_64", "aarch64", ...)
     enter(variant, boot)   make the place run VARIANT before that variant's samples: BOOT is
                        what the cells of that variant carry in BenchCell.boot (for kexec a
-                       kernel.kbuild.KernelBuild: its image and build identity); a no-op
+                       kbuild.build.KernelBuild: its image and build identity); a no-op
                        where `boots` is False. A failure of the place raises
                        errors.PlaceLost: the engine fails the place's unfinished cells as
                        resumable, and the same command measures them again later
@@ -29,7 +29,7 @@ The protocol (a new kind of place, such as a lab board, implements exactly this)
 
 `Local` is this machine. `hosts.remote.SshHost` is a machine reached over ssh: every sample
 is one run of the program there, under a guard that dies with the connection.
-`kernel.kexec.KexecHost` is an SshHost whose enter() boots the variant's kernel by kexec.
+`hosts.kexec.KexecHost` is an SshHost whose enter() boots the variant's kernel by kexec.
 The timed executor (executors.NativeExecutor) takes a place; everything above it asks the
 place, not which kind it is. Exact counts (callgrind, qemu + plugin) are the same on every
 machine and always run here.

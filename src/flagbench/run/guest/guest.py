@@ -282,7 +282,7 @@ def guest_cells(exp, benches: Sequence[Bench], kernel_builds: Sequence[KernelBui
     """Engine cells for every guest bench row of every variant; a cell's job boots its
     variant's kernel with all guest benches when first needed (see Booter).
 
-    `exp.root` is the experiment directory; `kernel_builds` are kernel.kbuild.KernelBuild
+    `exp.root` is the experiment directory; `kernel_builds` are kbuild.build.KernelBuild
     (a failed build fails its cells). `notes` (if given) receives human-readable lines: boot
     settings now; the kernel profile diff of the first two variants and the A/A noise floor
     when those boots happen. `booters` (if given) receives each target's Booter.
