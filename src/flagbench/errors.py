@@ -18,6 +18,11 @@ class DiskFull(UserError):
     adds an experiment's FILE:LINE to it."""
 
 
+class StepFailed(UserError):
+    """A bisection step's commit built but its bench did not run to the end (a crash, a timeout,
+    a kernel that does not boot): the step is skipped like a commit that does not build."""
+
+
 class PlaceLost(UserError):
     """A place (an ssh host, a kexec'd kernel, a board) failed, not the program that ran there:
     the engine fails the cell as one to measure again when the same run is resumed."""

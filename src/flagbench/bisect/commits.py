@@ -5,7 +5,7 @@ one build and one counted run a step, compared with the good end's value, ceil(l
 builds for n commits (search.first_bad). Time: each step is paired rounds of the commit and
 the good end (timed.decide), printed with its interval, and the report says how likely a
 step was called wrongly. A commit that does not compile, or whose bench does not run to
-the end (a crash, a timeout: subject.StepFailed), is skipped and named in the summary.
+the end (a crash, a timeout: errors.StepFailed), is skipped and named in the summary.
 """
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from typing import Callable
 
 from flagbench.bisect import search, timed
 from flagbench.bisect.search import BAD, GOOD, SKIP
-from flagbench.bisect.subject import StepFailed
-from flagbench.errors import UserError
+from flagbench.errors import StepFailed, UserError
 from flagbench.metrics import Metric
 from flagbench.textsafe import term_text
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from flagbench.bisect.subject import TIME_RATIO, StepFailed, Subject, size_cell
-from flagbench.errors import UserError
+from flagbench.bisect.subject import TIME_RATIO, Subject, size_cell
+from flagbench.errors import StepFailed, UserError
 
 
 class CSubject(Subject):

@@ -172,7 +172,7 @@ class GuestMeter:
                       settings=self.settings, system_map=system_map)
         row = guest.parse_console(r.console, r.regions, self.rows)[self.row.tag]
         if row.failure or not row.iterations:
-            from flagbench.bisect.subject import StepFailed
+            from flagbench.errors import StepFailed
             raise StepFailed(f"booting {vmlinux}: {row.failure or 'no iterations'}"
                             + ("" if r.ok else f" ({r.reason})"))
         return row

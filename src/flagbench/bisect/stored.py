@@ -119,7 +119,7 @@ def once(cells: list, metric: str, workdir: Path, name: str = "flagbench bisect"
         run_id = store.start_run(name, key, {"kind": "bisect"})
         value, _, failure = _engine(store, run_id, key, name, cells, metric)
     if failure:
-        from flagbench.bisect.subject import StepFailed
+        from flagbench.errors import StepFailed
         raise StepFailed(f"{cells[0].bench} at {cells[0].variant}: {failure}" if cells else failure)
     return value
 

@@ -16,11 +16,6 @@ CODE_BYTES = count("code_bytes", "bytes")         # bloat-o-meter's Function tab
 TIME_RATIO = Metric("ns_per_iter_ratio", "ratio", better=NS_PER_ITER.better)   # commit/good, paired rounds
 
 
-class StepFailed(UserError):
-    """A commit built but its bench did not run to the end (a crash, a timeout, a kernel that
-    does not boot): the step is skipped like a commit that does not build, not the bisection."""
-
-
 class Subject:
     what = "its sources are"   # said when the experiment's sources are not in a git repository
 
