@@ -110,3 +110,16 @@ def appending_patch(src: Path, rel: str, line: str) -> str:
     return (f"--- a/{rel}\n+++ b/{rel}\n@@ -{len(lines) - len(tail) + 1},{len(tail)} "
             f"+{len(lines) - len(tail) + 1},{len(tail) + 1} @@\n"
             + "".join(f" {t}\n" for t in tail) + f"+{line}\n")
+
+
+# A stand-in for a kernel tree's top Makefile: the Kbuild targets flagbench calls (make -C SRC O=DIR
+# ...): tinyconfig writes an empty .config, olddefconfig keeps it; a test appends `all`'s recipe.
+STAND_IN_KBUILD = """VERSION = 6
+PATCHLEVEL = 1
+SUBLEVEL = 0
+tinyconfig:
+\t: > $(O)/.config
+olddefconfig:
+\t@true
+all:
+"""

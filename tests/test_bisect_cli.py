@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import flagbench
+from kernel_util import STAND_IN_KBUILD
 from flagbench.bisect import timed
 from test_bisect import LOOP_C, LOOP_EXPERIMENT, _git
 
@@ -119,15 +120,7 @@ def test_a_commit_whose_bench_crashes_is_skipped_and_named(repo, tmp_path):
 # A stand-in for a kernel tree: Kbuild's targets as flagbench calls them (make -C SRC O=DIR ...):
 # tinyconfig writes an empty .config (the asked options are merged in after it), olddefconfig
 # keeps it, `all` compiles f.c into "vmlinux" (an ELF file with code symbols: --metric size reads them).
-MAKEFILE = """VERSION = 6
-PATCHLEVEL = 1
-SUBLEVEL = 0
-tinyconfig:
-\t: > $(O)/.config
-olddefconfig:
-\t@true
-all:
-\t$(CC) -O2 -c f.c -o $(O)/vmlinux
+MAKEFILE = STAND_IN_KBUILD + """\t$(CC) -O2 -c f.c -o $(O)/vmlinux
 \t: > $(O)/System.map
 """
 F_C = "int f(int x);\nint f(int x) {{\n{body}    return x;\n}}\n"

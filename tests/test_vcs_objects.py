@@ -19,17 +19,10 @@ import pytest
 from conftest import flagbench, write_experiment
 from flagbench.errors import UserError
 from flagbench.size import objects
+from kernel_util import STAND_IN_KBUILD
 from test_bisect import _git
 
-MAKEFILE = """VERSION = 6
-PATCHLEVEL = 1
-SUBLEVEL = 0
-tinyconfig:
-\t: > $(O)/.config
-olddefconfig:
-\t@true
-all:
-\tmkdir -p $(O)/lib
+MAKEFILE = STAND_IN_KBUILD + """\tmkdir -p $(O)/lib
 \t$(CC) -O2 -c lib/f.c -o $(O)/lib/f.o
 \techo 'savedcmd_lib/f.o := $(CC) -O2 -c -o lib/f.o lib/f.c' > $(O)/lib/.f.o.cmd
 \t$(CC) -O2 -c lib/g.c -o $(O)/lib/g.o

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import flagbench, write_experiment
+from kernel_util import STAND_IN_KBUILD
 from test_bisect import LOOP_C, LOOP_EXPERIMENT, _git
 
 NASTY = "\x1b[31mred\x07 <img src=x onerror=alert(1)><script>x</script>"
@@ -50,15 +51,7 @@ def test_bisect_escapes_subjects_and_compiler_errors(tmp_path):
     assert _clean(done.stdout + done.stderr), done.stdout + done.stderr
 
 
-MAKEFILE = """VERSION = 6
-PATCHLEVEL = 1
-SUBLEVEL = 0
-tinyconfig:
-\t: > $(O)/.config
-olddefconfig:
-\t@true
-all:
-\t@printf 'f.c:1:1: error: \\033[31mboom\\007\\n'; exit 1
+MAKEFILE = STAND_IN_KBUILD + """\t@printf 'f.c:1:1: error: \\033[31mboom\\007\\n'; exit 1
 """
 
 

@@ -146,12 +146,17 @@ def _commits(exp) -> dict:
     return {"commits": commits} if commits else {}
 
 
-def choose(exp, names: Sequence[str] | None) -> list:
-    """The benches `--bench` names (all by default); unknown names are bad input."""
+def check_bench_names(exp, names: Sequence[str] | None) -> None:
+    """`--bench` names that the experiment has not are bad input (run, profile, model)."""
     unknown = sorted(set(names or ()) - {b.name for b in exp.benches})
     if unknown:
         raise UserError(f"{exp.path}: no bench named {', '.join(unknown)} "
                         f"(benches: {', '.join(b.name for b in exp.benches) or 'none'})")
+
+
+def choose(exp, names: Sequence[str] | None) -> list:
+    """The benches `--bench` names (all by default); unknown names are bad input."""
+    check_bench_names(exp, names)
     chosen = [b for b in exp.benches if not names or b.name in names]
     if not chosen:
         raise UserError(f"{exp.path}: no [[bench]] to run")

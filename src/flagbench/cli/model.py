@@ -43,10 +43,8 @@ def run(args) -> int:
 
     procs.install()
     exp = spec.load(Path(args.experiment))
-    unknown = set(args.bench or ()) - {b.name for b in exp.benches}
-    if unknown:
-        raise UserError(f"{exp.path}: no bench named {', '.join(sorted(unknown))} "
-                        f"(benches: {', '.join(b.name for b in exp.benches) or 'none'})")
+    from flagbench.pipeline import check_bench_names
+    check_bench_names(exp, args.bench)
     known = {c for cores in known_cores().values() for c in cores}
     bad = [c for c in args.core or () if c not in known]
     if bad:

@@ -36,10 +36,8 @@ def run(args) -> int:
 
     procs.install()
     exp = spec.load(Path(args.experiment))
-    unknown = set(args.bench or ()) - {b.name for b in exp.benches}
-    if unknown:
-        raise UserError(f"{exp.path}: no bench named {', '.join(sorted(unknown))} "
-                        f"(benches: {', '.join(b.name for b in exp.benches) or 'none'})")
+    from flagbench.pipeline import check_bench_names
+    check_bench_names(exp, args.bench)
     chosen = [b for b in exp.benches if not args.bench or b.name in args.bench]
     if not any(b.kind == "micro" for b in chosen):
         raise UserError(f"{exp.path}: no micro bench to profile (profiles are taken of kind micro)")
