@@ -13,13 +13,7 @@ from pathlib import Path
 from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.kbuild import kconfig
-from flagbench.kernelspec import Option, parse_lines
-
-
-def read_config(path: Path) -> dict[str, str]:
-    """CONFIG_FOO -> value as .config writes it; "is not set" lines read as "n"."""
-    text = path.read_text(errors="replace").splitlines()
-    return {o.name: o.value for o in parse_lines(text, lambda i: f"{path}:{i + 1}")}
+from flagbench.kernelspec import Option, parse_lines, read_config
 
 
 def merge(config: Path, options: list[Option]) -> None:
@@ -81,9 +75,3 @@ def check_truth(options: list[Option], config_path: Path, src: Path, srcarch: st
         parts.append(f"{o.name}: asked {o.value} ({o.origin}), got {shown}: {reason}")
     raise UserError(f"{cell}: Kconfig did not keep {len(bad)} option{'s' * (len(bad) > 1)}: " + "; ".join(parts))
 
-
-def delta(old: Path, new: Path) -> list[tuple[str, str, str]]:
-    """(option, old value, new value) for every option that differs between two .config files
-    ("n" for not set), sorted by option."""
-    a, b = read_config(old), read_config(new)
-    return [(k, a.get(k, "n"), b.get(k, "n")) for k in sorted(set(a) | set(b)) if a.get(k, "n") != b.get(k, "n")]
