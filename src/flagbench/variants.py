@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from flagbench import spec
-from flagbench.build import Build, Progress, build
+from flagbench import spec, subject as subjects
+from flagbench.build import Build, Progress
 from flagbench.errors import UserError
 
 
@@ -94,18 +94,6 @@ def pair(path: str | Path | spec.Experiment, variants: str | Sequence[str] | Non
     exp = path if isinstance(path, spec.Experiment) else spec.load(path)
     old_cell, new_cell, notes = choose(exp, variants, target, compiler)
     cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
-    if exp.kernel is not None:
-        from flagbench.kbuild.build import build_kernels
-
-        builds = build_kernels(exp, cells, jobs=jobs, progress=not quiet)
-        for b in builds:
-            if not b.ok:
-                first = (b.error or "").splitlines()[:3]
-                raise UserError(f"{b.cell.key} did not build: {' / '.join(first)} "
-                                f"(log: {b.dir / 'flagbench-make.log'})")
-        return Pair(builds[0], builds[-1], notes, True)
-    if not exp.sources and not (old_cell.variant.sources and new_cell.variant.sources):
-        raise UserError(f"{exp.path}: no sources, so no objects to compare (size and asm compare the objects "
-                        f"of two variants; name them with sources = [\"file.c\"])")
-    builds = build(exp, cells, jobs=jobs or 2, progress=progress, notes=notes)
-    return Pair(builds[0], builds[-1], notes, False)
+    subject = subjects.of(exp)
+    builds = subject.pair(cells, jobs=jobs, progress=progress, quiet=quiet, notes=notes)
+    return Pair(builds[0], builds[-1], notes, subject.kind == "kernel")

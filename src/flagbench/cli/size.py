@@ -143,12 +143,12 @@ def _experiment(args) -> bool:
         return False
     if args.new is not None:
         raise UserError(f"{args.old} is an experiment: give it alone (choose with --variants A,B)")
-    from flagbench import spec, variants
+    from flagbench import spec, subject, variants
     import re
     import sys
 
     exp = spec.load(args.old)
-    if exp.kernel is None and (args.objects or args.summary or args.bom_rules):
+    if subject.of(exp).kind == "c" and (args.objects or args.summary or args.bom_rules):
         raise UserError(f"{exp.path}: --objects, --summary and --bom-rules go with a kernel experiment")
     if args.bom_rules not in (None, "tree", "newest"):
         raise UserError(f"--bom-rules {args.bom_rules} is for two files; a kernel experiment takes tree or newest")

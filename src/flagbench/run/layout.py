@@ -144,13 +144,8 @@ def split_aligned_column(column: str) -> str | None:
 def aligned_experiment(exp):
     """The experiment again, every variant `V` as `V@align64` with ALIGN_FLAG last on its command
     line (after every other flag, so nothing undoes it); benches relink no layouts (`layouts`: the
-    check is one more layout, every function at a 64-byte boundary). A kernel's variants get
-    KERNEL_ALIGN_OPTION where the tree has it (Debian's 6.1 and 6.12 do), else ALIGN_FLAG in KCFLAGS.
-
-    >>> from flagbench import spec
-    >>> k = aligned_experiment(spec.load(Path(__file__).parents[3] / "tests" / "data" / "kernel")).kernel
-    >>> [name for name, _ in k.variants][:2], {o.line for _, c in k.variants for o in c.options[-1:]}
-    (['default@align64', 'patched@align64'], {'CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y'})
+    check is one more layout, every function at a 64-byte boundary). A kernel's variants are
+    aligned by its subject (subject.KernelSubject.aligned: KERNEL_ALIGN_OPTION or ALIGN_FLAG).
     """
     from dataclasses import replace
 
@@ -158,26 +153,7 @@ def aligned_experiment(exp):
     variants = tuple(replace(v, name=aligned_column(v.name), cflags=(*v.cflags, ALIGN_FLAG)) for v in exp.variants)
     benches = tuple(replace(b, layouts=0, layout_variants=None) if isinstance(b, MicroBench) else b
                     for b in exp.benches)
-    out = replace(exp, variants=variants, benches=benches)
-    if exp.kernel is not None:
-        from flagbench.kernelspec import Changes, Option
-        extra = Changes(options=(Option(KERNEL_ALIGN_OPTION, "y", "flagbench run --layout-check"),)) \
-            if _tree_has_option(exp.kernel.source) else Changes(kcflags=(ALIGN_FLAG,))
-        own = dict(exp.kernel.variants)
-        out = replace(out, kernel=replace(exp.kernel, variants=tuple(
-            (aligned_column(v.name), own.get(v.name, Changes()).plus(extra)) for v in exp.variants)))
-    return out
-
-
-def _tree_has_option(source: str) -> bool:
-    """Whether a kernel source offers KERNEL_ALIGN_OPTION (lib/Kconfig.debug, since Linux 5.17)."""
-    if source.startswith("debian:"):   # the trees flagbench unpacks: 6.1, 6.12
-        return True
-    kconfig = Path(source) / "lib" / "Kconfig.debug"
-    try:
-        return f"config {KERNEL_ALIGN_OPTION[len('CONFIG_'):]}\n" in kconfig.read_text(errors="replace")
-    except OSError:
-        return False
+    return replace(exp, variants=variants, benches=benches)
 
 
 def function_offsets(path) -> dict[str, int]:
