@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 
-FORMATS = ("text", "md", "json")
+from flagbench.export import choices
+
+FORMATS = choices("text", "md", "json")   # asm.render's
 
 
 def register(sub):
@@ -81,12 +83,12 @@ def _run(args) -> int:
         notes.append(f"warning: {c.warning}")
     for note in notes:
         print(f"flagbench asm: {note}", file=sys.stderr)
-    if args.format == "json":
-        print(render.to_json(c, functions, everything=not args.changed_only))
-    elif args.format == "md":
-        print(render.to_markdown(c, functions, args.limit), end="")
-    else:
-        render.print_text(c, functions, args.limit)
+    from flagbench import export
+    out = export.render(args.format, {
+        "json": lambda: render.to_json(c, functions, everything=not args.changed_only) + "\n",
+        "md": lambda: render.to_markdown(c, functions, args.limit),
+        "text": lambda: render.print_text(c, functions, args.limit)})   # printed there: coloured on a terminal
+    sys.stdout.write(out or "")
     return 0
 
 

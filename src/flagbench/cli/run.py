@@ -14,7 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FORMATS = ("text", "md", "json", "csv")
+from flagbench.export import choices
+
+FORMATS = choices("text", "md", "json", "csv")   # report's, but html: `report RUN --format html`
 
 
 def register(sub):

@@ -1,7 +1,9 @@
 """`flagbench size OLD NEW`: symbol and section size deltas, bloat-o-meter compatible, padding-aware."""
 from __future__ import annotations
 
-FORMATS = ("text", "bom", "md", "json", "csv")
+from flagbench.export import choices
+
+FORMATS = choices("text", "bom", "md", "json", "csv")   # bom: cli's own; the rest size.render's
 BOM_RULES = ("tree", "newest", "6.1", "6.12")      # size/rules.py's BOM_VERSIONS, and a tree's own
 
 

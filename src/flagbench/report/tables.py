@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from flagbench import stats
 from flagbench.stats import Change, LayoutBand, Metric, band_verdict, layout_band, metric as metric_of
 
-FORMATS = ("text", "md", "json", "csv")
 # Sweep axes go last so rows group by alignment (memcpy) or by mode (will-it-scale).
 EXACT_TABLE = "exact counts"
 _INNER_AXES = ("size", "len", "length", "tasks", "threads")
