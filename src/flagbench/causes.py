@@ -222,7 +222,7 @@ def _checked(t, r, v: str, checks: dict) -> str:
     """The layout check's line for variant v of row r: its change with every function aligned,
     and whether the effect survives; or that the alignment could not move anything."""
     from flagbench.stats.verdict import fmt_exact, pct
-    from flagbench.run.layout import ALIGN
+    from flagbench.columns import ALIGN
     from flagbench.stats.layout import survives
     aligned = r.aligned.get(v)
     if aligned is None:

@@ -7,6 +7,7 @@ that reads whether an experiment has a [kernel] table; every other stage asks it
     built(cell, ...)     one cell as a Built: what asm reads (`files`), what size compares
                          (`size_file`), what boots (`boots`) and its identity; or why it does not build
     kernels(...)         the kernel cells it builds (none for C); `guest_kernels` those guests boot
+    pair(...)            (module function) the two cells size and asm compare, built, as a Pair
     at_commits(...)      one variant per commit, each the template at that commit
     aligned()            every variant again with each function 64-byte aligned (the layout check)
     with_host_config(..) `config = "host"` made the config a machine's kernel runs with
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple, Sequence
 
+from flagbench.columns import ALIGN_FLAG, aligned_column
 from flagbench.errors import DiskFull, UserError
 
 
@@ -67,7 +69,7 @@ class Subject:
         from flagbench import build
         return build.build(self.exp, cells, jobs=jobs or 2, progress=progress, notes=notes)
 
-    def pair(self, cells, *, jobs=None, progress=None, quiet: bool = False, notes=None) -> list:
+    def build_pair(self, cells, *, jobs=None, progress=None, quiet: bool = False, notes=None) -> list:
         """The cells size and asm compare, built; bad input when there is nothing to compare."""
         exp = self.exp
         if not exp.sources and not all(c.variant.sources for c in cells):
@@ -118,12 +120,10 @@ class Subject:
 
     @property
     def align_words(self) -> str:
-        from flagbench.run.layout import ALIGN_FLAG
         return ALIGN_FLAG
 
     def aligned(self):
         """The layout check's experiment: every variant again as `V@align64`, each function aligned."""
-        from flagbench.run.layout import aligned_experiment
         return aligned_experiment(self.exp)
 
     def with_host_config(self, dest: str | None, host=None):
@@ -157,7 +157,7 @@ class KernelSubject(Subject):
     def build(self, cells=None, *, jobs=None, progress=None, quiet: bool = False, notes=None) -> list:
         return self.kernels(cells, jobs=jobs, progress=not quiet)
 
-    def pair(self, cells, *, jobs=None, progress=None, quiet: bool = False, notes=None) -> list:
+    def build_pair(self, cells, *, jobs=None, progress=None, quiet: bool = False, notes=None) -> list:
         """A cell that does not build is bad input, with its compiler's first error lines."""
         builds = self.kernels(cells, jobs=jobs, progress=not quiet)
         for b in builds:
@@ -184,10 +184,8 @@ class KernelSubject(Subject):
         """BOOT: with the options a guest needs to boot (kernel/boot-TARGET.config); KEEP_OBJECTS:
         a commit's build keeps its checkout and objects (object bisection relinks them)."""
         from flagbench.kbuild.build import build_kernels
-        fragments = ()
-        if boot:
-            from flagbench.run.guest import boot as boots
-            fragments = boots.boot_fragments(self.exp)
+        from flagbench.kbuild.config import boot_fragments
+        fragments = boot_fragments(self.exp) if boot else ()
         return build_kernels(self.exp, cells, jobs=jobs, progress=progress, extra_fragments=fragments,
                              keep_objects=keep_objects)
 
@@ -221,7 +219,6 @@ class KernelSubject(Subject):
         (['default@align64', 'patched@align64'], {'CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y'})
         """
         from flagbench.kernelspec import Changes, Option
-        from flagbench.run.layout import ALIGN_FLAG, KERNEL_ALIGN_OPTION, aligned_column, aligned_experiment
         exp = self.exp
         extra = Changes(options=(Option(KERNEL_ALIGN_OPTION, "y", "flagbench run --layout-check"),)) \
             if _tree_has_option(exp.kernel.source, KERNEL_ALIGN_OPTION) else Changes(kcflags=(ALIGN_FLAG,))
@@ -250,6 +247,59 @@ class KernelSubject(Subject):
         from flagbench.hosts import kexec
         path = kexec.host_config_file(exp.path, exp.kernel.config, dest, host)
         return replace(exp, kernel=replace(exp.kernel, config=str(path), hash=_sha(exp.kernel.hash + path.name)))
+
+
+class Pair(NamedTuple):
+    """Two builds of one experiment, made by the build stage, for size and asm to compare.
+    Each side is a build.Build (a C experiment's objects) or a kbuild.build.KernelBuild
+    (one vmlinux); `files(side)` is what an ELF reader reads either way."""
+    old: object               # build.Build or kbuild.build.KernelBuild
+    new: object
+    notes: list[str]          # what was chosen (when there was a choice) and what the build dropped
+    kernel: bool              # the sides are kernels: a vmlinux each, and their build trees
+
+    @staticmethod
+    def files(side) -> list[Path]:
+        """The ELF files of one side: its objects, or its vmlinux."""
+        vmlinux = getattr(side, "vmlinux", None)
+        return [vmlinux] if vmlinux is not None else list(side.objects)
+
+
+def pair(path, variants: str | Sequence[str] | None = None, target: str | None = None,
+         compiler: str | None = None, *, jobs: int | None = None, progress: Callable[[str], None] | None = None,
+         quiet: bool = False) -> Pair:
+    """Load the experiment (a path, or a spec.Experiment), build its two chosen cells (variants.choose)
+    (cached: an unchanged experiment runs no compiler and no make) and return them.
+    C builds report to `progress`; kernel builds show a bar unless `quiet`. A kernel cell
+    that fails to build is a UserError with its compiler's error lines."""
+    from flagbench import spec
+    from flagbench.variants import choose
+    exp = path if isinstance(path, spec.Experiment) else spec.load(path)
+    old_cell, new_cell, notes = choose(exp, variants, target, compiler)
+    cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
+    subject = of(exp)
+    builds = subject.build_pair(cells, jobs=jobs, progress=progress, quiet=quiet, notes=notes)
+    return Pair(builds[0], builds[-1], notes, subject.kind == "kernel")
+
+
+# -- the layout check's builds: every function at a 64-byte boundary (run/layout.py measures them) --
+# 0Day's manual step for "strange" bumps of commits that did not touch the benchmark's code: if
+# the effect is gone once no function's placement depends on its neighbours' sizes, it was layout.
+
+KERNEL_ALIGN_OPTION = "CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B"   # lib/Kconfig.debug, where the tree has it
+
+
+def aligned_experiment(exp):
+    """The experiment again, every variant `V` as `V@align64` with ALIGN_FLAG last on its command
+    line (after every other flag, so nothing undoes it); benches relink no layouts (`layouts`: the
+    check is one more layout, every function at a 64-byte boundary). A kernel's variants are
+    aligned by KernelSubject.aligned (KERNEL_ALIGN_OPTION, or ALIGN_FLAG in its kcflags).
+    """
+    from flagbench.benchspec import MicroBench
+    variants = tuple(replace(v, name=aligned_column(v.name), cflags=(*v.cflags, ALIGN_FLAG)) for v in exp.variants)
+    benches = tuple(replace(b, layouts=0, layout_variants=None) if isinstance(b, MicroBench) else b
+                    for b in exp.benches)
+    return replace(exp, variants=variants, benches=benches)
 
 
 def of(exp) -> Subject:

@@ -102,7 +102,7 @@ def _experiment(args):
     """The comparison of an experiment's two variant builds (all their objects as one set, or
     the two vmlinux function by function), the functions to show and the notes."""
     from flagbench.asm.compare import compare, compare_object_sets
-    from flagbench.variants import pair
+    from flagbench.subject import pair
 
     p = pair(args.inputs[0], args.variants, args.target, args.compiler)
     labels = {"old_label": p.old.cell.key, "new_label": p.new.cell.key}

@@ -145,7 +145,7 @@ def _experiment(args) -> bool:
         return False
     if args.new is not None:
         raise UserError(f"{args.old} is an experiment: give it alone (choose with --variants A,B)")
-    from flagbench import spec, subject, variants
+    from flagbench import spec, subject
     import re
     import sys
 
@@ -154,7 +154,7 @@ def _experiment(args) -> bool:
         raise UserError(f"{exp.path}: --objects, --summary and --bom-rules go with a kernel experiment")
     if args.bom_rules not in (None, "tree", "newest"):
         raise UserError(f"--bom-rules {args.bom_rules} is for two files; a kernel experiment takes tree or newest")
-    pair = variants.pair(exp, args.variants, args.target, args.compiler)
+    pair = subject.pair(exp, args.variants, args.target, args.compiler)
     if not pair.kernel:
         from flagbench.build import archive
         _name_pair(args, pair)

@@ -75,3 +75,31 @@ def check_truth(options: list[Option], config_path: Path, src: Path, srcarch: st
         parts.append(f"{o.name}: asked {o.value} ({o.origin}), got {shown}: {reason}")
     raise UserError(f"{cell}: Kconfig did not keep {len(bad)} option{'s' * (len(bad) > 1)}: " + "; ".join(parts))
 
+
+# The options a kernel needs to boot under flagbench's guest (serial console, initramfs, ...) are
+# the guest's files; every variant gets them alike, so the build adds them.
+GUEST_FILES = Path(__file__).resolve().parents[1] / "run" / "guest"
+
+
+def boot_fragment(target_name: str) -> Path | None:
+    """The config fragment a target's kernel needs to boot here (kernel/boot-TARGET.config),
+    for kbuild.build_kernels(extra_fragments=...): the same for every variant."""
+    path = GUEST_FILES / f"boot-{target_name}.config"
+    return path if path.is_file() else None
+
+
+def boot_fragments(exp) -> list[Path]:
+    """The boot fragments a kernel experiment's guest benches need and it does not already ask
+    for (a case may list the fragment itself, so build/size/asm and run share one build):
+    pass them as build_kernels(extra_fragments=...)."""
+    asked = {(o.name, o.value) for o in exp.kernel.common.options}
+    out = []
+    for name in sorted({c.target for c in exp.cells()}):
+        path = boot_fragment(name)
+        if path is None:
+            continue
+        wanted = {tuple(line.strip().split("=", 1)) for line in path.read_text().splitlines()
+                  if line.startswith("CONFIG_") and "=" in line}
+        if not wanted <= asked:
+            out.append(path)
+    return out
