@@ -85,7 +85,7 @@ def _gcc(*args: str) -> None:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """Each variant's object, its per-iteration profile and total; the A/A floor of the baseline."""
-    from flagbench.profile_run import exact_profile
+    from flagbench.run.profiled import exact_profile
     from flagbench.run.layout import pad_source
     root = tmp_path_factory.mktemp("attribution")
     (root / "prog.c").write_text(PROGRAM)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from flagbench import spec
+from flagbench import spec, subject
 from flagbench.errors import UserError
 from flagbench.hosts.factory import box_place, checked_place, ssh_places
 from flagbench.hosts.kexec import KexecHost
@@ -21,7 +21,7 @@ KEXEC_EXPERIMENT = ROOT / "tests" / "data" / "kexec"     # test_kexec.py's: gues
 
 
 def test_plain_experiments_get_an_ssh_host_per_dest(tmp_path):
-    exp = spec.load(ROOT / "cases" / "memcpy-strategy")
+    exp = subject.of(spec.load(ROOT / "cases" / "memcpy-strategy"))
     places = ssh_places(exp, ["a", "ssh://me@10.0.0.5:2222"], print)
     assert [type(p) for p in places] == [SshHost, SshHost] and [p.dest for p in places] == ["a", "ssh://me@10.0.0.5:2222"]
     with pytest.raises(UserError, match="--host names a twice"):
@@ -29,7 +29,7 @@ def test_plain_experiments_get_an_ssh_host_per_dest(tmp_path):
 
 
 def test_guest_benches_get_one_kexec_host():
-    exp = spec.load(KEXEC_EXPERIMENT)
+    exp = subject.of(spec.load(KEXEC_EXPERIMENT))
     [place] = ssh_places(exp, ["board"], print)
     assert type(place) is KexecHost and place.boot_kind == "kexec" and place.kexec.conn is place.conn
     with pytest.raises(UserError, match="one --host at a time"):

@@ -336,7 +336,7 @@ def test_size_takes_a_c_experiment_too():
     if missing_tools():
         pytest.skip("needs linux-source-6.1 (its bloat-o-meter is the oracle)")
     from flagbench.build import archive
-    from flagbench.variants import pair as variant_pair
+    from flagbench.subject import pair as variant_pair
     case = Path(__file__).parent.parent / "cases" / "long-calls"
     out = flagbench("size", str(case), "--target", "hppa", "--format=bom")
     assert out.returncode == 0, out.stderr

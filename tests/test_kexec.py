@@ -182,7 +182,7 @@ def sshd_box(tmp_path, monkeypatch, object_cache):
 def test_inspect_and_host_config_over_ssh(sshd_box, tmp_path):
     import gzip
 
-    from flagbench import spec
+    from flagbench import spec, subject
     from flagbench.hosts.ssh import Connection
 
     with Connection("box") as conn:
@@ -193,7 +193,7 @@ def test_inspect_and_host_config_over_ssh(sshd_box, tmp_path):
         pytest.skip("this kernel has no /proc/config.gz")
     exp = spec.load(_experiment(tmp_path / "exp", "host:box"))
     assert exp.kernel.config == "host:box"
-    got = kexec.host_config(exp, None)
+    got = subject.of(exp).with_host_config(None)
     assert Path(got.kernel.config).read_bytes() == gzip.decompress(Path("/proc/config.gz").read_bytes())
     assert got.kernel.hash != exp.kernel.hash
 

@@ -11,7 +11,8 @@ from conftest import write_experiment
 from flagbench import build, spec
 from flagbench.errors import UserError
 from flagbench.cli import is_experiment
-from flagbench.variants import choose, pair, parse_variants
+from flagbench.subject import pair
+from flagbench.variants import choose, parse_variants
 
 MATRIX = """
 sources = ["f.c"]

@@ -329,8 +329,7 @@ def cause_line(c: Cause, fmt: str = "text") -> str | dict:
 
 def _as(line: str, fmt: str, bold: int = 0) -> str:
     """A plain line in a format; `bold`: how many leading characters md makes bold."""
-    from flagbench.report.doc import md_para
-    from flagbench.textsafe import term_text
+    from flagbench.textsafe import md_para, term_text
     if fmt == "md":
         return (f"**{md_para(line[:bold])}**" if bold else "") + md_para(line[bold:])
     if fmt == "html":

@@ -221,8 +221,8 @@ def _without_profile(names: list[str], measured: str | None) -> Cause:
 def _checked(t, r, v: str, checks: dict) -> str:
     """The layout check's line for variant v of row r: its change with every function aligned,
     and whether the effect survives; or that the alignment could not move anything."""
-    from flagbench.report.cells import fmt_exact, pct
-    from flagbench.run.layout import ALIGN
+    from flagbench.stats.verdict import fmt_exact, pct
+    from flagbench.columns import ALIGN
     from flagbench.stats.layout import survives
     aligned = r.aligned.get(v)
     if aligned is None:

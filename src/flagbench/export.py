@@ -12,28 +12,49 @@ is made safe in it; a verb names the formats it writes (`choices`) and dispatche
 """
 from __future__ import annotations
 
-import html as _html
-from dataclasses import dataclass
-from typing import Callable, Mapping
-
 from flagbench.errors import UserError
-from flagbench.textsafe import csv_cell, md_cell, term_text
+
+TYPE_CHECKING = False   # typing, textsafe and html are imported on first use: `size` must start fast
+if TYPE_CHECKING:
+    from typing import Callable, Mapping
 
 
-@dataclass(frozen=True)
-class Format:
-    name: str
-    what: str                             # for --help
-    safe: Callable[[str], str]            # outside text as it may appear in this format
+def _term_text(text: str) -> str:
+    from flagbench.textsafe import term_text
+    return term_text(text)
+
+
+def _md_cell(text: str) -> str:
+    from flagbench.textsafe import md_cell
+    return md_cell(text)
+
+
+def _csv_cell(text: str) -> str:
+    from flagbench.textsafe import csv_cell
+    return str(csv_cell(text))
+
+
+def _html_escape(text: str) -> str:
+    import html
+    return html.escape(text)
+
+
+class Format:   # a plain class, not a dataclass (another import at start-up)
+    __slots__ = ("name", "what", "safe")
+
+    def __init__(self, name: str, what: str, safe: Callable[[str], str]):
+        self.name = name
+        self.what = what                  # for --help
+        self.safe = safe                  # outside text as it may appear in this format
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("text", "plain text for a terminal or a mail, within 100 columns", term_text),
-    Format("md", "Markdown tables, to paste into a mail or a review", md_cell),
+    Format("text", "plain text for a terminal or a mail, within 100 columns", _term_text),
+    Format("md", "Markdown tables, to paste into a mail or a review", _md_cell),
     Format("json", "every number, for scripts", lambda text: text),
-    Format("csv", "one row per table row, for a spreadsheet", lambda text: str(csv_cell(text))),
-    Format("html", "one self-contained page with plots (inline SVG, nothing fetched)", _html.escape),
-    Format("bom", "byte for byte what the kernel's scripts/bloat-o-meter prints", term_text),
+    Format("csv", "one row per table row, for a spreadsheet", _csv_cell),
+    Format("html", "one self-contained page with plots (inline SVG, nothing fetched)", _html_escape),
+    Format("bom", "byte for byte what the kernel's scripts/bloat-o-meter prints", _term_text),
 )}
 
 

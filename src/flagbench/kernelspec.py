@@ -122,6 +122,19 @@ def parse_lines(lines, origin_of) -> tuple[Option, ...]:
     return tuple(out)
 
 
+def read_config(path: Path) -> dict[str, str]:
+    """CONFIG_FOO -> value as .config writes it; "is not set" lines read as "n"."""
+    text = path.read_text(errors="replace").splitlines()
+    return {o.name: o.value for o in parse_lines(text, lambda i: f"{path}:{i + 1}")}
+
+
+def config_delta(old: Path, new: Path) -> list[tuple[str, str, str]]:
+    """(option, old value, new value) for every option that differs between two .config files
+    ("n" for not set), sorted by option."""
+    a, b = read_config(old), read_config(new)
+    return [(k, a.get(k, "n"), b.get(k, "n")) for k in sorted(set(a) | set(b)) if a.get(k, "n") != b.get(k, "n")]
+
+
 def fragment_file(path: Path) -> tuple[Option, ...]:
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()

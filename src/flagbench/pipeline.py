@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from flagbench import benchspec, procs
+from flagbench import benchspec, procs, subject as subjects
 from flagbench.errors import DiskFull, UserError
 from flagbench.textsafe import sayer
 
@@ -84,10 +84,8 @@ def run(path: Path, opts: Options):
     say = sayer("flagbench run: ", quiet=opts.quiet)
     with _fleet(exp, opts, say) as fleet, Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
         kexec_host = next((h for h in fleet.hosts if h.boots), None) if fleet else None
-        if exp.kernel and exp.kernel.config.startswith("host"):   # the config that host's kernel runs with
-            from flagbench.hosts import kexec
-            host = fleet.hosts[0] if fleet and len(fleet.hosts) == 1 else None
-            exp = kexec.host_config(exp, host.dest if host else None, host)
+        host = fleet.hosts[0] if fleet and len(fleet.hosts) == 1 else None
+        exp = subjects.of(exp).with_host_config(host.dest if host else None, host)   # `config = "host"`
         builds = build.build(exp, jobs=opts.jobs, progress=None if opts.quiet else say)
         check_symbols(exp, chosen, builds)
         with procs.owned_dir("flagbench-run") as workdir:
@@ -192,7 +190,7 @@ def _fleet(exp, opts: Options, say):
     from flagbench.hosts.factory import ssh_places
     from flagbench.run.places import Fleet, Local
 
-    hosts = ssh_places(exp, dests, say)    # a kexec host for guest benches: refused at open() if it cannot
+    hosts = ssh_places(subjects.of(exp), dests, say)    # a kexec host for guest benches: refused at open() if it cannot
     fleet = Fleet([*hosts, *opts.places], replicate=opts.replicate).open()
     try:
         for host in fleet.hosts:
@@ -254,18 +252,17 @@ def _layout_check(exp, chosen, builds, workdir: Path, notes: list[str], opts: Op
     from dataclasses import asdict
 
     from flagbench import build
-    from flagbench.run.layout import ALIGN_FLAG, aligned_column, aligned_experiment, alignment_moved
-    aligned = aligned_experiment(exp)
-    say(f"layout check: every variant again with {ALIGN_FLAG if exp.kernel is None else 'functions 64-byte aligned'}")
+    from flagbench.run.layout import aligned_column, alignment_moved
+    subject = subjects.of(exp)
+    aligned = subject.aligned()
+    say(f"layout check: every variant again with {subject.align_words}")
     aligned_builds = build.build(aligned, jobs=opts.jobs, progress=None if opts.quiet else say)
     aligned_kernels = []
     names = {b.name for b in chosen}
     guest = [benchspec.with_samples(b, opts.samples) for b in aligned.benches if b.name in names and b.guest]
     if guest:
-        from flagbench.kbuild import build as kbuild
-        from flagbench.run.guest import boot, guest as guests
-        aligned_kernels = kbuild.build_kernels(aligned, progress=not opts.quiet,
-                                               extra_fragments=boot.boot_fragments(aligned))
+        from flagbench.run.guest import guest as guests
+        aligned_kernels = subjects.of(aligned).guest_kernels(guest, progress=not opts.quiet)
     by_key = {b.cell.key: b for b in [*aligned_builds, *aligned_kernels]}
     checked = {}
     for b in [*builds, *kernels]:
@@ -304,14 +301,10 @@ def _guest_cells(exp, benches, workdir: Path, notes: list[str], opts: Options, k
     guest = [b for b in benches if b.guest]
     if not guest:
         return []
-    if exp.kernel is None:
-        raise UserError(f"{exp.path}:{guest[0].line}: bench {guest[0].name}: guest = true needs a "
-                        f"[kernel] table (the kernel it boots)")
-    from flagbench.run.guest import boot, guest as guests
+    builds = subjects.of(exp).guest_kernels(guest, progress=not opts.quiet)
+    from flagbench.run.guest import guest as guests
     from flagbench.run import hostrun
-    from flagbench.kbuild import build as kbuild
 
-    builds = kbuild.build_kernels(exp, progress=not opts.quiet, extra_fragments=boot.boot_fragments(exp))
     if kernels is not None:   # the caller compares them (causes.changed_by_cell)
         kernels += builds
     booters: dict = {}

@@ -1,7 +1,7 @@
 """Profiles: where a program's instructions (exact) or time (sampled) go, per symbol, and the
 diff of two variants' profiles, like `perf diff` with exact counts on the side.
 
-Three sources, parsed here (profile_run.py runs the programs):
+Three sources, parsed here (run/profiled.py runs the programs):
 - callgrind (x86_64): each function's self cost (Ir) from its output file; the selves add up to
   the file's total, which is the count `flagbench run` measures.
 - flagbench's qemu plugin with profile=FILE (other targets): "ADDRESS COUNT" per executed

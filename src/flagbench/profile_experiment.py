@@ -1,5 +1,5 @@
 """Profiles of an experiment's micro benches: for every build (variant x target x compiler) of
-each one, the harness program linked as `flagbench run` links it and profiled (profile_run.py):
+each one, the harness program linked as `flagbench run` links it and profiled (run/profiled.py):
 an exact profile, and on x86_64 a perf one where perf works.
 
 Each profile is kept in the results database (Store.put_profile, keyed by the experiment's
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flagbench.profile import Profile
-from flagbench.profile_run import HOST, exact_profile, perf_profile
+from flagbench.run.profiled import HOST, exact_profile, perf_profile
 
 
 def _kept(store, experiment_hash: str, key: dict) -> Profile | None:

@@ -24,42 +24,43 @@ from pathlib import Path
 from flagbench import vcs, vcs_export
 
 
-def resolve(checker, exp):
+def resolve(checker, exp, kernel=None):
     """EXP with each variant's ref resolved (Variant.commit) and, for C, its sources at it;
-    the experiment's hash then names the commits too. Errors go through spec's checker."""
+    the experiment's hash then names the commits too. KERNEL: its [kernel] table, whose source
+    the refs name commits of (None: C sources). Errors go through spec's checker."""
     variants, digest = [], hashlib.sha256(exp.hash.encode())
     for v in exp.variants:
         if v.ref is None:
             variants.append(v)
             continue
         where = ("variants", v.name, "ref")
-        repo = _repo(checker, exp, v, where)
+        repo = _repo(checker, exp, kernel, v, where)
         try:
             commit = vcs.resolve(repo, v.ref)
         except vcs.UnknownRef as e:
             checker.fail(where, f"variant {v.name!r}: {e}")
         digest.update(f"{v.name}\0{commit.sha}\0{commit.tree}\0".encode())
         sources = v.sources
-        if exp.kernel is None:
+        if kernel is None:
             sources = sources_at(commit, v.sources or exp.sources, lambda what: checker.fail(where, what))
         variants.append(replace(v, commit=commit, sources=sources))
     return replace(exp, variants=tuple(variants), hash=digest.hexdigest())
 
 
-def repository(exp) -> Path | None:
-    """The repository an experiment's refs name commits of: the kernel source's, or the one that
-    holds the C sources (None when there is none)."""
-    if exp.kernel is not None:
-        if exp.kernel.source.startswith("debian:"):
-            return None
-        return vcs.repo_root(exp.kernel.source)
+def sources_repository(exp) -> Path | None:
+    """The repository that holds a C experiment's sources (None when there is none)."""
     sources = exp.sources or next((v.sources for v in exp.variants if v.sources and v.commit is None), ())
     return vcs.repo_root(sources[0]) if sources else None
 
 
-def _repo(checker, exp, v, where: tuple) -> Path:
-    if exp.kernel is not None:
-        source = exp.kernel.source
+def tree_repository(source: str) -> Path | None:
+    """The repository of a `[kernel] source` (None for a Debian tree, or a tree outside git)."""
+    return None if source.startswith("debian:") else vcs.repo_root(source)
+
+
+def _repo(checker, exp, kernel, v, where: tuple) -> Path:
+    if kernel is not None:
+        source = kernel.source
         if source.startswith("debian:"):
             checker.fail(where, f"variant {v.name!r}: ref needs [kernel] source = PATH, a kernel tree that is "
                          f"a git repository (not {source})")
@@ -67,7 +68,7 @@ def _repo(checker, exp, v, where: tuple) -> Path:
         if repo is None or repo != Path(source).resolve():
             checker.fail(where, f"variant {v.name!r}: ref needs the kernel source {source} to be the top of "
                          "a git repository" + (f" (it is inside {repo})" if repo else ""))
-        if exp.kernel.changes(v.name).patches:
+        if kernel.changes(v.name).patches:
             checker.fail(where, f"variant {v.name!r}: ref with patches: commit the patches on a branch "
                          "and name that as the ref")
         return repo

@@ -22,7 +22,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from flagbench import refspec, spec, vcs
+from flagbench import spec, subject as subjects, vcs
 from flagbench import series_store as ss
 from flagbench.errors import DiskFull, UserError
 from flagbench.provenance import CommitRecord
@@ -32,26 +32,7 @@ from flagbench.textsafe import sayer
 def commit_experiment(exp: spec.Experiment, template: spec.Variant, commits: list[vcs.Commit]):
     """EXP with one variant per commit (named by its short sha), each TEMPLATE at that commit:
     (experiment, {short sha: why it cannot be built}) (a C source the commit lacks)."""
-    variants, missing = [], {}
-    own = dict(exp.kernel.variants).get(template.name) if exp.kernel is not None else None
-    worktree_sources = template.sources if template.sources and template.commit is None else exp.sources
-    for c in commits:
-        sources = None
-        if exp.kernel is None:
-            try:
-                sources = refspec.sources_at(c, worktree_sources, _raise)
-            except UserError as e:
-                missing[c.short] = str(e)
-                sources = worktree_sources
-        variants.append(replace(template, name=c.short, ref=c.sha, commit=c, sources=sources))
-    out = replace(exp, variants=tuple(variants))
-    if exp.kernel is not None and own is not None:
-        out = replace(out, kernel=replace(exp.kernel, variants=tuple((c.short, own) for c in commits)))
-    return out, missing
-
-
-def _raise(what: str):
-    raise UserError(what)
+    return subjects.of(exp).at_commits(template, commits)
 
 
 def compared_with(records: list[CommitRecord], built: set[str]) -> dict[str, str]:
@@ -84,12 +65,11 @@ def commits_of(exp: spec.Experiment, range_text: str) -> tuple[Path, list[vcs.Co
     """The repository, the base followed by each commit of BASE..HEAD, and their records (with
     parents). A BASE that is not an ancestor of HEAD is refused: rev-list would charge the base's
     own changes to the first commit."""
-    repo = refspec.repository(exp)
+    repo = subjects.of(exp).repository()
     if repo is None:
-        what = (f"the kernel source {exp.kernel.source}" if exp.kernel is not None
-                else "the experiment's sources")
-        raise UserError(f"{exp.path}: a series needs {what} in a git repository"
-                        + (" ([kernel] source = PATH of one)" if exp.kernel is not None else ""))
+        subject = subjects.of(exp)
+        raise UserError(f"{exp.path}: a series needs {subject.sources_what} in a git repository"
+                        + (" ([kernel] source = PATH of one)" if subject.kind == "kernel" else ""))
     base, head = vcs.parse_range(range_text)
     try:
         first = vcs.resolve(repo, base)
@@ -123,7 +103,7 @@ def run_series(path, range_text: str, *, db: Path, variant: str | None = None, t
     exp = spec.load(path) if experiment is None else experiment
     template = exp.variant(variant) if variant else exp.variants[0]
     old, _, notes = choose(replace(exp, variants=(template, template)), None, target, compiler)
-    if fleet is not None and exp.kernel is not None:
+    if fleet is not None and not subjects.of(exp).times_commits:
         raise UserError(f"{exp.path}: a kernel series is not timed on --host/--place yet (its counts are exact)")
     repo, commits, records = commits_of(exp, range_text) if given is None else given
     place = ",".join(sorted(h.name for h in fleet.hosts)) if fleet is not None else ""
@@ -142,11 +122,6 @@ def run_series(path, range_text: str, *, db: Path, variant: str | None = None, t
         return load(store, run_id), status
 
 
-class _Built:
-    def __init__(self, build, files, size_file, cached: bool):
-        self.build, self.files, self.size_file, self.cached = build, files, size_file, cached
-
-
 def measure(store, run_id: int, key: str, exp, template, cell, commits, records, *, jobs, asm: bool,
             counts: bool, fleet, progress: bool, say) -> int:
     """Build and measure what the run does not have yet; the engine's exit status."""
@@ -160,7 +135,7 @@ def measure(store, run_id: int, key: str, exp, template, cell, commits, records,
         return 0
     dexp, missing = commit_experiment(exp, template, commits)
     say(f"{len(commits) - 1} commits on {base.short} ({base.subject[:60]}), {t}/{c}, run {run_id}")
-    built: dict[str, _Built] = {}
+    built: dict[str, subjects.Built] = {}
     for i, (rec, v) in enumerate(zip(records, dexp.variants)):
         stored = ev.cell(rec.short, "build")
         if stored is not None and stored.status == "failed":
@@ -205,31 +180,15 @@ def measure(store, run_id: int, key: str, exp, template, cell, commits, records,
 
 
 def _build(exp, cell, jobs: int | None, progress: bool):
-    """_Built, or why it does not build (a line)."""
-    try:
-        if exp.kernel is not None:
-            from flagbench.kbuild.build import build_kernels
-            from flagbench.run.guest import boot
-
-            fragments = boot.boot_fragments(exp) if any(b.guest for b in exp.benches) else ()
-            (b,) = build_kernels(exp, [cell], jobs=jobs, progress=progress, extra_fragments=fragments)
-            if not b.ok:
-                return (b.error or "make failed").splitlines()[0]
-            return _Built(b, [b.vmlinux], b.vmlinux, b.cached)
-        from flagbench.build import archive, build
-
-        (b,) = build(exp, [cell], jobs=jobs or 2)
-        return _Built(b, list(b.objects), archive(b), b.cached)
-    except DiskFull:
-        raise
-    except UserError as e:
-        return short_error(str(e))
+    """The commit's subject.Built, or why it does not build (a line)."""
+    got = subjects.of(exp).built(cell, jobs=jobs, progress=progress)
+    return short_error(got) if isinstance(got, str) else got
 
 
 TOP_SIZES = 8      # bloat-o-meter lines kept per commit: the table shows what fits
 
 
-def _compare_cells(rec, old: _Built, new: _Built, against: str, vs: str, t: str, c: str, asm: bool) -> list:
+def _compare_cells(rec, old: subjects.Built, new: subjects.Built, against: str, vs: str, t: str, c: str, asm: bool) -> list:
     from flagbench.run.engine import BenchCell
     kernel = old.files and old.files[0] == old.size_file
 
@@ -263,12 +222,10 @@ def _compare_cells(rec, old: _Built, new: _Built, against: str, vs: str, t: str,
 def _count_cells(exp, builds, by_short, workdir: Path) -> list:
     """Every counted bench once per built commit (exact counts: one run is the value)."""
     cells, notes = [], []
-    benches = list(exp.benches)
-    host = [b for b in benches if not b.guest] if exp.kernel is None else []   # a kernel's C cells: not per commit
+    host, guest = subjects.of(exp).commit_benches(exp.benches)
     if host:
         cells += _host_cells(exp, host, builds, workdir, notes)
-    guest = [b for b in benches if b.guest]
-    if guest and exp.kernel is not None:
+    if guest:
         from flagbench.run.guest.guest import guest_cells
         cells += guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes,
                              noise_floor=False, profile_top=0)

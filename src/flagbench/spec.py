@@ -274,11 +274,11 @@ class _Checker:
             hosts=self.hosts(data), distcc=self.build_table(data.get("build", {})), places=self.places(data),
             layout_check=self.flag(data, "layout_check", ()),
             check=self.budgets(data.get("check", {})))
-        if "kernel" in data:   # kernelspec.py parses the table and the variants' kernel keys
-            kernel = kernelspec.parse(self, data)
+        kernel = kernelspec.parse(self, data) if "kernel" in data else None   # the table, its variants' keys
+        if kernel is not None:
             exp = replace(exp, kernel=kernel, hash=hashlib.sha256((exp.hash + kernel.hash).encode()).hexdigest())
         if any(v.ref is not None for v in exp.variants):   # refspec.py resolves them, once
-            exp = refspec.resolve(self, exp)
+            exp = refspec.resolve(self, exp, kernel)
         pairs, notes = exp.pairs()
         if not pairs:
             self.fail(("compilers",), "no compiler here can build any target: " + "; ".join(notes))

@@ -1,5 +1,6 @@
-"""Two builds of one experiment to compare: which variants, on which target, with which
-compiler. Shared by the verbs that compare a pair (`asm`, `size`).
+"""Two cells of one experiment to compare: which variants, on which target, with which
+compiler. Shared by the verbs that compare a pair (`asm`, `size`: built by subject.pair) and
+by those that take one cell of it (`series`, `watch`).
 
 The defaults make the short form of an experiment need no options: the first two
 variants (the baseline and the first change), on the first target and compiler that can
@@ -8,11 +9,9 @@ the experiment is a UserError that names what is.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 from flagbench import spec
-from flagbench.build import Build, Progress, build
 from flagbench.errors import UserError
 
 
@@ -66,46 +65,3 @@ def choose(exp: spec.Experiment, variants: str | Sequence[str] | None = None, ta
         notes.append(f"comparing variants {old_v.name} and {new_v.name}; also: "
                      f"{', '.join(v.name for v in exp.variants[2:])} (--variants A,B)")
     return spec.Cell(old_v, target, compiler), spec.Cell(new_v, target, compiler), notes
-
-
-class Pair(NamedTuple):
-    """Two builds of one experiment, made by the build stage, for size and asm to compare.
-    Each side is a build.Build (a C experiment's objects) or a kbuild.build.KernelBuild
-    (one vmlinux); `files(side)` is what an ELF reader reads either way."""
-    old: Build                # or KernelBuild
-    new: Build
-    notes: list[str]          # what was chosen (when there was a choice) and what the build dropped
-    kernel: bool              # the sides are kernels: a vmlinux each, and their build trees
-
-    @staticmethod
-    def files(side) -> list[Path]:
-        """The ELF files of one side: its objects, or its vmlinux."""
-        vmlinux = getattr(side, "vmlinux", None)
-        return [vmlinux] if vmlinux is not None else list(side.objects)
-
-
-def pair(path: str | Path | spec.Experiment, variants: str | Sequence[str] | None = None,
-         target: str | None = None, compiler: str | None = None, *, jobs: int | None = None,
-         progress: Progress = None, quiet: bool = False) -> Pair:
-    """Load the experiment (a path, or one already loaded), build its two chosen cells
-    (cached: an unchanged experiment runs no compiler and no make) and return them.
-    C builds report to `progress`; kernel builds show a bar unless `quiet`. A kernel cell
-    that fails to build is a UserError with its compiler's error lines."""
-    exp = path if isinstance(path, spec.Experiment) else spec.load(path)
-    old_cell, new_cell, notes = choose(exp, variants, target, compiler)
-    cells = [old_cell] if old_cell == new_cell else [old_cell, new_cell]
-    if exp.kernel is not None:
-        from flagbench.kbuild.build import build_kernels
-
-        builds = build_kernels(exp, cells, jobs=jobs, progress=not quiet)
-        for b in builds:
-            if not b.ok:
-                first = (b.error or "").splitlines()[:3]
-                raise UserError(f"{b.cell.key} did not build: {' / '.join(first)} "
-                                f"(log: {b.dir / 'flagbench-make.log'})")
-        return Pair(builds[0], builds[-1], notes, True)
-    if not exp.sources and not (old_cell.variant.sources and new_cell.variant.sources):
-        raise UserError(f"{exp.path}: no sources, so no objects to compare (size and asm compare the objects "
-                        f"of two variants; name them with sources = [\"file.c\"])")
-    builds = build(exp, cells, jobs=jobs or 2, progress=progress, notes=notes)
-    return Pair(builds[0], builds[-1], notes, False)

@@ -6,12 +6,13 @@ import json
 import re
 import sys
 
+from flagbench import export
 from flagbench.asm.compare import AsmComparison, FunctionDiff, side_by_side
 from flagbench.asm.mix import Mix, mix
 from flagbench.asm.model import EVERY, in_part
 from flagbench.textsafe import md_code, term_text
 
-FORMATS = ("text", "md", "json")
+FORMATS = export.choices("text", "md", "json")
 LIST_STATUSES = ("changed", "added", "removed")
 
 

@@ -15,6 +15,7 @@ from flagbench.errors import UserError
 
 class KernelSubject(Subject):
     what = "[kernel] source is"
+    guest = True
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
@@ -24,13 +25,11 @@ class KernelSubject(Subject):
         """The kernel at the commit (None: the source tree as it is on disk, which `git bisect
         run` checked out: built out of tree like any `source = PATH`, the tree only read);
         None when it does not build (the step is skipped)."""
-        from flagbench.run.guest import boot
-        from flagbench.kbuild import build as kbuild
+        from flagbench import subject
         self.builds += 1
         ref = (commit.sha, commit) if commit is not None else (None, None)
         cell = replace(self.cell, variant=replace(self.cell.variant, ref=ref[0], commit=ref[1]))
-        kb = kbuild.build_kernels(self.exp, [cell], jobs=self.jobs, progress=True,
-                                  extra_fragments=boot.boot_fragments(self.exp))[0]
+        kb = subject.of(self.exp).kernels([cell], jobs=self.jobs, progress=True, boot=True)[0]
         if not kb.ok:
             self.why = (kb.error or "make failed").splitlines()[0]
             return None

@@ -63,7 +63,9 @@ def bisect_objects(exp, variants, *, metric: str, bench: str | None, share: floa
                    say: Callable[[str], None], jobs: int = 2) -> ObjectOutcome:
     a, b = two_variants(exp, variants)
     start = time.monotonic()
-    out = (_kernel if exp.kernel is not None else _c)(exp, a, b, metric, bench, share, workdir, say, jobs)
+    from flagbench import subject
+    search_in = {"c": _c, "kernel": _kernel}[subject.of(exp).kind]   # objects linked, or a vmlinux relinked
+    out = search_in(exp, a, b, metric, bench, share, workdir, say, jobs)
     out.seconds = time.monotonic() - start
     return out
 
@@ -76,14 +78,14 @@ def _narrow(candidates, value, value_a: float, share: float, say, unit: str) -> 
 
 
 def _c(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcome:
-    from flagbench import build
+    from flagbench import subject
     from flagbench.bisect.cobjects import CMixer, differing
 
     cells = exp.cells()
     first = next(c for c in cells if c.variant.name == a)
     pair = [c for c in cells if c.target == first.target and c.compiler == first.compiler
             and c.variant.name in (a, b)]
-    builds = {x.cell.variant.name: x for x in build.build(exp, pair, jobs=jobs)}
+    builds = {x.cell.variant.name: x for x in subject.of(exp).build(pair, jobs=jobs)}
     candidates, same = differing(builds[a], builds[b])
     bench = choose_bench(exp, bench_name, guest=False, required=metric != "size")
     mixer = CMixer(exp, bench, builds[a], builds[b], metric, workdir)
@@ -99,10 +101,9 @@ def _c(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcom
 
 
 def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcome:
+    from flagbench import subject
     from flagbench.bisect.cobjects import code_bytes
     from flagbench.bisect.kobjects import KernelMixer, differing
-    from flagbench.run.guest import boot
-    from flagbench.kbuild import build as kbuild
 
     cells = [c for c in exp.cells() if c.variant.name in (a, b)]
     cells = [c for c in cells if (c.target, c.compiler) == (cells[0].target, cells[0].compiler)]
@@ -110,9 +111,8 @@ def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectO
     if commits:   # a commit's usual build keeps no objects: each gets a checkout and O= of its own
         say(f"{', '.join(commits)}: a commit; built in a checkout and O= directory of its own (kept at it), "
             "so A's objects can be relinked with B's")
-    built = {k.cell.variant.name: k for k in kbuild.build_kernels(exp, cells, jobs=jobs, progress=True,
-                                                                  extra_fragments=boot.boot_fragments(exp),
-                                                                  keep_objects=bool(commits))}
+    built = {k.cell.variant.name: k for k in subject.of(exp).kernels(cells, jobs=jobs, progress=True, boot=True,
+                                                                     keep_objects=bool(commits))}
     ka, kb = built[a], built[b]
     if not (ka.ok and kb.ok):
         raise UserError(f"a kernel did not build: {ka.error or kb.error}")

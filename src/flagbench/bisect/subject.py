@@ -18,6 +18,7 @@ TIME_RATIO = Metric("ns_per_iter_ratio", "ratio", better=NS_PER_ITER.better)   #
 
 class Subject:
     what = "its sources are"   # said when the experiment's sources are not in a git repository
+    guest = False              # its bench runs in a guest (a kernel's) rather than on the objects
 
     def __init__(self, exp, bench, *, variant: str | None, target: str | None, compiler: str | None,
                  workdir: Path, jobs: int = 2):
@@ -33,9 +34,9 @@ class Subject:
 
     def repository(self) -> Path:
         """The git work tree holding the experiment's sources."""
-        from flagbench import refspec
+        from flagbench import subject
         if self.repo is None:
-            self.repo = refspec.repository(self.exp)
+            self.repo = subject.of(self.exp).repository()
             if self.repo is None:
                 raise UserError(f"{self.exp.path}: {self.what} not in a git repository: nothing to bisect")
         return self.repo

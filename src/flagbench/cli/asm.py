@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 
-FORMATS = ("text", "md", "json")
+from flagbench.export import choices
+
+FORMATS = choices("text", "md", "json")   # asm.render's
 
 
 def register(sub):
@@ -81,12 +83,12 @@ def _run(args) -> int:
         notes.append(f"warning: {c.warning}")
     for note in notes:
         print(f"flagbench asm: {note}", file=sys.stderr)
-    if args.format == "json":
-        print(render.to_json(c, functions, everything=not args.changed_only))
-    elif args.format == "md":
-        print(render.to_markdown(c, functions, args.limit), end="")
-    else:
-        render.print_text(c, functions, args.limit)
+    from flagbench import export
+    out = export.render(args.format, {
+        "json": lambda: render.to_json(c, functions, everything=not args.changed_only) + "\n",
+        "md": lambda: render.to_markdown(c, functions, args.limit),
+        "text": lambda: render.print_text(c, functions, args.limit)})   # printed there: coloured on a terminal
+    sys.stdout.write(out or "")
     return 0
 
 
@@ -100,7 +102,7 @@ def _experiment(args):
     """The comparison of an experiment's two variant builds (all their objects as one set, or
     the two vmlinux function by function), the functions to show and the notes."""
     from flagbench.asm.compare import compare, compare_object_sets
-    from flagbench.variants import pair
+    from flagbench.subject import pair
 
     p = pair(args.inputs[0], args.variants, args.target, args.compiler)
     labels = {"old_label": p.old.cell.key, "new_label": p.new.cell.key}

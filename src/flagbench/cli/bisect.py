@@ -156,17 +156,14 @@ def _check_numbers(args) -> None:
 
 
 def _subject(args, exp, workdir):
+    from flagbench import subject
     from flagbench.bisect.csubject import CSubject
+    from flagbench.bisect.ksubject import KernelSubject
     from flagbench.bisect.objects import choose_bench
 
-    needed = args.metric != "size"
-    if exp.kernel is not None:
-        from flagbench.bisect.ksubject import KernelSubject
-        return KernelSubject(exp, choose_bench(exp, args.bench, guest=True, required=needed), variant=args.variant,
-                             target=args.target, compiler=args.compiler, workdir=workdir, jobs=args.jobs)
-    return CSubject(exp, choose_bench(exp, args.bench, guest=False, required=needed), variant=args.variant,
-                    target=args.target,
-                    compiler=args.compiler, workdir=workdir, jobs=args.jobs)
+    bisected = {"c": CSubject, "kernel": KernelSubject}[subject.of(exp).kind]
+    return bisected(exp, choose_bench(exp, args.bench, guest=bisected.guest, required=args.metric != "size"),
+                    variant=args.variant, target=args.target, compiler=args.compiler, workdir=workdir, jobs=args.jobs)
 
 
 def _objects(args, exp, share: float, say) -> int:
@@ -177,11 +174,8 @@ def _objects(args, exp, share: float, say) -> int:
 
     if args.metric == "time":
         raise UserError("--objects measures exact counts (insns) or size; time is not bisected to objects yet")
-    parent = None
-    if exp.kernel is not None:   # mix directories beside the build directories: one file system, links work
-        from flagbench.build import cache_dir
-        parent = cache_dir() / "kernel" / "mixes"
-        parent.mkdir(parents=True, exist_ok=True)
+    from flagbench import subject
+    parent = subject.of(exp).scratch_parent()   # mixes beside the builds: one file system, links work
     with procs.owned_dir("flagbench-bisect", parent) as workdir:
         out = bisect_objects(exp, args.objects, metric=args.metric, bench=args.bench, share=share,
                              workdir=workdir, say=say, jobs=args.jobs)

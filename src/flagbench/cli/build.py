@@ -23,28 +23,23 @@ def register(sub):
 def run(args) -> int:
     import json
 
-    from flagbench import build, pipeline, procs, spec
+    from flagbench import build, pipeline, procs, spec, subject as subjects
     from flagbench.errors import UserError
     from flagbench.textsafe import sayer
 
     if args.jobs < 1:
         raise UserError("--jobs must be at least 1")
     procs.install()
-    exp = spec.load(args.experiment)
-    if exp.kernel is not None and exp.kernel.config.startswith("host"):   # the config a machine runs with
-        from flagbench.hosts import kexec
-        exp = kexec.host_config(exp, args.host)
+    exp = subjects.of(spec.load(args.experiment)).with_host_config(args.host)   # `config = "host"`
+    subject = subjects.of(exp)
     notes = list(exp.notes)
 
     say = sayer("flagbench build: ", quiet=args.quiet)
 
-    kernels = []
-    if exp.kernel is not None:   # kernel cells (kbuild/build.py): vmlinux, image, .config, ...
-        from flagbench.kbuild import build as kbuild
-        kernels = kbuild.build_kernels(exp, jobs=args.jobs, progress=not args.quiet)
+    kernels = subject.kernels(jobs=args.jobs, progress=not args.quiet)   # vmlinux, image, .config, ...
     builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []
-    if exp.kernel is None:
-        pipeline.check_symbols(exp, exp.benches, builds)   # objects without the benches' functions are wrong
+    if subject.kind == "c":   # objects without the benches' functions are wrong (a kernel's benches boot)
+        pipeline.check_symbols(exp, exp.benches, builds)
     if args.format == "json":
         from flagbench.kbuild.build import as_json
         cells = [as_json(k) for k in kernels] + [_c_cell(b, kind=bool(kernels)) for b in builds]

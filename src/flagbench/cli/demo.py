@@ -179,11 +179,11 @@ def _lines(row: list[str], widths: list[int]) -> list[str]:
 
 def gather(path: Path, args):
     """(report.case.Case of one experiment, exit status), or (a line saying why it was not run, 0)."""
-    from flagbench import spec
+    from flagbench import spec, subject
     from flagbench.textsafe import sayer
     exp = spec.load(path)
     say = sayer(f"flagbench demo: {exp.name}: ")
-    if exp.kernel is None:
+    if subject.of(exp).kind == "c":
         return gather_objects(exp, path, args, say)
     from flagbench.errors import UserError
     from flagbench.report.doc import Para

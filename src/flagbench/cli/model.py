@@ -12,7 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FORMATS = ("text", "md", "json")
+from flagbench.export import choices
+
+FORMATS = choices("text", "md", "json")   # model.render's
 
 
 def register(sub):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FORMATS = ("text", "md", "json", "csv")
+from flagbench.export import choices
+
+FORMATS = choices("text", "md", "json", "csv")   # report.profiles's
 
 
 def register(sub):

@@ -14,7 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-FORMATS = ("text", "md", "json", "csv")
+from flagbench.export import choices
+
+FORMATS = choices("text", "md", "json", "csv")   # report's, but html: `report RUN --format html`
 
 
 def register(sub):
@@ -62,7 +64,7 @@ def run(args) -> int:
     from flagbench import procs
 
     procs.install()
-    from flagbench import spec
+    from flagbench import spec, subject
     exp = spec.load(Path(args.experiment))
     places = args.place or list(exp.places)
     if places:   # the lab's places are held around the whole run (hosts/lab_place.py)
@@ -71,7 +73,7 @@ def run(args) -> int:
         say = sayer("flagbench run: ")
         try:
             with leased(places, wait_s=parse_wait(args.place_wait), say=say) as leases:
-                return _run(args, places_for(leases, exp, say))
+                return _run(args, places_for(leases, subject.of(exp), say))
         except procs.Terminated as e:
             print(f"flagbench run: {e}: stopped", file=sys.stderr)
             return e.exit_status

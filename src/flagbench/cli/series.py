@@ -46,7 +46,7 @@ def register(sub):
 
 
 def run(args) -> int:
-    from flagbench import procs, spec
+    from flagbench import procs, spec, subject
     from flagbench.errors import UserError
     from flagbench.run.until import parse_budget
 
@@ -62,7 +62,7 @@ def run(args) -> int:
         say = sayer("flagbench series: ", quiet=args.quiet)
         exp = spec.load(Path(args.experiment))
         with leased(args.place, wait_s=parse_budget(args.place_wait), say=say) as leases:
-            return _run(args, places_for(leases, exp, say))
+            return _run(args, places_for(leases, subject.of(exp), say))
     return _run(args)
 
 

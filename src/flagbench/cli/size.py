@@ -1,7 +1,9 @@
 """`flagbench size OLD NEW`: symbol and section size deltas, bloat-o-meter compatible, padding-aware."""
 from __future__ import annotations
 
-FORMATS = ("text", "bom", "md", "json", "csv")
+from flagbench.export import choices
+
+FORMATS = choices("text", "bom", "md", "json", "csv")   # bom: cli's own; the rest size.render's
 BOM_RULES = ("tree", "newest", "6.1", "6.12")      # size/rules.py's BOM_VERSIONS, and a tree's own
 
 
@@ -143,16 +145,16 @@ def _experiment(args) -> bool:
         return False
     if args.new is not None:
         raise UserError(f"{args.old} is an experiment: give it alone (choose with --variants A,B)")
-    from flagbench import spec, variants
+    from flagbench import spec, subject
     import re
     import sys
 
     exp = spec.load(args.old)
-    if exp.kernel is None and (args.objects or args.summary or args.bom_rules):
+    if subject.of(exp).kind == "c" and (args.objects or args.summary or args.bom_rules):
         raise UserError(f"{exp.path}: --objects, --summary and --bom-rules go with a kernel experiment")
     if args.bom_rules not in (None, "tree", "newest"):
         raise UserError(f"--bom-rules {args.bom_rules} is for two files; a kernel experiment takes tree or newest")
-    pair = variants.pair(exp, args.variants, args.target, args.compiler)
+    pair = subject.pair(exp, args.variants, args.target, args.compiler)
     if not pair.kernel:
         from flagbench.build import archive
         _name_pair(args, pair)

@@ -87,7 +87,7 @@ def _fleet(args):
     an ssh host, or a labgrid place leased until the watch ends)."""
     from pathlib import Path
 
-    from flagbench import pipeline, spec
+    from flagbench import pipeline, spec, subject
     from flagbench.textsafe import sayer
 
     say = sayer("flagbench watch: ", quiet=args.quiet)
@@ -96,7 +96,7 @@ def _fleet(args):
         from flagbench.hosts.lab_place import leased, places_for
         from flagbench.run.until import parse_budget
         with leased([args.place], wait_s=parse_budget(args.place_wait), say=say) as leases, \
-                pipeline._fleet(exp, pipeline.Options(places=tuple(places_for(leases, exp, say))), say) as fleet:
+                pipeline._fleet(exp, pipeline.Options(places=tuple(places_for(leases, subject.of(exp), say))), say) as fleet:
             yield fleet
         return
     with pipeline._fleet(exp, pipeline.Options(hosts=(args.host,)), say) as fleet:

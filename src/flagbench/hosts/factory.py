@@ -1,13 +1,14 @@
 """Where every place of a run (and of `doctor`, and the box) is made: one function per way a
 user names a machine, one rule for which kind of place it becomes.
 
-    ssh_places(exp, ["box", "root@10.0.0.5"], say)   # --host / `hosts = [...]`
-    lab_places(leases, exp, say)                      # --place (hosts/lab_place.leased)
+    ssh_places(subject, ["box", "root@10.0.0.5"], say)   # --host / `hosts = [...]`
+    lab_places(leases, subject, say)                      # --place (hosts/lab_place.leased)
     checked_place("box")                              # `doctor --host`: a shell and its facts
     box_place(box)                                    # `flagbench box`'s machine, through its ssh config
 
-The rule: a kernel experiment with guest benches boots each variant on the machine, so its
-place is a booting one (a KexecHost, or a LabBootHost where a lab board boots from an image
+SUBJECT is what the places measure (subject.py: the experiment's C objects or kernel tree).
+The rule: a subject whose builds boot (a kernel's guest benches) boots each variant on the
+machine, so its place is a booting one (a KexecHost, or a LabBootHost where a lab board boots from an image
 by power cycle), one machine at a time; anything else is an SshHost that times programs.
 Every place reaches its machine through hosts/ssh.py's Connection; `boot_kind` says how a
 booting place boots (the rows' "(kexec)", "(power cycle)").
@@ -21,27 +22,22 @@ from flagbench.errors import UserError
 Say = Callable[[str], None]
 
 
-def boots_kernels(exp) -> bool:
-    """Whether EXP's places boot its kernels (guest benches of a kernel experiment)."""
-    return exp.kernel is not None and any(b.guest for b in exp.benches)
-
-
-def ssh_places(exp, dests: Sequence[str], say: Say) -> list:
+def ssh_places(subject, dests: Sequence[str], say: Say) -> list:
     """The places of --host DEST...: one KexecHost when the experiment boots kernels, else an
     SshHost each; not opened yet."""
     from flagbench.hosts.remote import SshHost
     if len(set(dests)) != len(dests):
         raise UserError(f"--host names {next(d for d in dests if dests.count(d) > 1)} twice")
-    if dests and boots_kernels(exp):
+    if dests and subject.boots():
         if len(dests) > 1:
-            raise UserError(f"{exp.path}: guest benches boot kernels by kexec on one --host at a time "
+            raise UserError(f"{subject.exp.path}: guest benches boot kernels by kexec on one --host at a time "
                             f"(given: {', '.join(dests)})")
         from flagbench.hosts.kexec import KexecHost
         return [KexecHost(dests[0], say=say)]
     return [SshHost(d) for d in dests]
 
 
-def lab_places(leases: Sequence, exp, say: Say) -> list:
+def lab_places(leases: Sequence, subject, say: Say) -> list:
     """The places of held lab places (hosts/lab_place.py), named by the place in tables: for
     kernels a LabBootHost where the place boots from an image (labgrid's QEMUDriver: each
     variant by power cycle), else a KexecHost; for the rest an SshHost. Each reaches the
@@ -51,9 +47,9 @@ def lab_places(leases: Sequence, exp, say: Say) -> list:
     from flagbench.hosts.remote import SshHost
     from flagbench.hosts.ssh import Connection, label
 
-    kernels = boots_kernels(exp)
+    kernels = subject.boots()
     if kernels and len(leases) > 1:
-        raise UserError(f"{exp.path}: guest benches boot kernels on one --place at a time "
+        raise UserError(f"{subject.exp.path}: guest benches boot kernels on one --place at a time "
                         f"(given: {', '.join(lease.place for lease in leases)})")
     out = []
     for lease in leases:

@@ -317,30 +317,23 @@ class KexecHost(BootingPlace):
 
 
 # -- building for a host ----------------------------------------------------------------------
-def host_config(exp, dest: str | None, host: SshHost | None = None):
-    """EXP with `config = "host"` (the config of DEST, the --host) or `"host:SOURCE"` made the
-    config that machine's kernel runs with (/proc/config.gz, else /boot/config-RELEASE), kept in
-    the cache by content, so a second run builds nothing new while the host's kernel stays.
+def host_config_file(where, config: str, dest: str | None, host: SshHost | None = None) -> Path:
+    """The config file of `config = "host"` (the config of DEST, the --host) or `"host:SOURCE"`:
+    the config that machine's kernel runs with (/proc/config.gz, else /boot/config-RELEASE), kept
+    in the cache by content, so a second run builds nothing new while the host's kernel stays.
     HOST: DEST already opened this run (a KexecHost, restored first if a killed run left it on
-    another kernel: its config is the one wanted); another SOURCE is connected to here."""
-    from dataclasses import replace
-
+    another kernel: its config is the one wanted); another SOURCE is connected to here. WHERE
+    (the experiment's file) names the mistake of a missing DEST."""
     from flagbench.errors import UserError
-    from flagbench.kernelspec import is_host_config
 
-    config = exp.kernel.config if exp.kernel else ""
-    if not is_host_config(config):
-        return exp
     source = config[len("host:"):] if config.startswith("host:") else dest
     if not source:
-        raise UserError(f"{exp.path}: config = \"host\" takes the config of the --host machine: give --host DEST "
+        raise UserError(f"{where}: config = \"host\" takes the config of the --host machine: give --host DEST "
                         "(or write config = \"host:DEST\")")
     if host is not None and host.dest == source:
-        path = _fetch_config(host.conn, getattr(host, "kernel", None) or inspect(host.conn)[0])
-    else:
-        with connection(source) as conn:
-            path = _fetch_config(conn, inspect(conn)[0])
-    return replace(exp, kernel=replace(exp.kernel, config=str(path), hash=_sha(exp.kernel.hash + path.name)))
+        return _fetch_config(host.conn, getattr(host, "kernel", None) or inspect(host.conn)[0])
+    with connection(source) as conn:
+        return _fetch_config(conn, inspect(conn)[0])
 
 
 def _fetch_config(conn: Connection, host: HostKernel) -> Path:
@@ -362,8 +355,3 @@ def _fetch_config(conn: Connection, host: HostKernel) -> Path:
     if not path.exists():
         path.write_bytes(data)
     return path
-
-
-def _sha(text: str) -> str:
-    import hashlib
-    return hashlib.sha256(text.encode()).hexdigest()

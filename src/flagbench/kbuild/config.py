@@ -13,13 +13,7 @@ from pathlib import Path
 from flagbench import procs
 from flagbench.errors import UserError
 from flagbench.kbuild import kconfig
-from flagbench.kernelspec import Option, parse_lines
-
-
-def read_config(path: Path) -> dict[str, str]:
-    """CONFIG_FOO -> value as .config writes it; "is not set" lines read as "n"."""
-    text = path.read_text(errors="replace").splitlines()
-    return {o.name: o.value for o in parse_lines(text, lambda i: f"{path}:{i + 1}")}
+from flagbench.kernelspec import Option, parse_lines, read_config
 
 
 def merge(config: Path, options: list[Option]) -> None:
@@ -82,8 +76,30 @@ def check_truth(options: list[Option], config_path: Path, src: Path, srcarch: st
     raise UserError(f"{cell}: Kconfig did not keep {len(bad)} option{'s' * (len(bad) > 1)}: " + "; ".join(parts))
 
 
-def delta(old: Path, new: Path) -> list[tuple[str, str, str]]:
-    """(option, old value, new value) for every option that differs between two .config files
-    ("n" for not set), sorted by option."""
-    a, b = read_config(old), read_config(new)
-    return [(k, a.get(k, "n"), b.get(k, "n")) for k in sorted(set(a) | set(b)) if a.get(k, "n") != b.get(k, "n")]
+# The options a kernel needs to boot under flagbench's guest (serial console, initramfs, ...) are
+# the guest's files; every variant gets them alike, so the build adds them.
+GUEST_FILES = Path(__file__).resolve().parents[1] / "run" / "guest"
+
+
+def boot_fragment(target_name: str) -> Path | None:
+    """The config fragment a target's kernel needs to boot here (kernel/boot-TARGET.config),
+    for kbuild.build_kernels(extra_fragments=...): the same for every variant."""
+    path = GUEST_FILES / f"boot-{target_name}.config"
+    return path if path.is_file() else None
+
+
+def boot_fragments(exp) -> list[Path]:
+    """The boot fragments a kernel experiment's guest benches need and it does not already ask
+    for (a case may list the fragment itself, so build/size/asm and run share one build):
+    pass them as build_kernels(extra_fragments=...)."""
+    asked = {(o.name, o.value) for o in exp.kernel.common.options}
+    out = []
+    for name in sorted({c.target for c in exp.cells()}):
+        path = boot_fragment(name)
+        if path is None:
+            continue
+        wanted = {tuple(line.strip().split("=", 1)) for line in path.read_text().splitlines()
+                  if line.startswith("CONFIG_") and "=" in line}
+        if not wanted <= asked:
+            out.append(path)
+    return out

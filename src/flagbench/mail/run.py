@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from flagbench import refspec, series_store, spec, vcs
+from flagbench import series_store, spec, subject, vcs
 from flagbench.errors import UserError
 from flagbench.mail import apply, parse
 from flagbench.series import Row, Series
@@ -88,7 +88,7 @@ def measure(path, source: str, *, base: str | None = None, variant: str | None =
             mail: parse.MailSeries | None = None, db: Path) -> MailRun:
     say = sayer("flagbench series: ", quiet=not progress)
     exp = spec.load(path)
-    repo = refspec.repository(exp)
+    repo = subject.of(exp).repository()
     if repo is None:
         raise UserError(f"{exp.path}: a series from mail needs the experiment's sources (or [kernel] source) "
                         "in a git repository")
@@ -98,7 +98,7 @@ def measure(path, source: str, *, base: str | None = None, variant: str | None =
     ref, why = base_ref(exp, repo, mail, base, variant)
     applied = apply.apply_series(repo, mail, ref, say)
     say(f"{len(applied.commits)} of {len(mail.patches)} patch(es) applied onto {applied.base.short} ({why})")
-    rexp = relocated(exp, repo, applied.clone) if exp.kernel is None else exp
+    rexp = relocated(exp, repo, applied.clone) if subject.of(exp).kind == "c" else exp   # C sources: the clone's
     label = f"{mail.name[:60]} v{mail.version}"
     commits = [applied.base, *applied.commits]
     series, status = run_series(path, label, db=db, variant=variant, target=target, compiler=compiler, jobs=jobs,

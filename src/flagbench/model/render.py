@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+from flagbench import export
 from flagbench.model.band import Comparison
 from flagbench.model.cores import NO_MODEL
 from flagbench.textsafe import md_cell, term_text
@@ -169,9 +170,13 @@ VALIDATION_HEAD = ["bench", "model B/A", "measured B/A [IQR]", "model/measured"]
 
 
 def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -> str:
-    if fmt == "json":
-        return json.dumps([_as_json(c) for c in comparisons] + [{"notes": notes}], indent=1) + "\n"
-    table = _md_table if fmt == "md" else _table
+    return export.render(fmt, {
+        "text": lambda: _report(comparisons, notes, md=False), "md": lambda: _report(comparisons, notes, md=True),
+        "json": lambda: json.dumps([_as_json(c) for c in comparisons] + [{"notes": notes}], indent=1) + "\n"})
+
+
+def _report(comparisons: list[Comparison], notes: list[str], md: bool) -> str:
+    table = _md_table if md else _table
     out = [HEADER, ""]
     for title, members in groups(comparisons).items():
         out += [term_text(title)] + table(SUMMARY_HEAD, summary_rows(members))
@@ -180,7 +185,7 @@ def render(comparisons: list[Comparison], notes: list[str], fmt: str = "text") -
         out += [""]
     for c in comparisons:
         body = detail(c)
-        out += (["```", *body, "```"] if fmt == "md" else body) + [""]
+        out += (["```", *body, "```"] if md else body) + [""]
     measured = [c for c in comparisons if c.measured and c.band()]
     if measured:
         out += ["validation here (x86_64, measured natively: the median B/A of A,B alternated 11 times",

@@ -87,22 +87,25 @@ def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: 
            profiles: list | None = None, causes: dict | None = None) -> str:
     """`profiles` (profile.Profile, from `flagbench profile`) are added to md, html and json;
     `causes` (causes.run_causes) go under their tables in text, md, html and json."""
-    if fmt not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}")
     failures = failures or []
     legend = [Para([LEGEND])] if has_intervals(tables) else []
-    extra = _profile_blocks(profiles, tables) if profiles and fmt in ("md", "html") else []
     said = note_blocks(run_notes(run))
-    if fmt == "md":
+    extra = (lambda: _profile_blocks(profiles, tables) if profiles else [])
+
+    def md() -> str:
         head = [Para([line])] if (line := run_line(run)) else []
-        return Markdown().render(head + said + blocks(tables, causes=causes) + extra + failure_blocks(failures)
+        return Markdown().render(head + said + blocks(tables, causes=causes) + extra() + failure_blocks(failures)
                                  + legend)
-    if fmt == "html":
+
+    def html() -> str:
         title = f"flagbench run {run['id']}: {run['experiment']}" if run else "flagbench report"
         head = [Heading(1, title)] + ([Para([line])] if (line := run_line(run)) else []) + said + legend
-        return Html().render(head + blocks(tables, figures=True, causes=causes) + extra + failure_blocks(failures),
+        return Html().render(head + blocks(tables, figures=True, causes=causes) + extra() + failure_blocks(failures),
                              title)
-    if fmt == "json" and (profiles or causes):
+
+    def json_doc() -> str:
+        if not (profiles or causes):
+            return _json(tables, run, failures)
         doc = json.loads(_json(tables, run, failures))
         if profiles:
             doc["profiles"] = [p.to_json() for p in profiles]
@@ -110,9 +113,8 @@ def render(tables: list[Table], fmt: str, *, run: dict | None = None, failures: 
             if found := (causes or {}).get((t.bench, t.metric, t.target, t.compiler)):
                 d["causes"] = [rc.to_json() for rc in found]
         return json.dumps(doc, indent=2, default=str) + "\n"
-    if fmt == "text":
-        return _text(tables, run, failures, causes)
-    return {"json": _json, "csv": _csv}[fmt](tables, run, failures)
+    return export.render(fmt, {"text": lambda: _text(tables, run, failures, causes), "md": md, "html": html,
+                               "json": json_doc, "csv": lambda: _csv(tables, run, failures)})
 
 
 def _profile_blocks(profiles: list, tables: list[Table]) -> list[Block]:

@@ -15,6 +15,7 @@ from collections import defaultdict
 from flagbench import stats  # noqa: F401 (the doctests' stats.change)
 from flagbench.report.tables import Table
 from flagbench.stats import Change, LayoutBand
+from flagbench.stats.verdict import fmt_exact, pct  # noqa: F401 (the report's names for them)
 
 WIDE = 3   # more variants than this: the pivot, one compact cell per variant
 
@@ -31,11 +32,6 @@ def fmt_value(value: float | None, exact: bool = False) -> str:
     if abs(value) >= 1:
         return f"{value:.2f}"
     return f"{value:.4g}"
-
-
-def pct(ratio: float) -> str:
-    """A ratio as a signed percentage with one decimal: 1.05 -> "+5.0"."""
-    return f"{(ratio - 1) * 100:+.1f}"
 
 
 def fmt_change(c: Change | None) -> str:
@@ -55,12 +51,6 @@ def fmt_change(c: Change | None) -> str:
         return f"~ {pct(c.ratio)} % (n={c.n_old}+{c.n_new}, no CI)"
     body = f"{pct(c.estimate)} % [{pct(c.ci_low)}, {pct(c.ci_high)}] p={c.p_value:.3f}"
     return f"~ {body}" if c.verdict == "~" else f"{body} {c.verdict}"
-
-
-def fmt_exact(c: Change) -> str:
-    if c.median_old == 0:        # no ratio from zero: the difference itself
-        return f"{c.median_new:+g} exact"
-    return f"{(c.ratio - 1) * 100:+.2f} % exact"
 
 
 def fmt_short(c: Change | None) -> str:

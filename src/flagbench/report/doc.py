@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Union
 
-from flagbench.textsafe import md_cell
+from flagbench.textsafe import md_para, md_text, shown_line_separators  # noqa: F401 (md_para: the report's name)
 
 
 @dataclass(frozen=True)
@@ -92,31 +92,6 @@ def note_blocks(notes: list[str], facts: list[str] = ()) -> list[Block]:
 
 
 # -- Markdown -----------------------------------------------------------------------------------
-
-_INTRAWORD_UNDERSCORE = re.compile(r"(?<=[A-Za-z0-9])\\_(?=[A-Za-z0-9])")
-
-
-def md_text(text: str) -> str:
-    """`textsafe.md_cell`, minus two escapes Markdown does not need and a plain-text reader trips
-    over: `_` inside a word (GFM makes no emphasis there: x86_64, ns_per_iter) and brackets that
-    cannot start a link (`[-1.2, +0.4]`).
-
-    >>> print(md_text("x86_64 [+1.0, +2.0] a|b<script> _x_ < 85% -> y"))
-    x86_64 [+1.0, +2.0] a\\|b\\<script> \\_x\\_ < 85% -> y
-    >>> print(md_text("[a](b)"))
-    \\[a\\](b)
-    """
-    text = _shown_line_separators(text)
-    out = _INTRAWORD_UNDERSCORE.sub("_", md_cell(text))
-    if "](" not in text and "][" not in text:
-        out = out.replace("\\[", "[").replace("\\]", "]")
-    return out
-
-
-def md_para(text: str) -> str:
-    """Text outside a table: as `md_text`, and a pipe splits nothing there."""
-    return md_text(text).replace("\\|", "|")
-
 
 def _md_inline(x, text=md_text) -> str:
     if isinstance(x, list):      # a cell of several pieces (text and links)
@@ -291,12 +266,7 @@ def _wider(lines: list[str], width: int) -> bool:
 def esc(text) -> str:
     """HTML text: escaped, control characters shown as \\xNN."""
     s = "".join(c if c >= " " or c in "\n\t" else f"\\x{ord(c):02x}" for c in str(text))
-    return html.escape(_shown_line_separators(s), quote=True)
-
-
-def _shown_line_separators(text: str) -> str:
-    """U+2028 and U+2029 written out: many editors and browsers break the line at them."""
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return html.escape(shown_line_separators(s), quote=True)
 
 
 STYLE = """

@@ -8,13 +8,14 @@ import csv
 import io
 import json
 
+from flagbench import export
 from flagbench.errors import UserError
 from flagbench.profile import Profile, diff
 from flagbench.report.cells import slug
 from flagbench.report.doc import Bullets, Grid, Markdown
 from flagbench.textsafe import csv_cell, term_text
 
-FORMATS = ("text", "md", "json", "csv")
+FORMATS = export.choices("text", "md", "json", "csv")
 
 
 def stored(store, experiment_hash: str, key: dict | None = None) -> list[Profile]:
@@ -77,30 +78,35 @@ def blocks(profiles: list[Profile], baseline: str, *, prefix: str = "", notes: l
 
 
 def render(profiles: list[Profile], baseline: str, fmt: str, notes: list[str] = ()) -> str:
-    if fmt == "json":
-        return json.dumps({"profiles": [p.to_json() for p in profiles], "notes": list(notes)}, indent=2) + "\n"
-    if fmt == "csv":
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["bench", "target", "compiler", "variant", "source", "exact", "total", "symbol", "self"])
-        for p in profiles:
-            for s in p.to_json()["symbols"]:
-                writer.writerow([csv_cell(x) if isinstance(x, str) else x for x in
-                                 (p.bench, p.target, p.compiler, p.variant, p.source, p.exact, p.total, s["name"],
-                                  s["self"])])
-        return buffer.getvalue()
-    if fmt == "md":
-        return Markdown().render(blocks(profiles, baseline, notes=notes))
-    if fmt == "text":
-        lines = []
-        for old, new in pairs(profiles, baseline):
-            header, body = diff_rows(old, new)
-            widths = [max(len(term_text(x)) for x in col) for col in zip(header, *body)]
-            lines.append(term_text(title(old, new)))
-            for row in [header] + body:
-                lines.append("  ".join(term_text(x).ljust(w) if i == 0 else term_text(x).rjust(w)
-                                       for i, (x, w) in enumerate(zip(row, widths))))
-            lines.append("")
-        lines += [f"note: {term_text(n)}" for n in notes]
-        return "\n".join(lines) + "\n"
-    raise ValueError(f"format must be one of {', '.join(FORMATS)}")
+    return export.render(fmt, {
+        "text": lambda: _text(profiles, baseline, notes),
+        "md": lambda: Markdown().render(blocks(profiles, baseline, notes=notes)),
+        "json": lambda: json.dumps({"profiles": [p.to_json() for p in profiles], "notes": list(notes)},
+                                   indent=2) + "\n",
+        "csv": lambda: _csv(profiles)})
+
+
+def _csv(profiles: list[Profile]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["bench", "target", "compiler", "variant", "source", "exact", "total", "symbol", "self"])
+    for p in profiles:
+        for s in p.to_json()["symbols"]:
+            writer.writerow([csv_cell(x) if isinstance(x, str) else x for x in
+                             (p.bench, p.target, p.compiler, p.variant, p.source, p.exact, p.total, s["name"],
+                              s["self"])])
+    return buffer.getvalue()
+
+
+def _text(profiles: list[Profile], baseline: str, notes) -> str:
+    lines = []
+    for old, new in pairs(profiles, baseline):
+        header, body = diff_rows(old, new)
+        widths = [max(len(term_text(x)) for x in col) for col in zip(header, *body)]
+        lines.append(term_text(title(old, new)))
+        for row in [header] + body:
+            lines.append("  ".join(term_text(x).ljust(w) if i == 0 else term_text(x).rjust(w)
+                                   for i, (x, w) in enumerate(zip(row, widths))))
+        lines.append("")
+    lines += [f"note: {term_text(n)}" for n in notes]
+    return "\n".join(lines) + "\n"

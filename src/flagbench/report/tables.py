@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from flagbench import stats
 from flagbench.stats import Change, LayoutBand, Metric, band_verdict, layout_band, metric as metric_of
 
-FORMATS = ("text", "md", "json", "csv")
 # Sweep axes go last so rows group by alignment (memcpy) or by mode (will-it-scale).
 EXACT_TABLE = "exact counts"
 _INNER_AXES = ("size", "len", "length", "tasks", "threads")
@@ -184,7 +183,7 @@ def _split_layouts(columns: list[str]) -> tuple[list[str], dict[str, list[str]]]
     >>> _split_layouts(["a", "b", "a@L2", "a@L1", "c@L1"])
     (['a', 'b', 'c@L1'], {'a': ['a@L1', 'a@L2']})
     """
-    from flagbench.run.layout import split_layout_column
+    from flagbench.columns import split_layout_column
     layouts: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for column in columns:
         parts = split_layout_column(column)
@@ -212,7 +211,7 @@ def _split_aligned(columns: list[str]) -> tuple[list[str], dict[str, str]]:
     >>> _split_aligned(["a", "b", "a@align64", "b@align64"])
     (['a', 'b'], {'a': 'a@align64', 'b': 'b@align64'})
     """
-    from flagbench.run.layout import split_aligned_column
+    from flagbench.columns import split_aligned_column
     aligned = {split_aligned_column(c): c for c in columns if split_aligned_column(c) in columns}
     return [c for c in columns if c not in aligned.values()], aligned
 

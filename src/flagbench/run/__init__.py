@@ -7,6 +7,7 @@
     executors.py  one program run: native time, callgrind, qemu-user + plugin counts
     wis.py        the will-it-scale driver: programs, runs, its sample lines
     layout.py     relinks that move the code (the layout-noise band)
+    profiled.py   one program run under a profiler (callgrind, the qemu plugin, perf record)
     qemu_plugin.py  the qemu instruction-count plugin, built on demand
 
 flagbench.pipeline calls them in that order; every program goes through flagbench.procs.

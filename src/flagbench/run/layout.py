@@ -25,16 +25,16 @@ True
 from __future__ import annotations
 
 import random
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from flagbench.columns import (ALIGN, ALIGN_FLAG, ALIGN_SUFFIX, aligned_column,  # noqa: F401 (said here too)
+                               layout_column, split_aligned_column, split_layout_column)
 from flagbench.errors import UserError
 
 SEED = 0x1A7005                  # fixed: layout i is the same relink in every run
 PAD_STEP, PAD_MAX = 16, 4096     # functions are 16-aligned at -O2: finer steps would round away
 MAX_LAYOUTS = PAD_MAX // PAD_STEP   # benchspec.MAX_LAYOUTS checks `layouts` against the same number
-_COLUMN = re.compile(r"^(?P<variant>.+)@L(?P<index>\d+)$")
 
 
 @dataclass(frozen=True)
@@ -59,16 +59,6 @@ def plan(k: int, n_objects: int, seed: int = SEED) -> list[Layout]:
         random.Random(f"{seed}:{i}").shuffle(order)
         layouts.append(Layout(i, pads[i - 1], tuple(order)))
     return layouts
-
-
-def layout_column(variant: str, index: int) -> str:
-    """The table column (and stored cell variant) of a variant's relink."""
-    return f"{variant}@L{index}"
-
-
-def split_layout_column(column: str) -> tuple[str, int] | None:
-    m = _COLUMN.match(column)
-    return (m["variant"], int(m["index"])) if m else None
 
 
 def pad_source(pad: int, directory: Path) -> Path:
@@ -116,69 +106,6 @@ def symbol_address(executable: Path, name: str) -> int | None:
 # -- the layout check: A and B built again with every function aligned to 64 bytes ---------------
 # 0Day's manual step for "strange" bumps of commits that did not touch the benchmark's code: if
 # the effect is gone once no function's placement depends on its neighbours' sizes, it was layout.
-
-ALIGN = 64
-ALIGN_FLAG = f"-falign-functions={ALIGN}"
-ALIGN_SUFFIX = f"@align{ALIGN}"
-KERNEL_ALIGN_OPTION = "CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B"   # lib/Kconfig.debug, where the tree has it
-
-
-def aligned_column(column: str) -> str:
-    """The column of a variant (or a memcpy-like `variant+function` column) built aligned.
-
-    >>> aligned_column("base"), aligned_column("new+memcpy_v2"), split_aligned_column("new@align64+memcpy_v2")
-    ('base@align64', 'new@align64+memcpy_v2', 'new+memcpy_v2')
-    """
-    variant, plus, function = column.partition("+")
-    return f"{variant}{ALIGN_SUFFIX}{plus}{function}"
-
-
-def split_aligned_column(column: str) -> str | None:
-    """The plain column of an aligned one, None for any other column."""
-    variant, plus, function = column.partition("+")
-    if not variant.endswith(ALIGN_SUFFIX):
-        return None
-    return variant[:-len(ALIGN_SUFFIX)] + plus + function
-
-
-def aligned_experiment(exp):
-    """The experiment again, every variant `V` as `V@align64` with ALIGN_FLAG last on its command
-    line (after every other flag, so nothing undoes it); benches relink no layouts (`layouts`: the
-    check is one more layout, every function at a 64-byte boundary). A kernel's variants get
-    KERNEL_ALIGN_OPTION where the tree has it (Debian's 6.1 and 6.12 do), else ALIGN_FLAG in KCFLAGS.
-
-    >>> from flagbench import spec
-    >>> k = aligned_experiment(spec.load(Path(__file__).parents[3] / "tests" / "data" / "kernel")).kernel
-    >>> [name for name, _ in k.variants][:2], {o.line for _, c in k.variants for o in c.options[-1:]}
-    (['default@align64', 'patched@align64'], {'CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y'})
-    """
-    from dataclasses import replace
-
-    from flagbench.benchspec import MicroBench
-    variants = tuple(replace(v, name=aligned_column(v.name), cflags=(*v.cflags, ALIGN_FLAG)) for v in exp.variants)
-    benches = tuple(replace(b, layouts=0, layout_variants=None) if isinstance(b, MicroBench) else b
-                    for b in exp.benches)
-    out = replace(exp, variants=variants, benches=benches)
-    if exp.kernel is not None:
-        from flagbench.kernelspec import Changes, Option
-        extra = Changes(options=(Option(KERNEL_ALIGN_OPTION, "y", "flagbench run --layout-check"),)) \
-            if _tree_has_option(exp.kernel.source) else Changes(kcflags=(ALIGN_FLAG,))
-        own = dict(exp.kernel.variants)
-        out = replace(out, kernel=replace(exp.kernel, variants=tuple(
-            (aligned_column(v.name), own.get(v.name, Changes()).plus(extra)) for v in exp.variants)))
-    return out
-
-
-def _tree_has_option(source: str) -> bool:
-    """Whether a kernel source offers KERNEL_ALIGN_OPTION (lib/Kconfig.debug, since Linux 5.17)."""
-    if source.startswith("debian:"):   # the trees flagbench unpacks: 6.1, 6.12
-        return True
-    kconfig = Path(source) / "lib" / "Kconfig.debug"
-    try:
-        return f"config {KERNEL_ALIGN_OPTION[len('CONFIG_'):]}\n" in kconfig.read_text(errors="replace")
-    except OSError:
-        return False
-
 
 def function_offsets(path) -> dict[str, int]:
     """Each sized function's value in an ELF file (an object: its offset in its section; a program

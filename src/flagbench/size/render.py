@@ -3,6 +3,7 @@ Markdown for a commit message, JSON and CSV. Symbol names are data: escaped for 
 for Markdown and against spreadsheet formulas (`textsafe`)."""
 from __future__ import annotations
 
+from flagbench import export
 from flagbench.size.measure import SizeComparison
 from flagbench.size.rules import CODE_LETTERS
 
@@ -30,7 +31,7 @@ def md_code(s: str) -> str:
     from flagbench.textsafe import md_code as code
     return code(s)
 
-FORMATS = ("text", "md", "json", "csv")
+FORMATS = export.choices("text", "md", "json", "csv")
 SKIPPED_NOTE = "(':' names, __mod_*, ...: in no table above)"
 
 
@@ -96,14 +97,13 @@ def _json(c: SizeComparison, top):
 
 
 def render(c: SizeComparison, fmt: str, top: int | None = None) -> str:
-    if fmt == "json":
-        import json
-        return json.dumps(_json(c, top), indent=1) + "\n"
-    if fmt == "csv":
-        return _csv(c, top)
-    if fmt == "md":
-        return _markdown(c, top)
-    return _text(c, top)
+    return export.render(fmt, {"text": lambda: _text(c, top), "md": lambda: _markdown(c, top),
+                               "json": lambda: _json_text(c, top), "csv": lambda: _csv(c, top)})
+
+
+def _json_text(c: SizeComparison, top) -> str:
+    import json
+    return json.dumps(_json(c, top), indent=1) + "\n"
 
 
 def _csv(c: SizeComparison, top) -> str:

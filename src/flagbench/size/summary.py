@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from flagbench.kbuild import config as kconfig_file
+from flagbench.kernelspec import config_delta
 from flagbench.size import objects as kobjects
 
 
@@ -121,7 +121,7 @@ def summarize(old, new, *, with_asm: bool = True, with_objects: bool = True, rul
     return PairSummary(
         old.cell.key, new.cell.key, c.old.code, c.new.code, c.old.padding, c.new.padding,
         c.old.covered, c.new.covered, bom_old, bom_new, fn_old, fn_new, rules_of(old.src, rules)[0],
-        counts, kconfig_file.delta(old.config, new.config),
+        counts, config_delta(old.config, new.config),
         kobjects.compare_trees(old.dir, new.dir) if with_objects else [], compiler, new.tree, string_ops,
         _stubs(c, asm if with_asm else None), c.old.stub_bytes, c.new.stub_bytes)
 

@@ -268,3 +268,15 @@ def exact_change(old: float, new: float, *, metric: str = "") -> Change:
     return Change(metric=metric, n_old=1, n_new=1, median_old=float(old), median_new=float(new),
                   ratio=_ratio(float(new), float(old)), ci_low=None, ci_high=None, p_value=None,
                   verdict="exact", warnings=())
+
+
+def pct(ratio: float) -> str:
+    """A ratio as a signed percentage with one decimal: 1.05 -> "+5.0"."""
+    return f"{(ratio - 1) * 100:+.1f}"
+
+
+def fmt_exact(c: Change) -> str:
+    """An exact change as printed: "+17.00 % exact", or the difference where A is zero."""
+    if c.median_old == 0:        # no ratio from zero: the difference itself
+        return f"{c.median_new:+g} exact"
+    return f"{(c.ratio - 1) * 100:+.2f} % exact"

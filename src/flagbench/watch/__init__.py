@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from flagbench import procs, refspec, spec
+from flagbench import procs, spec, subject as subjects
 from flagbench.errors import UserError
 from flagbench.textsafe import sayer
 from flagbench.watch import changes, dashboard, report
@@ -51,7 +51,7 @@ def subject_of(path, variant, target, compiler, jobs) -> tuple[Subject, Path]:
     exp = spec.load(path)
     template = exp.variant(variant) if variant else exp.variants[0]
     cell, _, _ = choose(replace(exp, variants=(template, template)), None, target, compiler)
-    repo = refspec.repository(exp)
+    repo = subjects.of(exp).repository()
     if repo is None:
         raise UserError(f"{exp.path}: a watch needs the experiment's sources (or kernel tree) in a git repository")
     return Subject(exp, template, cell.target, cell.compiler, jobs), Path(repo)

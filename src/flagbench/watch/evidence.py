@@ -65,7 +65,8 @@ class Subject:
 
     @property
     def kernel(self) -> bool:
-        return self.exp.kernel is not None
+        from flagbench import subject
+        return subject.of(self.exp).kind == "kernel"
 
     @property
     def key(self) -> str:

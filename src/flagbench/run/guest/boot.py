@@ -21,6 +21,7 @@ from pathlib import Path
 
 from flagbench import procs
 from flagbench.errors import UserError
+from flagbench.kbuild.config import boot_fragment, boot_fragments  # noqa: F401 (the guest's own fragments)
 from flagbench.run import qemu_plugin
 from flagbench.targets import TARGETS, Boot
 
@@ -70,30 +71,6 @@ class BootResult:
 def console_tail(console: str, n: int = TAIL_LINES) -> str:
     lines = [line.rstrip("\r") for line in console.splitlines() if line.strip()]
     return "\n".join(lines[-n:])
-
-
-def boot_fragment(target_name: str) -> Path | None:
-    """The config fragment a target's kernel needs to boot here (kernel/boot-TARGET.config),
-    for kbuild.build_kernels(extra_fragments=...): the same for every variant."""
-    path = Path(__file__).resolve().parent / f"boot-{target_name}.config"
-    return path if path.is_file() else None
-
-
-def boot_fragments(exp) -> list[Path]:
-    """The boot fragments a kernel experiment's guest benches need and it does not already ask
-    for (a case may list the fragment itself, so build/size/asm and run share one build):
-    pass them as build_kernels(extra_fragments=...)."""
-    asked = {(o.name, o.value) for o in exp.kernel.common.options}
-    out = []
-    for name in sorted({c.target for c in exp.cells()}):
-        path = boot_fragment(name)
-        if path is None:
-            continue
-        wanted = {tuple(line.strip().split("=", 1)) for line in path.read_text().splitlines()
-                  if line.startswith("CONFIG_") and "=" in line}
-        if not wanted <= asked:
-            out.append(path)
-    return out
 
 
 def target(name: str) -> Boot:

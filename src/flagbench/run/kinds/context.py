@@ -97,7 +97,7 @@ class Context:
             return []
         out = []
         for m in self.bench.metrics:
-            if m in ("perf", "profile"):   # perf rides on timed runs; profiles are profile_run.py's
+            if m in ("perf", "profile"):   # perf rides on timed runs; profiles are run/profiled.py's
                 continue
             if m == "time" and not self.can_time(target):
                 self.note(f"{target}: time is measured natively on {HOST_TARGET} only, or on a --host of "
