@@ -346,6 +346,8 @@ def _attributed_step(subject, b, good_ref: str, threshold, say, work) -> int:
         good.prepare()
     except StepFailed as e:   # the good end's failure is the bisection's, not the step's
         raise UserError(f"the good end {good_ref} does not run: {e}") from None
+    if not good.counted.total:
+        raise UserError(f"the good end {good_ref} counts 0 instructions: no change relative to it")
     facts: dict = {}
     v = once([step_cell(subject, good, b)], ATTRIBUTED.name, work, keep=facts)
     ratio = v / good.counted.total
