@@ -90,7 +90,11 @@ def _cells_are_named_not_paths_and_nothing_unchanged_is_printed(demo):
     assert "same/x86_64/gcc vs base/x86_64/gcc" in md
     assert str(root) not in md and ".cache" not in md and "/cells/" not in md
     assert "no symbol changed size" in md
-    assert "the same in both builds (not printed): spin" in md and "```" not in md
+    assert "the same in both builds (not printed): spin" in md
+    # the one code block: the verdict's cause, as `run` prints it under the table
+    blocks = re.findall(r"```\n(.*?)```", md, re.S)
+    assert len(blocks) == 1 and blocks[0].startswith(
+        "cause: layout: no changed code ran; counts the same: not a regression\nA/A floor 0: "), blocks
     assert "\\<b>not bold\\</b>" in md and not re.search(r"(?<!\\)<b>", md) and "&lt;" not in md
 
 
@@ -99,6 +103,7 @@ def _html_beside_md_and_stdout_ends_with_the_summary(demo):
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and 'id="summary"' in page
     assert "&lt;b&gt;not bold&lt;/b&gt;" in page
+    assert "cause: layout: no changed code ran; counts the same: not a regression" in page
     printed = done.stdout   # the one-screen summary and where the full report is, not the report
     assert printed.startswith("Summary\n") and "## " not in printed and "](#" not in printed
     assert "same/x86_64/gcc vs base/x86_64/gcc" not in printed     # the case's section is in the files only

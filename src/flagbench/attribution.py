@@ -177,8 +177,28 @@ class Attribution:
 
     @property
     def attributed_delta(self) -> float:
-        """The delta in functions whose code changed: what bisect's threshold applies to by default."""
+        """The delta in functions whose code changed."""
         return sum(d.delta for d in self.changed)
+
+    @property
+    def beyond_floor_delta(self) -> float:
+        """The part of the elsewhere delta past the A/A floor, its sign kept (0 within it); all of
+        it when no floor was measured.
+
+        >>> attribute({"a": 10, "b": 5}, {"a": 10, "b": 12}, [], floor=4).beyond_floor_delta
+        3.0
+        """
+        e = self.elsewhere_delta
+        if self.floor is None:
+            return e
+        return math.copysign(abs(e) - self.floor, e) if abs(e) > self.floor else 0
+
+    @property
+    def effect_delta(self) -> float:
+        """The changed functions' delta plus whatever of the rest lies beyond the A/A floor: the
+        change a commit is answerable for, and what bisect's threshold applies to by default
+        (`flagbench bisect --on attributed`; `--on total` takes total_delta)."""
+        return self.attributed_delta + self.beyond_floor_delta
 
     @property
     def within_floor(self) -> bool | None:
@@ -201,6 +221,7 @@ class Attribution:
     def to_json(self) -> dict:
         return {"unit": self.unit, "total_old": self.total_old, "total_new": self.total_new,
                 "total_delta": self.total_delta, "attributed_delta": self.attributed_delta,
+                "effect_delta": self.effect_delta,
                 "changed": [d.to_json() for d in self.changed],
                 "elsewhere_delta": self.elsewhere_delta, "elsewhere": [d.to_json() for d in self.elsewhere],
                 "floor": self.floor, "within_floor": self.within_floor,

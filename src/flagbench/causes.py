@@ -192,8 +192,12 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                 attributions[key] = (a, note)
                 out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a), note,
                                                              layout_check=_checked(t, r, v, checks)))
+    memfns, counted = _memfn_columns(samples), {}
+    for t in sorted(tables, key=lambda t: not t.exact):   # the counts first: a timed row takes theirs
+        if any((t.bench, t.target, t.compiler, v) in memfns for v in t.variants):
+            _memfn_causes(t, memfns, changed, run, out, counted)
     for t in tables:
-        if t.exact or len(t.variants) < 2:
+        if t.exact or len(t.variants) < 2 or _tkey(t) in out:
             continue
         for r in t.rows:
             for v in t.variants[1:]:
@@ -204,6 +208,84 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                 out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band), note, band,
                                                              _checked(t, r, v, checks)))
     return out
+
+
+MEMFN_KINDS = ("memcpy", "memset", "memmove")
+MEMFN_COUNTS = ("insns_per_byte", "insns_per_call")     # a sweep's exact rows: per byte is shown, per call kept
+
+
+def _memfn_columns(samples) -> dict[tuple, tuple[str, str]]:
+    """(bench, target, compiler, column) of a memcpy-like sweep -> (build variant, function measured)."""
+    out = {}
+    for s in samples:
+        cell = s.get("provenance")
+        if isinstance(cell, dict) and cell.get("bench_kind") in MEMFN_KINDS:
+            variant, function = cell.get("variant"), cell.get("function")
+            if isinstance(variant, str) and isinstance(function, str):
+                out[(s["bench"], s["target"], s["compiler"], s["variant"])] = (variant, function)
+    return out
+
+
+def _memfn_code(t, memfns, changed: dict, baseline: str | None, v: str) -> Cause | bool | None:
+    """Column v against the table's first: a direct Cause when the function measured differs or
+    changed code; False when its code is the same in both builds; None when that is not known."""
+    (vb, fb), (vv, fv) = (memfns.get((t.bench, t.target, t.compiler, c), (None, None)) for c in (t.variants[0], v))
+    if fb is None or fv is None:
+        return None
+    if fv != fb:
+        return Cause("direct", f"another function: {fv} against {fb}", (fv,))
+    if vv == vb:
+        return False
+
+    def moved(variant: str) -> bool | None:   # the function's code against the run's baseline build
+        if variant == baseline:
+            return False
+        names = changed.get(cell_key(variant, t.target, t.compiler))
+        return None if names is None else fv in names
+    here, there = moved(vv), moved(vb)
+    if here is None or there is None or (here and there):
+        return None
+    if here or there:
+        return Cause("direct", f"{fv} changed code (the function measured)", (fv,))
+    return False
+
+
+def _memfn_causes(t, memfns, changed: dict, run: dict | None, out: dict, counted: dict) -> None:
+    """A memcpy-like sweep's causes, per compared column and row: direct when the function
+    measured is another one or changed code; else the counts' move judged against a floor of 0
+    (a program's counts do not move with its layout): layout when they did not move; unknown
+    when the builds' code was not compared. A timed row takes its counts' attribution (COUNTED)."""
+    from flagbench.stats.layout import BEYOND, WITHIN
+    order = ((run or {}).get("provenance") or {}).get("variants")
+    builds = {b for b, _ in memfns.values()}
+    baseline = next((v for v in order if v in builds), None) if isinstance(order, list) else None
+    counts = {r.params.get("count") for r in t.rows}
+    shown = next((c for c in MEMFN_COUNTS if c in counts), None)
+    for r in t.rows:
+        if t.exact and r.params.get("count") != shown:
+            continue
+        for v in t.variants[1:]:
+            if (not t.exact and v not in r.changes) or r.median(v) is None or r.median(t.variants[0]) is None:
+                continue
+            code = _memfn_code(t, memfns, changed, baseline, v)
+            band = None if t.exact else r.band_verdicts.get(v)
+            key = (t.bench, t.target, t.compiler, v, _params(r.params))
+            a = counted.get(key)
+            if isinstance(code, Cause):
+                c = code
+            elif code is None:
+                c = Cause("unknown", "the builds' code was not compared (asm): no cause")
+            elif t.exact:
+                a = counted[key] = attribute({}, {}, [], floor=0.0, total_old=r.median(t.variants[0]),
+                                             total_new=r.median(v), unit=str(r.params.get("count")))
+                c = cause(a)
+            elif a is not None:
+                c = cause(a, band=band)
+            else:
+                timed = {BEYOND: "time beyond the layout band", WITHIN: "time within the layout band: not a "
+                         "regression"}.get(band, "no layout band (the bench's `layouts`): not called a regression")
+                c = Cause("layout", f"the function measured did not change code; {timed}", regression=band == BEYOND)
+            out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, c, band=band))
 
 
 def _without_profile(names: list[str], measured: str | None) -> Cause:
@@ -255,6 +337,7 @@ def cause_texts(found: list[RowCause], fmt: str, *, detail: bool = True) -> list
     out: list[str] = []
     variants = {rc.variant for rc in found}
     rows = {_params(rc.params) for rc in found}
+    varying = {k for k, _ in set().union(*rows) if len({dict(r).get(k) for r in rows}) > 1}   # a sweep's axes
     for i, rc in enumerate(found):
         if i >= ROWS_SHOWN * len(variants):
             kinds: dict[str, int] = {}
@@ -267,7 +350,7 @@ def cause_texts(found: list[RowCause], fmt: str, *, detail: bool = True) -> list
         if len(variants) > 1:
             where.append(rc.variant)
         if len(rows) > 1:
-            where.append(",".join(f"{k}={v}" for k, v in _params(rc.params)))
+            where.append(",".join(f"{k}={v}" for k, v in _params(rc.params) if k in varying))
         prefix = " ".join(where) + ": " if where else ""
         c = rc.cause
         if prefix and rc.attribution is not None:   # said again in the columns the prefix leaves

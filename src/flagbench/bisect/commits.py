@@ -6,6 +6,11 @@ builds for n commits (search.first_bad). Time: each step is paired rounds of the
 the good end (timed.decide), printed with its interval, and the report says how likely a
 step was called wrongly. A commit that does not compile, or whose bench does not run to
 the end (a crash, a timeout: errors.StepFailed), is skipped and named in the summary.
+
+On insns the threshold applies by default to the attributed change (bisect/attributed.py: the
+count delta in functions whose code changed, plus whatever of the rest lies beyond the good
+end's A/A floor), so a commit that only moves layout is not named; `on="total"` (--on total)
+takes the total as it is. Size and time take their totals.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from flagbench.textsafe import term_text
 WIDTH = 100      # the summary goes to mail
 
 CHOICES = ("insns", "size", "time")      # --metric: each the subject's declared Metric (Subject.metric)
+ON = ("attributed", "total")             # --on: what an insns threshold applies to
 
 
 @dataclass
@@ -32,6 +38,7 @@ class Options:
     max_pairs: int = 64
     step_budget_s: float = 300.0
     seed: int | None = None
+    on: str | None = None                        # ON; None: attributed where it applies (insns), else total
 
 
 @dataclass
@@ -48,6 +55,27 @@ class Outcome:
     run_id: int | None = None                    # the bisection's run in the store
     measured: int = 0                            # steps measured by this process (the rest were stored)
     metric: Metric | None = None
+    floor: float | None = None                   # attributed: the good end's A/A floor
+
+
+def _attributing(subject, opts: Options, say: Callable[[str], None]) -> bool:
+    """Whether the threshold applies to the attributed change (opts.on, and what the subject can)."""
+    from flagbench.bisect.attributed import supports
+    if opts.on not in (None, *ON):
+        raise UserError(f"--on {opts.on}: one of {', '.join(ON)}")
+    if opts.on == "total":
+        return False
+    if opts.metric != "insns":
+        if opts.on == "attributed":
+            raise UserError(f"--on attributed splits exact counts (--metric insns); {opts.metric} takes its total")
+        return False
+    why = supports(subject)
+    if why:
+        if opts.on == "attributed":
+            raise UserError(f"--on attributed: {why}")
+        say(f"the threshold applies to the total: {why}")
+        return False
+    return True
 
 
 def _describe(metric: Metric, value: float) -> str:
@@ -70,6 +98,10 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
     if not commits:
         raise UserError(f"{good_ref}..{bad_ref}: no commits between the good and the bad end")
     metric = subject.metric(opts.metric)
+    attributing = _attributing(subject, opts, say)
+    if attributing:
+        from flagbench.bisect.attributed import ATTRIBUTED
+        metric = ATTRIBUTED
     exact = metric.exact
     extra = () if exact else (str(opts.threshold), opts.alpha, opts.max_pairs, opts.step_budget_s, opts.seed)
     steps = StoredBisect(store, subject, metric, [good, *commits], key_extra=extra, fresh=fresh,
@@ -77,8 +109,27 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
     say(f"{len(commits)} commits in {good_ref}..{bad_ref}; at most {search.steps_bound(len(commits)) + 1} "
         f"steps; metric {metric.name} ({metric.unit}, {metric.better} is better); run {steps.run_id}")
     good_value = None
+    good_end = None
+
+    def counted_cells(b):
+        """The engine cells of a step on an exact metric: the total's, or the attributed one's."""
+        nonlocal good_end
+        if not attributing:
+            return subject.cells(b, opts.metric)
+        if good_end is None:
+            from flagbench.bisect.attributed import GoodEnd
+            gb = subject.build(good)
+            if gb is None:
+                raise UserError(f"the good end {good_ref} ({good.short}) does not build: {subject.why}")
+            good_end = GoodEnd(subject, gb)
+            good_end.prepare()   # its profile and floor: their failures are the bisection's, not a step's
+            say(f"good {good.short}: A/A floor {good_end.floor:,.2f} {metric.unit} (relinked, layout only); "
+                "the threshold applies to the attributed change (--on total: the total)")
+        from flagbench.bisect.attributed import step_cell
+        return [step_cell(subject, good_end, b)]
+
     if exact:
-        good_value, why, _ = steps.value(good, lambda b: subject.cells(b, opts.metric))
+        good_value, why, _ = steps.value(good, counted_cells)
         if good_value is None:
             raise UserError(f"the good end {good_ref} ({good.short}): {why}")
         if not good_value:
@@ -99,19 +150,25 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
     threshold_for_time = threshold or timed.Threshold(0.0, 0)
     if threshold is None:   # half of what the bad end moved: the bad end is measured first
         bad = commits[-1]
-        value, why, _ = steps.value(bad, lambda b: subject.cells(b, opts.metric)) if exact else timed_value(bad)
+        value, why, facts = steps.value(bad, counted_cells) if exact else timed_value(bad)
         if value is None:
             raise UserError(f"the bad end {bad.short} {why}: give --threshold")
         ratio = value / good_value if exact else value
+        if ratio == 1.0 and attributing:
+            total = facts.get("total")
+            moved = f" (its total moved {(total / good_value - 1) * 100:+.2f} %)" if total else ""
+            raise UserError(f"the bad end {bad.short} has no attributed change{moved}: nothing to bisect on it; "
+                            "--on total bisects the total")
         if ratio == 1.0:
             raise UserError(f"the bad end {bad.short} measures the same as the good end: nothing to bisect")
         worse = (ratio < 1) if metric.higher_is_better else (ratio > 1)
-        say(f"bad end {bad.short}: {(ratio - 1) * 100:+.2f} %; threshold: half of it")
+        say(f"bad end {bad.short}: {(ratio - 1) * 100:+.2f} %{' attributed' * attributing}; threshold: half of it")
         threshold = timed.Threshold(abs(ratio - 1) / 2, 1 if worse else -1)
         threshold_for_time = threshold
     say(f"threshold {threshold.said()} against the good end")
     out = Outcome(commits, search.FirstBad(len(commits), None), good_value, threshold, 0, 0.0,
                   run_id=steps.run_id, metric=metric)
+    causes: dict[int, str] = {}
 
     def measure(i: int) -> tuple[str, str]:
         try:
@@ -122,12 +179,18 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
     def measured(i: int) -> tuple[str, str]:
         c = commits[i]
         if exact:
-            v, why, _ = steps.value(c, lambda b: subject.cells(b, opts.metric))
+            v, why, facts = steps.value(c, counted_cells)
             if v is None:
                 return SKIP, why
             ratio = v / good_value if good_value else float("inf")
             verdict = BAD if threshold.past(ratio, metric.higher_is_better) else GOOD
-            return verdict, f"{_describe(metric, v)} ({(ratio - 1) * 100:+.2f} %)"
+            if not attributing:
+                return verdict, f"{_describe(metric, v)} ({(ratio - 1) * 100:+.2f} %)"
+            if isinstance(facts.get("cause"), str):
+                causes[i] = facts["cause"]
+            if isinstance(facts.get("floor"), (int, float)):
+                out.floor = facts["floor"]
+            return verdict, _attributed_detail(metric, v, ratio, facts.get("total"), good_value)
         if opts.threshold is None and i == len(commits) - 1:   # the bad end's own measurement set the threshold
             return (BAD if threshold.direction else GOOD), "the bad end (measured for the threshold)"
         v, why, facts = timed_value(c)
@@ -145,10 +208,22 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
         line = f"step {len(out.lines) + 1}: {c.short} {c.subject[:50]!r}: {s.detail}: {s.verdict}"
         out.lines.append(line)
         say(line)
+        if s.index in causes:
+            say(_fit(f"  {causes[s.index]}"))
 
     out.found = search.first_bad(len(commits), measure, on_step=on_step)
     out.builds, out.seconds, out.measured = subject.builds, time.monotonic() - start, steps.measured
+    if good_end is not None and good_end._floor is not None:
+        out.floor = good_end.floor
     return out
+
+
+def _attributed_detail(metric: Metric, value: float, ratio: float, total, good_value: float) -> str:
+    """`attributed +3.12 % (1,234.00 insns), total +96.00 %`: what a step's verdict rests on, and the total."""
+    text = f"attributed {(ratio - 1) * 100:+.2f} % ({_describe(metric, value)})"
+    if isinstance(total, (int, float)) and good_value:
+        text += f", total {(total / good_value - 1) * 100:+.2f} %"
+    return text
 
 
 def summary(out: Outcome, opts: Options) -> list[str]:
@@ -163,6 +238,10 @@ def summary(out: Outcome, opts: Options) -> list[str]:
         lines.append(f"  (its parent {parent} is good; metric {name}, threshold {out.threshold.said()})")
     elif f.candidates:
         lines += _wrapped("first bad commit is one of: ", [commits[i].short for i in f.candidates])
+    if out.metric is not None and out.metric.name == "attributed_insns_per_iter":
+        floor = "" if out.floor is None else f" {out.floor:,.{0 if float(out.floor).is_integer() else 1}f}"
+        lines.append(_fit(f"threshold on the attributed change: changed code's counts + the rest beyond the A/A "
+                          f"floor{floor}"))
     if f.note:
         lines.append(f.note)
     for s in f.steps:
@@ -219,7 +298,11 @@ def run_step(subject, metric: str, threshold: timed.Threshold, *, good_value: fl
 def _step_verdict(subject, b, metric: str, declared, threshold, good_value, good_ref, opts, say, work) -> int:
     from flagbench import vcs
     from flagbench.bisect.stored import once
+    if declared.exact and good_ref is not None and _attributing(subject, opts, say):
+        return _attributed_step(subject, b, good_ref, threshold, say, work)
     if declared.exact:
+        if opts.on is None and metric == "insns" and good_ref is None:
+            say("the threshold applies to the total: the attributed change needs --good REF")
         if good_value is None:
             if good_ref is None:
                 raise UserError("--run-step needs --good-value V or --good REF (the good end's measurement)")
@@ -246,4 +329,31 @@ def _step_verdict(subject, b, metric: str, declared, threshold, good_value, good
         once([subject.time_cell(gb, b, threshold, opts, None, keep=facts)], declared.name, work)
         verdict = facts["verdict"]
         say(f"{declared.name} {facts['detail']}: {verdict}")
+    return 1 if verdict == BAD else 0
+
+
+def _attributed_step(subject, b, good_ref: str, threshold, say, work) -> int:
+    """A `git bisect run` step on the attributed change against the good end (built, profiled and
+    relinked for its floor here: git bisect keeps no value between steps)."""
+    from flagbench import vcs
+    from flagbench.bisect.attributed import ATTRIBUTED, GoodEnd, step_cell
+    from flagbench.bisect.stored import once
+    gb = subject.build(vcs.resolve(subject.repository(), good_ref), column="good")
+    if gb is None:
+        raise UserError(f"the good end {good_ref} does not build: {subject.why}")
+    good = GoodEnd(subject, gb)
+    try:
+        good.prepare()
+    except StepFailed as e:   # the good end's failure is the bisection's, not the step's
+        raise UserError(f"the good end {good_ref} does not run: {e}") from None
+    if not good.counted.total:
+        raise UserError(f"the good end {good_ref} counts 0 instructions: no change relative to it")
+    facts: dict = {}
+    v = once([step_cell(subject, good, b)], ATTRIBUTED.name, work, keep=facts)
+    ratio = v / good.counted.total
+    verdict = BAD if threshold.past(ratio, ATTRIBUTED.higher_is_better) else GOOD
+    say(f"{_attributed_detail(ATTRIBUTED, v, ratio, facts.get('total'), good.counted.total)} against "
+        f"{good.counted.total:,.2f}: {verdict}")
+    if isinstance(facts.get("cause"), str):
+        say(_fit(f"  {facts['cause']}"))
     return 1 if verdict == BAD else 0

@@ -15,6 +15,8 @@ from flagbench.errors import StepFailed, UserError
 
 
 class CSubject(Subject):
+    attributes = True      # its insns steps can be split by function (bisect/attributed.py)
+
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self._built: dict[str, object] = {}

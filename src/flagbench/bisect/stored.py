@@ -24,6 +24,8 @@ from flagbench.provenance import CommitRecord
 
 NOT_BUILT = "does not build: "
 NOT_MEASURED = "does not run: "   # it built; its bench crashed, timed out or printed garbage
+FACTS = ("detail", "verdict", "decided",     # a timed step's (bisect/timed.py)
+         "cause", "total", "floor")          # an attributed one's (bisect/attributed.py)
 
 
 class StoredBisect:
@@ -102,22 +104,24 @@ def _engine(store, run_id: int, key: str, name: str, cells: list, metric: str) -
     for s in store.samples(run_id):
         if (s["bench"], s["cell"]) in wanted and s["metric"] == metric:
             total, seen = total + s["value"], seen + 1
-            facts = {k: s["provenance"][k] for k in ("detail", "verdict", "decided") if k in s["provenance"]}
+            facts = {k: s["provenance"][k] for k in FACTS if k in s["provenance"]}
     if not seen:
         return 0.0, {}, f"no {metric} value"
     return total, facts, ""
 
 
-def once(cells: list, metric: str, workdir: Path, name: str = "flagbench bisect") -> float:
-    """CELLS run by the engine into a store of their own (under WORKDIR): METRIC's values summed.
-    A failed cell (its bench crashed or timed out) is a StepFailed naming it."""
+def once(cells: list, metric: str, workdir: Path, name: str = "flagbench bisect", keep: dict | None = None) -> float:
+    """CELLS run by the engine into a store of their own (under WORKDIR): METRIC's values summed
+    (their facts put in KEEP). A failed cell (its bench crashed or timed out) is a StepFailed naming it."""
     from flagbench.store import Store
 
     workdir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=workdir) as d, Store(Path(d) / "once.db") as store:
         key = ss.run_key("bisect", name, [c.key for c in cells], d)
         run_id = store.start_run(name, key, {"kind": "bisect"})
-        value, _, failure = _engine(store, run_id, key, name, cells, metric)
+        value, facts, failure = _engine(store, run_id, key, name, cells, metric)
+    if keep is not None:
+        keep.update(facts)
     if failure:
         from flagbench.errors import StepFailed
         raise StepFailed(f"{cells[0].bench} at {cells[0].variant}: {failure}" if cells else failure)

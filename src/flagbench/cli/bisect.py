@@ -7,7 +7,9 @@ rounds against the good end, each step with its interval). To an object: --objec
 which objects of variant B carry its change against A (C: the harness linked from mixes;
 kernel: A's O= relinked with B's objects and booted). As a `git bisect run` script:
 --run-step measures the sources as checked out and exits 0 good, 1 bad, 125 does not build,
-255 on bad input (so git bisect stops instead of calling the commit bad).
+255 on bad input (so git bisect stops instead of calling the commit bad). On insns the threshold
+applies to the attributed change (the delta in functions whose code changed, plus the rest beyond
+the A/A floor: docs/attribution.md); --on total applies it to the total.
 """
 from __future__ import annotations
 
@@ -60,6 +62,11 @@ def register(sub):
                    help="a step is bad when the metric moved past this against the good end: 5%% (either way), "
                         "+5%% (up only), -5%% (down only, written --threshold=-5%%); a bare number is percent "
                         "too (5 is 5%%); default half of what the bad end moved")
+    p.add_argument("--on", choices=("attributed", "total"),
+                   help="insns: what the threshold applies to. attributed (the default): the count delta in "
+                        "functions whose code changed, plus whatever of the rest lies beyond the good end's A/A "
+                        "floor (the good end relinked: layout only), so a commit that only moves layout is not "
+                        "named; total: the whole count, as measured. Size and time take their totals")
     p.add_argument("--variant", help="commits: the variant built (default: the first)")
     p.add_argument("--target", help="the target (default: the first)")
     p.add_argument("--compiler", help="the compiler (default: the target's first)")
@@ -126,7 +133,7 @@ def _run(args) -> int:
     if args.pairs < 8:
         raise UserError("--pairs must be at least 8 (the first look at the interval)")
     opts = commits.Options(metric=args.metric, threshold=threshold, alpha=args.alpha, max_pairs=args.pairs,
-                           step_budget_s=parse_budget(args.step_budget), seed=args.seed)
+                           step_budget_s=parse_budget(args.step_budget), seed=args.seed, on=args.on)
     with procs.owned_dir("flagbench-bisect") as workdir:
         subject = _subject(args, exp, workdir)
         if args.run_step:

@@ -281,7 +281,7 @@ def toolchains(builds) -> list[str]:
 def run_benches(case, path: Path, args) -> int:
     """Run the experiment's benches into the store (resuming) and put their tables in the case."""
     from flagbench.pipeline import run_experiment
-    from flagbench.report import run_notes, run_tables
+    from flagbench.report import run_notes, run_tables, stored_causes
     from flagbench.spec import load
     from flagbench.store import Store
 
@@ -292,6 +292,7 @@ def run_benches(case, path: Path, args) -> int:
                                 until=args.until, budget_s=args.budget)
     with Store(args.db, create=False) as store:
         case.tables = run_tables(store, outcome.run_id)
+        case.causes = stored_causes(store, outcome.run_id, case.tables)   # under each table, as run prints them
         case.failures = [c for c in store.cells(outcome.run_id) if c["status"] == "failed"]
         # what the run said (a booted kernel's A/A noise floor, its profile): in the report, not only on stderr
         case.notes += [n for n in run_notes(store.run(outcome.run_id)) if n not in case.notes]

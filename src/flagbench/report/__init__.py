@@ -261,13 +261,22 @@ def _blank(x):
 def report_run(store, run_id: int, fmt: str) -> str:
     """The whole report of one stored run, in one of FORMATS."""
     from flagbench.report.profiles import stored
-    from flagbench.causes import run_causes
     run = store.run(run_id)
     samples = store.samples(run_id)
     tables = _tables(samples, run, store.metrics(run_id))
     profiles = stored(store, run["experiment_hash"])
     return render(tables, fmt, run=run, failures=[c for c in store.cells(run_id) if c["status"] == "failed"],
-                  profiles=profiles, causes=run_causes(tables, run, profiles, samples))
+                  profiles=profiles, causes=stored_causes(store, run_id, tables, samples, profiles))
+
+
+def stored_causes(store, run_id: int, tables: list[Table], samples=None, profiles=None) -> dict:
+    """The causes of a stored run's tables (causes.run_causes), from the store alone."""
+    from flagbench.causes import run_causes
+    from flagbench.report.profiles import stored
+    run = store.run(run_id)
+    if profiles is None:
+        profiles = stored(store, run["experiment_hash"])
+    return run_causes(tables, run, profiles, store.samples(run_id) if samples is None else samples)
 
 
 def run_tables(store, run_id: int) -> list[Table]:

@@ -38,6 +38,7 @@ class Case:
     baseline: str
     pairs: list[Pair] = field(default_factory=list)
     tables: list = field(default_factory=list)          # report.tables.Table
+    causes: dict = field(default_factory=dict)          # the tables' verdicts' causes (causes.run_causes)
     failures: list[dict] = field(default_factory=list)  # failed cells, as the store has them
     profiles: list[Block] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -67,7 +68,7 @@ def case_blocks(case: Case) -> tuple[list[Block], list[Block]]:
     section += details + case.extra
     if case.tables or case.failures:
         section += [Heading(3, f"{case.name}: benchmarks", f"{case.name}-benchmarks")]
-        section += blocks(case.tables, prefix=case.name, figures=True)
+        section += blocks(case.tables, prefix=case.name, figures=True, causes=case.causes)
         section += failure_blocks([{**f, "reason": unpath(f.get("reason") or "")} for f in case.failures])
     if case.profiles:
         section += [Heading(3, f"{case.name}: where the instructions and the time go", f"{case.name}-profiles")]
