@@ -81,6 +81,7 @@ def body(f: Finding, *, repo: str, config: str, command: str, evidence: str) -> 
         "",
         term_text(f.cause_line),
         *([term_text(("functions changed on the path: " + ", ".join(f.changed))[:99])] if f.changed else []),
+        *([""] + [term_text(x)[:99] for x in f.objects] if f.objects else []),
         "",
         "To reproduce:",
         "",
