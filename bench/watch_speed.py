@@ -87,7 +87,8 @@ def kernel(runs: int, tmp: Path) -> None:
         load0 = os.getloadavg()
         print(f"kernel: load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
         wall, cpu = timed([*watch, "--since", "series"], env, tmp)
-        print(f"{'watch: the base':34} {wall:7.1f} s wall {cpu:7.1f} s CPU (checked out, built from ccache, booted twice)")
+        print(f"{'watch: the base':34} {wall:7.1f} s wall {cpu:7.1f} s CPU "
+              "(checked out, built from ccache, booted twice)")
         tip = "series"
         walls, cpus = [], []
         stamp = int(time.time())
