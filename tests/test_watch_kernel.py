@@ -78,3 +78,43 @@ def test_kernel_watch_names_the_getppid_commit_with_its_cause_and_objects(kernel
                       "--out", tmp_path / "out", timeout=600)
     assert again.returncode == 0 and "pass: 0 commits measured" in again.stderr, again.stderr
     assert again.stdout == ""
+
+
+def _kernel_history(moves: list[tuple[list[str], dict[str, float]]], floor: float):
+    """A branch of kernel commits, each compared with the one before: (changed functions, the
+    symbols' moves) per commit, from a base profile of three symbols; FLOOR the base's A/A floor."""
+    from flagbench.watch.changes import History
+    from flagbench.watch.evidence import Evidence
+
+    profile = {"__x64_sys_getppid": 70_000.0, "pid_nr_ns": 160_144.0, "timekeeping_advance": 2_310.0}
+    rows = [(f"{0:040x}", "base", True, Evidence(f"{0:040x}", "", True, counts={METRIC: sum(profile.values())},
+                                                 profile={"getppid": dict(profile)}, floor={METRIC: floor}))]
+    for i, (changed, move) in enumerate(moves, 1):
+        head = {s: v + move.get(s, 0.0) for s, v in profile.items()}
+        ev = Evidence(f"{i:040x}", f"{i - 1:040x}", True, changed=changed, counts={METRIC: sum(head.values())},
+                      base_counts={METRIC: sum(profile.values())}, profile={"getppid": head},
+                      floor={METRIC: floor})
+        rows.append((ev.sha, f"commit {i}", True, ev))
+        profile = head
+    return History("series", rows)
+
+
+def test_a_kernel_commit_is_judged_by_its_profile_against_the_floor():
+    """Counts shaped like the series case's (the oracle: which commit changed code the bench ran):
+    a move off the path within the A/A floor is layout, no finding; beyond it, indirect, a
+    finding; a changed function that ran, direct, whatever the floor."""
+    from flagbench.watch import findings_of
+    from flagbench.watch.loop import judge_all
+
+    h = _kernel_history([(["strncpy", "memset_orig"], {"timekeeping_advance": 3_901.0}),   # off the path
+                         ([], {"pid_nr_ns": 25_000.0}),                                    # data: indirect
+                         (["__x64_sys_getppid"], {"__x64_sys_getppid": 60_000.0, "pid_nr_ns": 160_000.0})],
+                        floor=10_561.0)
+    found = {f.sha[-1]: f for f in findings_of([h], 0.1)}
+    assert sorted(found) == ["2", "3"]
+    assert found["2"].cause == "indirect" and "beyond the A/A floor 10,561" in found["2"].cause_line
+    assert found["3"].cause == "direct"
+    assert found["3"].cause_line.startswith("cause: direct: __x64_sys_getppid +60,000")
+    off = h.rows[1][3]
+    (v,) = judge_all(off, h.rows[0][3].profile, off.profile, 0.1)
+    assert v.cause == "layout" and not v.moved and "within the A/A floor 10,561" in v.line
