@@ -6,12 +6,25 @@ load <= 2). Each measured in a fresh cache directory made warm by one untimed pa
 (builds are content-cached: a watch on a live branch builds each commit once, and the first
 pass here pays the compiler), then timed cold in a fresh results database:
 
-    .venv/bin/python bench/watch_speed.py [--commits N] [--runs R]
+    .venv/bin/python bench/watch_speed.py [--commits N] [--runs R] [--kernel]
 
 Rows: watch --no-time (exact layers: build, size, asm, counts, profiles where the path moved),
 watch with timing (paired rounds only where the path moved, 3 samples a side), series (exact
 layers, no place: untimed). Wall seconds (min and median of R runs), per commit, CPU beside,
 the load average before and after.
+
+--kernel: a kernel commit after the base, warm (goal <= 30 s): the series case's repository
+(cases/series, made once in the cache, as `flagbench demo --full` and the tests make it) gets a
+branch of the bench's own at `series` (measured once first: the base, booted twice for the
+floor), then per run a new commit that adds a function to kernel/sys.c (written with git
+plumbing: no checkout, no index), which the next watch pass measures alone: Kbuild's walk
+rebuilds what it changed (ccache holds the rest), the vmlinux compared, booted once and
+counted. Beside it `flagbench series` over one more such commit (its base's build found by
+tree, booted again). The branch is deleted at the end. flagbench's cache is a fresh one in the
+temporary directory (the repository is made once in the default one): the base is checked out
+and built there from ccache (warm: the compiler's cache is the user's), so "the base" row is a
+first watch on a machine whose ccache is warm, and each new commit is what a watch of a live
+branch pays.
 """
 from __future__ import annotations
 
@@ -41,11 +54,74 @@ def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _kernel_commit(repo: Path, parent: str, n: int) -> str:
+    """A new commit on PARENT adding one function to kernel/sys.c, made with plumbing only."""
+    def git(*a: str, stdin: str | None = None) -> str:
+        return subprocess.run(["git", "-C", str(repo), *a], input=stdin, check=True, capture_output=True, text=True,
+                              env={**os.environ, **watch_repo.GIT_ENV}).stdout.strip()
+    sysc = git("show", f"{parent}:kernel/sys.c") + f"\n\nint watch_speed_{n}(int x)\n{{\n\treturn x * {n + 3};\n}}\n"
+    blob = git("hash-object", "-w", "--stdin", stdin=sysc)
+    kernel = git("mktree", stdin="".join(line.replace(line.split("\t")[0].split()[2], blob) + "\n"
+                                          if line.endswith("\tsys.c") else line + "\n"
+                                          for line in git("ls-tree", f"{parent}:kernel").splitlines()))
+    top = git("mktree", stdin="".join(line.replace(line.split("\t")[0].split()[2], kernel) + "\n"
+                                       if line.endswith("\tkernel") else line + "\n"
+                                       for line in git("ls-tree", parent).splitlines()))
+    return git("commit-tree", top, "-p", parent, "-m", f"sys: watch_speed_{n} (bench/watch_speed.py)")
+
+
+def kernel(runs: int, tmp: Path) -> None:
+    from flagbench.cli import demo_series
+
+    case = ROOT / "cases" / "series"
+    repo = demo_series.repo(case)
+    exp = str(demo_series.experiment(case, repo))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FLAGBENCH_CACHE": str(tmp / "cache")}
+    flagbench = [sys.executable, "-m", "flagbench"]
+    branch = f"watch-speed-{os.getpid()}"
+    ref = f"refs/heads/{branch}"
+    subprocess.run(["git", "-C", str(repo), "update-ref", ref, "series"], check=True)
+    try:
+        watch = [*flagbench, "watch", exp, "--branch", branch, "--once", "-q", "--db", str(tmp / "k.db"),
+                 "--out", str(tmp / "kout")]
+        load0 = os.getloadavg()
+        print(f"kernel: load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+        wall, cpu = timed([*watch, "--since", "series"], env, tmp)
+        print(f"{'watch: the base':34} {wall:7.1f} s wall {cpu:7.1f} s CPU "
+              "(checked out, built from ccache, booted twice)")
+        tip = "series"
+        walls, cpus = [], []
+        stamp = int(time.time())
+        for run in range(runs):
+            tip = _kernel_commit(repo, tip, stamp * 10 + run)
+            subprocess.run(["git", "-C", str(repo), "update-ref", ref, tip], check=True)
+            wall, cpu = timed(watch, env, tmp)
+            walls.append(wall)
+            cpus.append(cpu)
+            print(f"{'watch: a new commit after it':34} {wall:7.1f} s wall {cpu:7.1f} s CPU")
+        print(f"{'watch, a commit (median)':34} {statistics.median(walls):7.1f} s wall "
+              f"{statistics.median(cpus):7.1f} s CPU over {runs}")
+        new = _kernel_commit(repo, tip, stamp * 10 + runs)
+        wall, cpu = timed([*flagbench, "series", exp, f"{tip}..{new}", "-q", "--db", str(tmp / "ks.db")], env, tmp)
+        print(f"{'series: base + a new commit':34} {wall:7.1f} s wall {cpu:7.1f} s CPU, "
+              f"{wall / 2:.1f} s a commit")
+        load1 = os.getloadavg()
+        print(f"kernel: load average after {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    finally:
+        subprocess.run(["git", "-C", str(repo), "update-ref", "-d", ref], check=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--commits", type=int, default=40)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--kernel", action="store_true", help="a kernel commit after the base instead (see above)")
     args = ap.parse_args()
+    if args.kernel:
+        sys.path.insert(0, str(ROOT / "src"))
+        with tempfile.TemporaryDirectory(prefix="watch-speed-kernel-") as tmp:
+            kernel(args.runs, Path(tmp))
+        return
     flagbench = [sys.executable, "-m", "flagbench"]
     with tempfile.TemporaryDirectory(prefix="watch-speed-") as tmp:
         tmp = Path(tmp)

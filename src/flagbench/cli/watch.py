@@ -40,6 +40,9 @@ def register(sub):
                    help="measure every Nth new commit (and the newest); a change in between is bisected")
     p.add_argument("--threshold", type=float, default=0.1, help="exact moves below PCT %% are no change (0.1)")
     p.add_argument("--no-time", action="store_true", help="exact layers only: no timed benches")
+    p.add_argument("--objects", action="store_true",
+                   help="a kernel commit whose count moved: bisect it to the objects that carry the move "
+                        "(relinks and boots; named in its report)")
     p.add_argument("--samples", type=int, help="timed samples per side (default: each bench's own)")
     p.add_argument("--variant", help="the variant each commit is built as (default: the first)")
     p.add_argument("--target", help="the target (default: the experiment's first)")
@@ -70,7 +73,7 @@ def run(args) -> int:
         raise UserError("--branch names a branch twice")
     every = None if args.once else interval(args.interval)
     opts = Options(list(args.branch), args.since, args.max_commits, args.stride, args.threshold, not args.no_time,
-                   args.samples)
+                   args.samples, objects=args.objects)
 
     def tell(text: str) -> None:   # a new finding's line, as soon as its pass ends
         print(text, flush=True)

@@ -23,6 +23,11 @@ def _built(ledger, sha: str) -> dict | None:
     return ev if ev and ev.get("built") else None
 
 
+def _same(a: float | None, b: float, floor: float | None) -> bool:
+    """Equal counts (a user-mode count is exact), or a kernel's within its A/A floor."""
+    return a is not None and abs(a - b) <= (floor or 0.0)
+
+
 def crosses_skipped(ledger, chain, commit, prev) -> bool:
     shas = [c.sha for c in chain]
     lo, hi = shas.index(prev.sha), shas.index(commit.sha)
@@ -43,7 +48,9 @@ def bisect(ledger, chain, measure, say, stop) -> int:
             measure(chain[i], counted_in=ev.get("run_id") or 0)
             steps += 1
             continue
-        moved = any(ev["base_counts"].get(k) != v for k, v in ev["counts"].items() if k in ev["base_counts"])
+        floor = ev.get("floor") or {}   # a kernel's A/A floor: a move within it is not one to bisect
+        moved = any(not _same(ev["base_counts"][k], v, floor.get(k)) for k, v in ev["counts"].items()
+                    if k in ev["base_counts"])
         candidates = [j for j in range(prev + 1, i) if _unmeasured(ledger, chain[j].sha)]
         if not (moved and candidates):
             i += 1
@@ -57,7 +64,7 @@ def bisect(ledger, chain, measure, say, stop) -> int:
             if not got["built"]:
                 candidates.remove(j)
                 continue
-            same = all(got["counts"].get(k) == v for k, v in lo_counts.items())
+            same = all(_same(got["counts"].get(k), v, floor.get(k)) for k, v in lo_counts.items())
             candidates = [k for k in candidates if (k > j if same else k < j)]
             if same:
                 lo_counts = got["counts"]

@@ -12,8 +12,10 @@ changed on the measured path, the rest against the A/A floor) and its cause, for
 
 The floor of a user-mode count (callgrind, the qemu plugin; n and 2n iterations differenced)
 is 0: the same program counts the same, whatever its layout. A booted kernel's is not (the
-A/A floor of DESIGN.md: 14 % of a run); kernel benches have no per-symbol counts here, so their
-cause is unknown and their total is judged against the threshold alone.
+A/A floor of DESIGN.md: 14 % of a run): a kernel's floor is measured once, at the first commit
+watched (booted twice), and its per-symbol counts are every symbol the guest bench ran (kept by
+its counted cell), so a kernel commit's move is split the same way: direct, indirect beyond
+the floor, layout within it.
 """
 from __future__ import annotations
 
@@ -46,13 +48,15 @@ def path_of(profile: dict[str, float] | None) -> set[str]:
     return {attr.symbol_key(n) for n, v in (profile or {}).items() if v}
 
 
-def touches(base: float, head: float, changed: list[str], base_profile: dict | None) -> bool:
-    return head != base or bool({attr.symbol_key(n) for n in changed} & path_of(base_profile))
+def touches(base: float, head: float, changed: list[str], base_profile: dict | None,
+            floor: float | None = USER_FLOOR) -> bool:
+    """A count moved beyond the floor (any move where none was measured), or a function on the path changed."""
+    return abs(head - base) > (floor or 0.0) or bool({attr.symbol_key(n) for n in changed} & path_of(base_profile))
 
 
 def judge(metric: str, base: float, head: float, changed: list[str], base_profile: dict | None,
-          head_profile: dict | None, threshold_pct: float, floor: float = USER_FLOOR) -> Verdict:
-    if not touches(base, head, changed, base_profile) and head_profile in (None, base_profile):
+          head_profile: dict | None, threshold_pct: float, floor: float | None = USER_FLOOR) -> Verdict:
+    if not touches(base, head, changed, base_profile, floor) and head_profile in (None, base_profile):
         return Verdict(metric, base, head, NONE, IDENTICAL_LINE)
     past = abs(head - base) > abs(base) * threshold_pct / 100.0
     if base_profile and head_profile:

@@ -33,6 +33,7 @@ class Finding:
     cause: str
     changed: list[str] = field(default_factory=list)
     also: list[tuple[str, list[float], list[float]]] = field(default_factory=list)  # the commit's other rows
+    objects: list[str] = field(default_factory=list)   # --objects: the bisection's lines (watch/objects.py)
 
     @property
     def percent(self) -> float:
@@ -58,7 +59,7 @@ def exact_findings(h: History, threshold_pct: float, judge_all) -> list[Finding]
         for v in judge_all(ev, base_profile, ev.profile, threshold_pct):
             if v.moved:
                 out.append(Finding(h.branch, "exact", v.metric, sha, ev.compared_with, subject, [v.base], [v.head],
-                                   "insns", v.line, v.cause, list(v.changed_on_path), timed_rows))
+                                   "insns", v.line, v.cause, list(v.changed_on_path), timed_rows, list(ev.objects)))
     return out
 
 

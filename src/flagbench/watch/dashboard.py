@@ -87,7 +87,9 @@ def _evidence(h: History, findings: list[Finding]) -> str:
                      html.escape(", ".join(f"{k} {v:,.0f}" for k, v in ev.counts.items())),
                      html.escape(ev.timed_reason if not ev.timed else json.dumps(
                          {k: round(statistics.median(t['head']), 3) for k, t in ev.timed.items()})),
-                     html.escape("; ".join(why.get(sha, [])))]
+                     # a finding's line, else the commit's own verdict when it was not "none"
+                     html.escape("; ".join(why.get(sha) or [f"{m}: {line}" for m, line in ev.causes.items()
+                                                            if not line.startswith("cause: none")]))]
         out.append(f'<tr id="c-{sha}" class="{"gone" if not on else ""}"><td><code>{sha[:12]}</code></td>'
                    f'<td>{html.escape(subject[:80])}</td><td>{"yes" if on else "no longer on " + html.escape(h.branch)}'
                    f'</td>' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")

@@ -9,7 +9,11 @@ are recorded and whose size, asm, counted and (where loop.py asks) timed cells t
     counts     every counted bench's exact value at the commit (one run: exact counts); the
                commit before it was counted in its own run (never twice)
     profile    per-symbol exact counts (callgrind / the qemu plugin) of micro benches, taken
-               where attribution needs them (loop.py), kept in the store by the commit's tree
+               where attribution needs them (loop.py), kept in the store by the commit's tree;
+               a kernel's: every symbol its guest benches ran in the commit's booted kernel
+               (the counted cell keeps them: no second boot)
+    floor      a kernel's A/A floor (the first commit watched booted twice, one ignored
+               command-line word), carried to every later commit: the configuration's
     timed      the timed benches of the pair in the engine's paired rounds, on the place given
 
 `Evidence` is the watch's summary of that run (ledger.py keeps it, with the run's id).
@@ -23,7 +27,10 @@ from pathlib import Path
 
 from flagbench import series, series_cells, spec
 from flagbench import series_store as ss
+from flagbench.causes import FLOOR_KEY, PROFILE_KEY
 from flagbench.provenance import CommitRecord
+
+KERNEL_COUNT = "kernel_insns_per_iter"   # what a kernel commit's verdict is about (causes.TOTALS)
 
 
 # where the road puts it: series_cells (its latest), series (before)
@@ -43,6 +50,9 @@ class Evidence:
     profile: dict[str, dict[str, float]] = field(default_factory=dict)   # bench -> symbol -> per iter
     timed: dict[str, dict] = field(default_factory=dict)  # "bench metric" -> {"base": [..], "head": [..], "unit"}
     timed_reason: str = ""             # why it was timed, or why not ("code identical on the measured path")
+    floor: dict[str, float | None] = field(default_factory=dict)   # "bench metric" -> a kernel's A/A floor
+    causes: dict[str, str] = field(default_factory=dict)   # "bench metric" -> its cause line against the base
+    objects: list[str] = field(default_factory=list)       # --objects: the object bisection's lines
     run_id: int = 0                    # the series run holding it
     seconds: float = 0.0
 
@@ -131,9 +141,11 @@ def open_pair(store, subject: Subject, repo: Path, watch: str, commits, parents:
     return pair
 
 
-def measure_exact(store, pair: Pair, workdir: Path, counted_in: int = 0) -> None:
+def measure_exact(store, pair: Pair, workdir: Path, counted_in: int = 0, floor: bool = False) -> None:
     """Size and asm of the head against the base, and the head's counted benches, by the engine
-    (or copied from run COUNTED_IN, which counted them: a commit compared again after a bisection)."""
+    (or copied from run COUNTED_IN, which counted them: a commit compared again after a bisection).
+    A kernel's counted benches are its guest benches, in the head's booted kernel (FLOOR: booted
+    twice, for the A/A floor)."""
     from flagbench.run.engine import run_cells
 
     t, c = pair.subject.target, pair.subject.compiler
@@ -144,13 +156,48 @@ def measure_exact(store, pair: Pair, workdir: Path, counted_in: int = 0) -> None
     if pair.base is not None and pair.base.short in pair.built:
         cells += series_cells._compare_cells(head, pair.built[pair.base.short], pair.built[head.short],
                                              pair.base.short, "parent", t, c, True)
-    counted = tuple(replace(b, metrics=("insns",)) for b in pair.dexp.benches if "insns" in b.metrics)
+    if pair.subject.kernel:
+        counted = tuple(b for b in pair.dexp.benches if b.guest)
+    else:
+        counted = tuple(replace(b, metrics=("insns",)) for b in pair.dexp.benches if "insns" in b.metrics)
     if counted and counted_in:
         copy_counts(store, pair, head, counted_in)
+    elif counted and pair.subject.kernel:
+        cells += _guest_cells(pair, counted, workdir, floor)
     elif counted:   # only the counted metric: no timed program linked to be thrown away
         cells += series_cells._count_cells(replace(pair.dexp, benches=counted), [pair.built[head.short].build],
                                            {head.short: head}, workdir)
     run_cells(store, cells, experiment=pair.subject.exp.name, experiment_hash=pair.key, progress=False)
+
+
+def _guest_cells(pair: Pair, benches, workdir: Path, floor: bool) -> list:
+    """The head's guest benches counted in its booted kernel (one boot, two with FLOOR)."""
+    from flagbench.run.guest.guest import guest_cells
+
+    head = pair.head
+    out = []
+    for c in guest_cells(pair.dexp, benches, [pair.built[head.short].build], workdir=workdir / "guest", notes=[],
+                         noise_floor=floor, profile_top=0):
+        if c.counted is None:
+            continue
+        c.provenance["commit"] = head.to_json()   # in place: the job adds its symbols' counts to this dict
+        out.append(replace(c, timed=None))
+    return out
+
+
+def guest_facts(store, run: int, short: str) -> dict[tuple, dict]:
+    """(bench, its params) -> what a guest's counted cell of commit SHORT kept beside its count: every
+    symbol's count per iteration, the A/A floor where it was measured."""
+    out = {}
+    for s in store.samples(run):
+        prov = s["provenance"]
+        if s["variant"] == short and s["metric"] == KERNEL_COUNT and isinstance(prov.get(PROFILE_KEY), dict):
+            out[(s["bench"], _params(s["params"]))] = {k: prov[k] for k in (PROFILE_KEY, FLOOR_KEY) if k in prov}
+    return out
+
+
+def _params(params: dict) -> tuple:
+    return tuple(sorted((str(k), str(v)) for k, v in params.items()))
 
 
 def copy_counts(store, pair: Pair, rec: CommitRecord | None, run: int) -> None:
@@ -160,14 +207,16 @@ def copy_counts(store, pair: Pair, rec: CommitRecord | None, run: int) -> None:
         return
     mine = ss.evidence(store, pair.run_id)
     theirs = ss.evidence(store, run)
+    kept = guest_facts(store, run, rec.short) if pair.subject.kernel else {}
     t, c = pair.subject.target, pair.subject.compiler
     for m in theirs.benches(rec.short):
         if "pair" in m.params or not m.values or mine.cell(rec.short, m.bench, **m.params) is not None:
             continue
         declared = [(theirs.metrics[k], v) for k, v in m.values.items() if k in theirs.metrics]
+        cell = ss.cell_key(rec.short, t, c, **m.params)
         if declared:
-            ss.record(store, pair.run_id, pair.key, m.bench, ss.cell_key(rec.short, t, c, **m.params), rec,
-                      declared, facts={"detail": f"counted in run {run}"})
+            ss.record(store, pair.run_id, pair.key, m.bench, cell, rec, declared,
+                      facts={"detail": f"counted in run {run}", **kept.get((m.bench, _params(m.params)), {})})
 
 
 def measure_timed(store, pair: Pair, workdir: Path, fleet, samples: int | None) -> None:
@@ -198,10 +247,18 @@ def read(store, pair: Pair, base_counts: dict[str, float]) -> Evidence:
     asm = e.cell(head.short, "asm", vs="parent")
     if asm is not None and asm.status == "ok":
         ev.changed = list(asm.facts.get("functions") or [])
+    kernel = pair.subject.kernel
+    facts = guest_facts(store, pair.run_id, head.short) if kernel else {}
     for m in e.benches(head.short):
         label = m.bench + "".join(f" {k}={v}" for k, v in m.params.items() if k != "pair")
         if "pair" not in m.params:
-            ev.counts.update({f"{label} {metric}": float(v) for metric, v in m.values.items()})
+            ev.counts.update({f"{label} {metric}": float(v) for metric, v in m.values.items()
+                              if not kernel or metric == KERNEL_COUNT})
+            kept = facts.get((m.bench, _params(m.params)), {})
+            if PROFILE_KEY in kept:
+                ev.profile[m.bench] = {str(k): float(v) for k, v in kept[PROFILE_KEY].items()}
+            if kernel and m.values:   # None: not measured at this commit (loop.py carries the first one's)
+                ev.floor[f"{label} {KERNEL_COUNT}"] = kept.get(FLOOR_KEY)
             continue
         other = e.cell(base.short, m.bench, **m.params) if base is not None else None
         for metric, samples in m.timed.items():
@@ -219,7 +276,9 @@ def profile(store, pair: Pair, workdir: Path) -> dict[str, dict[str, float]]:
 
     micro = [b for b in pair.dexp.benches if b.kind == "micro" and b.runs_on(pair.subject.target)]
     built = pair.built.get(pair.head.short)
-    if pair.subject.kernel or not micro or built is None:
+    if pair.subject.kernel:   # the counted cells kept them (read)
+        return read(store, pair, {}).profile
+    if not micro or built is None:
         return {}
     keyed = replace(pair.dexp, hash=f"watch:{pair.subject.key}:{pair.head.tree}")
     got, _ = profile_experiment(keyed, [built.build], micro, store=store, workdir=workdir, perf=False,

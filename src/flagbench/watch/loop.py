@@ -19,7 +19,7 @@ from pathlib import Path
 
 from flagbench import vcs
 from flagbench.errors import UserError
-from flagbench.watch import bisect, cause, evidence, gitlog
+from flagbench.watch import bisect, cause, evidence, gitlog, objects
 from flagbench.watch.evidence import Evidence, Subject
 from flagbench.watch.ledger import Ledger
 
@@ -36,6 +36,7 @@ class Options:
     timing: bool = True
     samples: int | None = None
     fleet: object = None
+    objects: bool = False              # a kernel finding bisected to the objects that carry it
 
 
 @dataclass
@@ -127,7 +128,7 @@ def run_pass(subject: Subject, repo: Path, ledger: Ledger, store, opts: Options,
             result.stopped = True
             break
         say(f"[{i + 1}/{len(chosen)}] {commit.short} {commit.subject[:60]}")
-        ev = measure(subject, repo, ledger, store, commit, chain, opts, workdir, result.notes)
+        ev = measure(subject, repo, ledger, store, commit, chain, opts, workdir, result.notes, say=say)
         result.measured += 1
         result.timed += bool(ev.timed)
         say(f"  {_summary(ev)}")
@@ -135,7 +136,8 @@ def run_pass(subject: Subject, repo: Path, ledger: Ledger, store, opts: Options,
     for branch, chain in chains.items():
         if opts.stride > 1 and stop.signum is None:
             def one(commit, counted_in=0, chain=chain):
-                ev = measure(subject, repo, ledger, store, commit, chain, opts, workdir, result.notes, counted_in)
+                ev = measure(subject, repo, ledger, store, commit, chain, opts, workdir, result.notes, counted_in,
+                             say=say)
                 say(f"  {commit.short} {commit.subject[:50]}: {_summary(ev)}")
                 result.timed += bool(ev.timed)
                 return ev
@@ -166,30 +168,39 @@ def _previous(ledger: Ledger, commit: vcs.Commit, chain: list[vcs.Commit]) -> tu
 
 
 def measure(subject: Subject, repo: Path, ledger: Ledger, store, commit: vcs.Commit, chain, opts: Options,
-            workdir: Path, notes: list[str], counted_in: int = 0) -> Evidence:
+            workdir: Path, notes: list[str], counted_in: int = 0, say=lambda _: None) -> Evidence:
     """The commit against the last one before it that built, stored (see the module doc);
     COUNTED_IN: a run that counted it already (it is compared again after a bisection)."""
     t0 = time.monotonic()
     prev, prev_ev = _previous(ledger, commit, chain)
+    before = ledger.evidence(commit.sha) or {}   # measured before (compared again after a bisection)
     commits = [prev, commit] if prev is not None else [commit]
     pair = evidence.open_pair(store, subject, repo, ledger.watch, commits,
                               {c.sha: gitlog.parents(repo, c.sha) for c in commits})
-    evidence.measure_exact(store, pair, workdir, counted_in)
+    # a kernel's A/A floor: once, at the first commit watched (the configuration's, carried on)
+    evidence.measure_exact(store, pair, workdir, counted_in, floor=subject.kernel and prev is None)
     evidence.copy_counts(store, pair, pair.base, (prev_ev or {}).get("run_id") or 0)
     ev = evidence.read(store, pair, (prev_ev or {}).get("counts") or {})
+    if counted_in and not ev.profile:   # copied counts: the profile is the commit's stored one
+        ev.profile = before.get("profile") or {}
+    for m, f in (prev_ev or {}).get("floor", {}).items():
+        if ev.floor.get(m) is None:
+            ev.floor[m] = f
     if not ev.built:
         pass
     elif prev is None or pair.base.short not in pair.built:
         ev.compared_with = ""
-        ev.profile = evidence.profile(store, pair, workdir)
+        ev.profile = ev.profile or evidence.profile(store, pair, workdir)
         ev.timed_reason = "the first commit watched: the base of what follows"
     else:
         base_profile = prev_ev.get("profile") or {}
         moved = [m for m, v in ev.counts.items() if m in ev.base_counts and cause.touches(
-                 ev.base_counts[m], v, ev.changed, base_profile.get(m.split(" ", 1)[0]))]
+                 ev.base_counts[m], v, ev.changed, base_profile.get(m.split(" ", 1)[0]), ev.floor.get(m))]
         if moved:   # what a bench executes moved: where its instructions go now, and its time
-            ev.profile = evidence.profile(store, pair, workdir)
-            if not opts.timing:
+            ev.profile = ev.profile or evidence.profile(store, pair, workdir)
+            if subject.kernel:
+                ev.timed_reason = "the measured path moved: " + ", ".join(moved) + "; a kernel is counted, not timed"
+            elif not opts.timing:
                 ev.timed_reason = "the measured path moved; not timed (--no-time)"
             elif bisect.crosses_skipped(ledger, chain, commit, prev):
                 ev.timed_reason = "compared across skipped commits: timed once bisected"
@@ -198,8 +209,17 @@ def measure(subject: Subject, repo: Path, ledger: Ledger, store, commit: vcs.Com
                 ev.timed = evidence.read(store, pair, {}).timed
                 ev.timed_reason = "the measured path moved: " + ", ".join(moved)
         else:
-            ev.profile = base_profile   # the same code on the path: the same profile
+            ev.profile = ev.profile or base_profile   # the same code on the path: the same profile
             ev.timed_reason = IDENTICAL
+        verdicts = judge_all(ev, base_profile, ev.profile, opts.threshold_pct)
+        ev.causes = {v.metric: v.line for v in verdicts}
+        moved_verdicts = [v for v in verdicts if v.moved]
+        if opts.objects and subject.kernel and moved_verdicts:
+            if before.get("objects") and before.get("compared_with") == ev.compared_with:
+                ev.objects = before["objects"]
+            else:
+                say(f"  bisecting {commit.short}'s move to its objects (relinks and boots)")
+                ev.objects = objects.bisect(pair, moved_verdicts[0], workdir, notes, lambda x: say(f"    {x}"))
     ev.seconds = time.monotonic() - t0
     ledger.put(commit.sha, commit.subject, "ok" if ev.built else "failed", ev.to_json(), pair.run_id)
     return ev
@@ -213,5 +233,5 @@ def judge_all(ev: Evidence, base_profile: dict, head_profile: dict | None, thres
         bench = metric.split(" ", 1)[0]
         out.append(cause.judge(metric, ev.base_counts[metric], head, ev.changed,
                                base_profile.get(bench), None if head_profile is None else head_profile.get(bench),
-                               threshold_pct))
+                               threshold_pct, ev.floor.get(metric, cause.USER_FLOOR)))
     return out

@@ -54,11 +54,11 @@ def subject_line(f: Finding) -> str:
 
 def table(f: Finding) -> list[str]:
     """0Day's table: the finding's metric first, then the commit's other measured rows."""
-    head = f"{'base':>14} {'':>7} | {'%change':>22} | {'head':>14} {'':>7} | stat"
+    head = f"{'base':>12} {'':>7} | {'%change':>20} | {'head':>12} {'':>7} | stat"   # 30 columns for the stat
     rows = [head, "-" * min(len(head) + 14, 99)]
     for metric, base, new in [(f.metric, f.base, f.head), *[r for r in f.also if r[0] != f.metric]]:
         b, h = statistics.median(base), statistics.median(new)
-        rows.append(f"{_num(b):>14} {_spread(base):>7} | {_change(base, new):>22} | {_num(h):>14} "
+        rows.append(f"{_num(b):>12} {_spread(base):>7} | {_change(base, new):>20} | {_num(h):>12} "
                     f"{_spread(new):>7} | {metric}"[:99])
     return rows
 
@@ -81,6 +81,7 @@ def body(f: Finding, *, repo: str, config: str, command: str, evidence: str) -> 
         "",
         term_text(f.cause_line),
         *([term_text(("functions changed on the path: " + ", ".join(f.changed))[:99])] if f.changed else []),
+        *([""] + [term_text(x)[:99] for x in f.objects] if f.objects else []),
         "",
         "To reproduce:",
         "",
