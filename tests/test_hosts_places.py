@@ -98,7 +98,7 @@ def test_the_box_waits_through_hosts_ssh_and_says_when_its_qemu_is_gone(tmp_path
             kbox.wait_ssh(b, qemu, within=120)
     qemu = subprocess.Popen(["sleep", "30"])
     try:
-        with pytest.raises(UserError, match=r"^the box did not answer ssh within 3 s \(.*\); console: "):
+        with pytest.raises(UserError, match=r"^the box did not answer ssh within 3 s; last ssh error: .*; console: "):
             kbox.wait_ssh(b, qemu, within=3)
     finally:
         qemu.kill()

@@ -11,8 +11,8 @@ What it writes is what a lab admin writes for a real board (docs/places.md shows
 - the place: `labgrid-client -p NAME create`, `add-match EXPORTER/NAME/*`, `set-tags arch=...`;
 - no power resource: the box is an always-on board (it boots each variant by kexec), so
   flagbench says "taken as powered".
-The coordinator and the exporter run in their own sessions without flagbench's owner token
-(they outlive `box start`, like the box's qemu); lab.json keeps their pids and start times, and
+The coordinator and the exporter are procs.detached servers (own sessions, no owner token: they
+outlive `box start`, like the box's qemu); lab.json keeps their pids and start times, and
 `stop_lab` ends them (checked by start time: a reused pid is never hit).
 """
 from __future__ import annotations
@@ -67,6 +67,7 @@ def _free_port() -> int:
 
 def start_lab(dir: Path, alias: str, arch: str) -> BoxLab:
     """Coordinator, exporter and place ALIAS (tag arch=ARCH) for the box reached as ALIAS."""
+    from flagbench.procs import detached
     from flagbench.run.guest.box_state import start_time_of
     dir = Path(dir)
     stop_lab(dir)
@@ -80,9 +81,8 @@ def start_lab(dir: Path, alias: str, arch: str) -> BoxLab:
         for name, argv in (("coordinator", [_tool("labgrid-coordinator"), "-l", address]),
                            ("exporter", [_tool("labgrid-exporter"), "-c", address, "-n", EXPORTER, "--hostname",
                                          "127.0.0.1", str(dir / "exporter.yaml")])):
-            with open(dir / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(argv, cwd=dir, env=env, stdout=log, stderr=log,
-                                               stdin=subprocess.DEVNULL, start_new_session=True)
+            with open(dir / f"{name}.log", "wb") as log:   # outlives `box start`, as the box's qemu
+                procs[name] = detached(argv, cwd=dir, env=env, stdout=log, stderr=log)
             _write(dir, {n: {"pid": p.pid, "start_time": start_time_of(p.pid)} for n, p in procs.items()}, address)
             if name == "coordinator":
                 _wait(dir, procs[name], lambda: "Coordinator ready" in (dir / "coordinator.log").read_text(
