@@ -284,6 +284,16 @@ def start(dir: Path, alias: str = "box", say: Callable[[str], None] = lambda s: 
                             f"{words.strip().splitlines()[-1] if words.strip() else e}") from None
 
 
+def power(dir: Path, alias: str, switch: str, say: Callable[[str], None] = lambda s: None) -> Box | None:
+    """The box's power as a lab switches a board's (`flagbench box power on|off|cycle`, the
+    labgrid place's ExternalPowerDriver): off stops its qemu (its lab stays), on boots it
+    (its own kernel; a box already on is left as it is), cycle both. The box that runs after."""
+    dir = Path(dir)
+    if switch in ("off", "cycle") and stop(dir):
+        say("powered off (its qemu stopped)")
+    return start(dir, alias, say) if switch in ("on", "cycle") else None
+
+
 def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> Box:
     build = kernel(progress)
     dir.mkdir(parents=True, exist_ok=True)
