@@ -1,7 +1,8 @@
-"""`flagbench box start|stop|status|ssh-config`: a qemu machine to try the real-machine path
+"""`flagbench box start|stop|status|ssh-config|power`: a qemu machine to try the real-machine path
 (`--host`, kexec) without hardware. `start` builds its kernel (cached) and boots it with ssh on
 127.0.0.1 at a free port; it keeps running after `start` returns, until `stop`. `ssh-config`
-prints its OpenSSH config, for FLAGBENCH_SSH="ssh -F FILE" (or ~/.ssh/config)."""
+prints its OpenSSH config, for FLAGBENCH_SSH="ssh -F FILE" (or ~/.ssh/config). `power
+on|off|cycle` switches its qemu as a lab switches a board (what `--lab`'s place's power runs)."""
 from __future__ import annotations
 
 import shlex
