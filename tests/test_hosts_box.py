@@ -160,3 +160,16 @@ def test_the_box_labs_place_is_powered_by_the_command_it_is_given(tmp_path, home
     finally:
         lab_box.stop_lab(home / "lab")
     assert lab_box.load_lab(home / "lab") is None
+
+
+def test_box_power_off_stops_its_qemu_but_not_a_start_under_way(tmp_path, home, qemu):
+    """`box power off` (what the --lab place's power driver runs) ends the box's qemu; while a
+    `box start` holds the box it is one line naming that start, and the qemu runs on."""
+    state(home, qemu.pid, ready=True)
+    with kbox._StartLock(home):
+        line = one_line(box(tmp_path, "power", "off"), 2)
+        assert f"is being started by pid {os.getpid()}" in line, line
+    assert qemu.poll() is None
+    done = box(tmp_path, "power", "off")
+    assert done.returncode == 0, done.stderr
+    assert qemu.wait(timeout=30) is not None and not (home / kbox.STATE).exists()

@@ -289,8 +289,10 @@ def power(dir: Path, alias: str, switch: str, say: Callable[[str], None] = lambd
     labgrid place's ExternalPowerDriver): off stops its qemu (its lab stays), on boots it
     (its own kernel; a box already on is left as it is), cycle both. The box that runs after."""
     dir = Path(dir)
-    if switch in ("off", "cycle") and stop(dir):
-        say("powered off (its qemu stopped)")
+    if switch in ("off", "cycle"):
+        with _StartLock(dir):        # never the qemu of a start under way: told who starts it
+            if stop(dir):
+                say("powered off (its qemu stopped)")
     return start(dir, alias, say) if switch in ("on", "cycle") else None
 
 
