@@ -134,3 +134,42 @@ def test_box_stop_stops_its_lab(tmp_path, home, monkeypatch):
     assert done.returncode == 0 and done.stdout.startswith(f"{NAME}: its lab stopped"), done
     assert not any(kbox._start_time(pid) for pid in pids)
     assert lab_box.load_lab(home / "lab") is None
+
+
+def test_the_box_labs_place_is_powered_by_the_command_it_is_given(tmp_path, home, monkeypatch):
+    """`--lab`'s env.yaml (LG_ENV) gives the place labgrid's ExternalPowerDriver running the box's
+    power command (here a script that notes its words), SWITCH made on / off / cycle, as
+    labgrid-client itself reads and switches it."""
+    pytest.importorskip("labgrid", reason="make venv installs flagbench[lab] (labgrid 26.0.1)")
+    import sys
+    from flagbench.run.guest import box_lab as lab_box
+    monkeypatch.delenv("LG_ENV", raising=False)
+    script = tmp_path / "power.sh"
+    script.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "power.log"}\n')
+    script.chmod(0o755)
+    lab = lab_box.start_lab(home / "lab", alias=NAME, arch="x86_64", power=[str(script), "SWITCH", "--name", NAME])
+    try:
+        assert lab.exports == {"LG_COORDINATOR": lab.address, "LG_ENV": str(home / "lab" / "env.yaml")}
+        env = {**os.environ, **lab.exports}
+        client = [str(Path(sys.executable).parent / "labgrid-client"), "-p", NAME]
+        for action in ("acquire", "power on", "power cycle", "power off", "release"):
+            done = subprocess.run([*client, *action.split()], capture_output=True, text=True, env=env, timeout=120,
+                                  stdin=subprocess.DEVNULL)
+            assert done.returncode == 0, (action, done.stderr)
+        assert (tmp_path / "power.log").read_text().splitlines() == [f"{s} --name {NAME}" for s in ("on", "cycle", "off")]
+    finally:
+        lab_box.stop_lab(home / "lab")
+    assert lab_box.load_lab(home / "lab") is None
+
+
+def test_box_power_off_stops_its_qemu_but_not_a_start_under_way(tmp_path, home, qemu):
+    """`box power off` (what the --lab place's power driver runs) ends the box's qemu; while a
+    `box start` holds the box it is one line naming that start, and the qemu runs on."""
+    state(home, qemu.pid, ready=True)
+    with kbox._StartLock(home):
+        line = one_line(box(tmp_path, "power", "off"), 2)
+        assert f"is being started by pid {os.getpid()}" in line, line
+    assert qemu.poll() is None
+    done = box(tmp_path, "power", "off")
+    assert done.returncode == 0, done.stderr
+    assert qemu.wait(timeout=30) is not None and not (home / kbox.STATE).exists()

@@ -54,6 +54,10 @@ def test_the_box_is_a_place_through_hosts_ssh(tmp_path):
             place.close()
         kexec = b.place(kexec=True)
         assert type(kexec) is KexecHost and kexec.conn.ssh == kexec.kexec.conn.ssh == b.ssh
+        done = b.run("sh", "-c", "echo $1; exit 3", "sh", "a b")     # Box.run: a Connection of its own
+        assert (done.returncode, done.stdout) == (3, "a b\n")
+        assert b.version() == Path("/proc/version").read_text().strip()
+    assert b.version() == ""                                         # the box does not answer
 
 
 def test_doctor_checks_an_ssh_host():
@@ -98,7 +102,7 @@ def test_the_box_waits_through_hosts_ssh_and_says_when_its_qemu_is_gone(tmp_path
             kbox.wait_ssh(b, qemu, within=120)
     qemu = subprocess.Popen(["sleep", "30"])
     try:
-        with pytest.raises(UserError, match=r"^the box did not answer ssh within 3 s \(.*\); console: "):
+        with pytest.raises(UserError, match=r"^the box did not answer ssh within 3 s; last ssh error: .*; console: "):
             kbox.wait_ssh(b, qemu, within=3)
     finally:
         qemu.kill()

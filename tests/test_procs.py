@@ -264,3 +264,41 @@ def test_sigterm_during_a_loop_of_programs_never_lands_in_an_at_fork_hook():
         if loop.returncode != 128 + signal.SIGTERM or "Exception ignored" in err or "logging still works" not in err:
             bad.append((loop.returncode, err[-400:]))
     assert not bad, bad
+
+
+KEPT = textwrap.dedent("""
+    import os, subprocess, sys, time
+    sys.path.insert(0, {src!r})
+    from flagbench import procs
+    procs.install()                              # a subreaper, as `flagbench box start` is
+    kept = procs.detached(["sleep", "60"])       # the box's qemu
+    plain = subprocess.Popen(["sleep", "60"], start_new_session=True, stdout=subprocess.DEVNULL)   # box.py's before
+    os.environ["FLAGBENCH_DETACHED"] = "1"       # inherited by what flagbench runs: no escape for it
+    # a program flagbench runs starts a server and exits: the server is reparented to us
+    done = procs.run([sys.executable, "-c", "import sys; sys.path.insert(0, {src!r}); from flagbench import procs; "
+                      "print(procs.detached(['sleep', '60']).pid)"], timeout=60)
+    adopted = int(done.stdout)
+    # ... and one that leaves a setsid child with the mark in its environment
+    done = procs.run(["/bin/sh", "-c", "setsid sleep 60 >/dev/null 2>&1 & echo $!"], timeout=60)
+    leftover = int(done.stdout)
+    procs.run(["true"], timeout=60)              # its stop() ends orphans (an ssh -O check in Connection)
+    time.sleep(0.2)
+    print(kept.pid, plain.pid, adopted, leftover)
+""")
+
+
+def test_a_detached_server_outlives_what_flagbench_runs_and_the_orphans_do_not(tmp_path):
+    """The box's qemu (and its lab) went with the first program flagbench ran after starting it:
+    kill_orphans took the Popen'd child in another session for a leftover. procs.detached marks it."""
+    out = subprocess.run([sys.executable, "-c", KEPT.format(src=str(SRC))], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    kept, plain, adopted, leftover = map(int, out.stdout.split())
+    try:
+        assert alive(kept) and alive(adopted)                     # they outlive flagbench too
+        assert "FLAGBENCH_OWNER=" not in Path(f"/proc/{kept}/environ").read_text()   # no watchdog ends it
+        assert not alive(plain) and not alive(leftover)
+    finally:
+        for pid in (kept, adopted):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

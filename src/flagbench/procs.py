@@ -61,6 +61,7 @@ _terminating: int | None = None  # the signal being handled: no new program star
 _previous: dict = {}              # the handlers install() replaced, for uninstall()
 _forking = False                 # the main thread is inside Popen: at-fork hooks may be running
 OWNER_VAR = "FLAGBENCH_OWNER"
+DETACHED_VAR = "FLAGBENCH_DETACHED"   # a server started to outlive flagbench (`detached`)
 _tokens: dict[int, str] = {}
 _watch: dict = {}                # {"pid": our pid, "proc": the watchdog's Popen, "fd": the pipe we hold}
 
@@ -209,6 +210,7 @@ class Proc:
         self._err = stderr if stderr is not None else _capture("stderr")
         self._own_files = (stdout is None, stderr is None)
         env = {**(os.environ if env is None else env), OWNER_VAR: _token()}
+        env.pop(DETACHED_VAR, None)    # what flagbench runs is never one of the servers it keeps
         _watchdog()
         self.started = time.perf_counter_ns()
         global _forking
@@ -360,7 +362,8 @@ def kill_orphans() -> None:
     me, session = os.getpid(), os.getsid(0)
     with _lock:
         owned = set(_live) | ({_watch["proc"].pid} if _watch.get("pid") == me else set())
-        orphans = [pid for pid in _children(me) if pid not in owned and _sid(pid) not in (session, None)]
+        orphans = [pid for pid in _children(me) if pid not in owned and _sid(pid) not in (session, None)
+                   and not _detached(pid)]
         for pid in orphans:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -371,6 +374,31 @@ def kill_orphans() -> None:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
+
+
+def detached(argv: Sequence[str], *, cwd=None, env: Mapping[str, str] | None = None,
+             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start a server meant to outlive flagbench (the box's qemu, its lab's coordinator and
+    exporter): its own session, no parent-death signal, no owner token (no watchdog or sweep
+    ends it) and FLAGBENCH_DETACHED in its environment, so `kill_orphans` leaves it alone, also
+    once it is reparented to a flagbench that is a subreaper (started by a program flagbench ran,
+    such as a power command labgrid runs). Whoever starts it stops it, by pid and start time.
+    Without the mark, the first program flagbench ran after it (an ssh -O check) ended it as an
+    orphan: a plain Popen'd child in another session is just what kill_orphans looks for. Its
+    output goes to STDOUT/STDERR (a log file; default nowhere: never a pipe of flagbench's)."""
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k != OWNER_VAR}
+    env[DETACHED_VAR] = "1"
+    return subprocess.Popen([str(a) for a in argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=stdout, stderr=stderr, start_new_session=True)
+
+
+def _detached(pid: int) -> bool:
+    """PID was started by `detached` (its mark, and no owner's token)."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"{DETACHED_VAR}=1".encode() in env and not any(e.startswith(f"{OWNER_VAR}=".encode()) for e in env)
 
 
 def _children(parent: int) -> list[int]:

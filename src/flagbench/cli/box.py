@@ -1,18 +1,23 @@
-"""`flagbench box start|stop|status|ssh-config`: a qemu machine to try the real-machine path
+"""`flagbench box start|stop|status|ssh-config|power`: a qemu machine to try the real-machine path
 (`--host`, kexec) without hardware. `start` builds its kernel (cached) and boots it with ssh on
 127.0.0.1 at a free port; it keeps running after `start` returns, until `stop`. `ssh-config`
-prints its OpenSSH config, for FLAGBENCH_SSH="ssh -F FILE" (or ~/.ssh/config)."""
+prints its OpenSSH config, for FLAGBENCH_SSH="ssh -F FILE" (or ~/.ssh/config). `power
+on|off|cycle` switches its qemu as a lab switches a board (what `--lab`'s place's power runs)."""
 from __future__ import annotations
 
 import shlex
 
-ACTIONS = ("start", "stop", "status", "ssh-config")
+ACTIONS = ("start", "stop", "status", "ssh-config", "power")
+SWITCHES = ("on", "off", "cycle")
 
 
 def register(sub):
     p = sub.add_parser("box", help="start, stop or show the qemu kexec box (a host to try --host on)",
                        description=__doc__.split("\n\n")[0].split(": ", 1)[1].replace("\n", " "))
     p.add_argument("action", choices=ACTIONS)
+    p.add_argument("switch", nargs="?", choices=SWITCHES,
+                   help="power: on (boots it unless it runs), off (stops its qemu, not its lab) or cycle; "
+                        "what the --lab place's power driver runs")
     p.add_argument("--name", default="box", help="the box's name and ssh alias (default box); "
                    "its state is in <cache>/box/NAME")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress")
@@ -34,6 +39,13 @@ def run(args) -> int:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
         raise UserError(f"box name {args.name!r}: letters, digits, '.', '_' and '-' only")
     home = box.home(args.name)
+    if (args.action == "power") != (args.switch is not None):
+        raise UserError("`flagbench box power` takes on, off or cycle; the other actions take none")
+    if args.action == "power":
+        from flagbench import procs
+        procs.install()
+        box.power(home, args.name, args.switch, sayer(f"flagbench box: {args.name}: ", quiet=args.quiet))
+        return 0
     if args.action == "stop":     # also what clears a damaged state
         from flagbench.run.guest.box_lab import stop_lab
         if stop_lab(home / "lab"):
@@ -73,9 +85,13 @@ def run(args) -> int:
 
 
 def _lab(home, b) -> None:
-    """The box's lab (run/guest/box_lab.py): started unless it runs, and the exports to use it."""
+    """The box's lab (run/guest/box_lab.py): started unless it runs, and the exports to use it;
+    its place's power is `flagbench box power` on this box."""
+    import sys
     from flagbench.run.guest.box_lab import load_lab, start_lab
-    lab = load_lab(home / "lab") or start_lab(home / "lab", alias=b.alias, arch="x86_64")
+    power = ["env", f"FLAGBENCH_CACHE={home.parent.parent}", sys.executable, "-m", "flagbench", "box", "power"]
+    lab = load_lab(home / "lab") or start_lab(home / "lab", alias=b.alias, arch="x86_64",
+                                              power=[*power, "SWITCH", "--name", b.alias, "-q"])
     print(f"  # the box as place {lab.place} of a labgrid lab on {lab.address} (files in {lab.dir}):\n"
           + "".join(f"  export {k}={v}\n" for k, v in lab.exports.items())
           + f"  flagbench run EXP --place {lab.place}       # or --place arch=x86_64")

@@ -74,10 +74,9 @@ def box_place(box, *, kexec: bool = False, say: Say = lambda s: None):
     flagbench's ssh client (hosts/ssh.py); a KexecHost with KEXEC."""
     from flagbench.hosts.kexec import KexecHost
     from flagbench.hosts.remote import SshHost
-    from flagbench.hosts.ssh import Connection
 
     host = KexecHost(box.alias, say=say) if kexec else SshHost(box.alias)
-    _through(host, Connection(box.alias, ssh=box.ssh))
+    _through(host, box.connection())     # the Connection the box's own boot and run use
     return host
 
 

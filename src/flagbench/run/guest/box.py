@@ -23,10 +23,11 @@ is in /boot; the keys, ssh_config, console.log) lives in its directory, by defau
 <cache>/box/NAME. One `start` at a time per box (start.lock, naming its pid); a box whose
 start was killed before "ready" is not a box: `status` says so and the next `start` stops its
 qemu and starts over. A state.json that cannot be read is one line naming it; `stop` clears it
-(finding the box's qemu by its command line). qemu runs in its own session
-without flagbench's owner token, so it outlives `box start` (that is the point) and no later
-flagbench sweeps it up as a leftover; `stop` kills its process group, checked by pid and start
-time so a reused pid is never hit.
+(finding the box's qemu by its command line). qemu is a procs.detached server (its own session,
+no owner token, left alone by procs' orphan scan), so it outlives `box start` (that is the point)
+and no later flagbench sweeps it up as a leftover; `stop` kills its process group, checked by pid
+and start time so a reused pid is never hit. flagbench reaches the box as any host, through
+hosts/ssh.py's Connection with the box's ssh config (its boot waited for by hosts/booting.py).
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from flagbench import procs
 from flagbench.build import cache_dir
 from flagbench.errors import UserError
 from flagbench.run.guest import initramfs as cpio
@@ -100,17 +102,25 @@ class Box:
     def running(self) -> bool:
         return _qemu_alive(self.dir, self.pid)
 
-    def run(self, *words: str, timeout: float = 60, stdin=subprocess.DEVNULL) -> subprocess.CompletedProcess:
-        """A command on the box, through plain ssh (not flagbench's connection)."""
-        return subprocess.run([*self.ssh, self.alias, shlex.join(words)], capture_output=True, text=stdin is
-                              subprocess.DEVNULL, timeout=timeout, stdin=stdin)
+    def connection(self):
+        """flagbench's ssh client to the box through its own config (hosts/ssh.py), not opened."""
+        from flagbench.hosts.ssh import Connection
+        return Connection(self.alias, ssh=self.ssh)
+
+    def run(self, *words: str, timeout: float = 60):
+        """A command on the box (an ssh.Done: returncode, stdout, stderr) through a Connection of
+        its own; a HostError when the box does not answer."""
+        with self.connection() as conn:
+            return conn.run(list(words), timeout=timeout, guard=False)
 
     def version(self) -> str:
         """/proc/version there, or "" while it does not answer."""
+        from flagbench.hosts.ssh import HostError
         try:
-            return self.run("cat", "/proc/version", timeout=30).stdout.strip()
-        except subprocess.TimeoutExpired:
+            done = self.run("cat", "/proc/version", timeout=30)
+        except HostError:
             return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
 
     def stop(self) -> None:
         stop(self.dir)
@@ -274,6 +284,18 @@ def start(dir: Path, alias: str = "box", say: Callable[[str], None] = lambda s: 
                             f"{words.strip().splitlines()[-1] if words.strip() else e}") from None
 
 
+def power(dir: Path, alias: str, switch: str, say: Callable[[str], None] = lambda s: None) -> Box | None:
+    """The box's power as a lab switches a board's (`flagbench box power on|off|cycle`, the
+    labgrid place's ExternalPowerDriver): off stops its qemu (its lab stays), on boots it
+    (its own kernel; a box already on is left as it is), cycle both. The box that runs after."""
+    dir = Path(dir)
+    if switch in ("off", "cycle"):
+        with _StartLock(dir):        # never the qemu of a start under way: told who starts it
+            if stop(dir):
+                say("powered off (its qemu stopped)")
+    return start(dir, alias, say) if switch in ("on", "cycle") else None
+
+
 def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> Box:
     build = kernel(progress)
     dir.mkdir(parents=True, exist_ok=True)
@@ -286,51 +308,55 @@ def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> 
     (dir / "known_hosts").write_text(_host_key_line(dir, port))
     (dir / "ssh_config").write_text(ssh_config(dir, alias, port))
     console = dir / "console.log"
-    # its own session, no owner token: it outlives `box start`, and no later flagbench sweeps it
-    env = {k: v for k, v in os.environ.items() if k != "FLAGBENCH_OWNER"}
+    # procs.detached: its own session, no owner token, left alone by procs' orphan scan: it
+    # outlives `box start` (the point), and no flagbench ends it (a plain Popen'd qemu was
+    # killed as an orphan by the first program run after it: Connection's ssh -O check)
     with open(dir / "qemu.log", "wb") as log:
-        proc = subprocess.Popen(qemu_argv(build.image, initrd, port, console), stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=dir, env=env)
+        proc = procs.detached(qemu_argv(build.image, initrd, port, console), stdout=log, stderr=log, cwd=dir)
     state = {"pid": proc.pid, "start_time": _start_time(proc.pid), "port": port, "alias": alias,
              "kernel": str(build.image), "identity": build.identity, "ready": False}
     _write_state(dir, state)
     b = Box(dir, port, proc.pid, alias)
+    conn = b.connection()
     try:
         say(f"booting the box (qemu pid {proc.pid}, ssh on 127.0.0.1:{port})")
         started = time.monotonic()
-        wait_ssh(b, proc)
+        wait_ssh(b, proc, conn=conn)
         say(f"the box answers ssh after {time.monotonic() - started:.1f} s; copying its kernel to /boot")
-        release = b.run("uname", "-r").stdout.strip()
+        release = conn.shell("uname -r").stdout.strip()
         for local, remote in ((build.image, f"/boot/vmlinuz-{release}"), (initrd, f"/boot/initrd.img-{release}")):
-            with open(local, "rb") as f:
-                done = b.run("sh", "-c", 'cat > "$1"', "sh", remote, timeout=120, stdin=f)
-            if done.returncode != 0:
-                raise UserError(f"the box: cannot copy {remote} there: {done.stderr.decode(errors='replace').strip()}")
+            conn.copy(Path(local), remote, mode="644", timeout=120)
         _write_state(dir, {**state, "ready": True})      # from here on it is a box
     except BaseException:
         stop(dir)
         raise
+    finally:
+        conn.close()
     return b
 
 
-def wait_ssh(b: Box, proc: subprocess.Popen | None = None, within: float = BOOT_WAIT_S) -> str:
-    """/proc/version once ssh answers (slirp accepts TCP before the box listens: ask for real).
-    Plain ssh, not hosts/booting.py's wait: a first try through hosts/ssh.py's Connection saw the
-    box's qemu exit after the login (not yet understood; see the hosts branch's report)."""
-    end = time.monotonic() + within
-    last = ""
-    while time.monotonic() < end:
+def wait_ssh(b: Box, proc: subprocess.Popen | None = None, within: float = BOOT_WAIT_S, conn=None) -> str:
+    """/proc/version once ssh answers (slirp accepts TCP before the box listens: ask for real),
+    with hosts/booting.py's wait through CONN (default: a Connection of the box's own, closed
+    after); a UserError when its qemu exits meanwhile or it does not answer WITHIN seconds."""
+    from flagbench.hosts.booting import wait_for_boot
+    from flagbench.hosts.ssh import HostError
+
+    def gone() -> str | None:
         if (proc.poll() is not None) if proc else not b.running():
-            raise UserError(f"the box's qemu exited: {_tail(b.dir / 'qemu.log')} {_tail(b.console)}")
-        try:
-            done = b.run("cat", "/proc/version", timeout=20)
-            if done.returncode == 0 and "Linux" in done.stdout:
-                return done.stdout.strip()
-            last = done.stderr.strip()
-        except subprocess.TimeoutExpired:
-            last = "timeout"
-        time.sleep(0.5)
-    raise UserError(f"the box did not answer ssh within {within:g} s ({last}); console: {_tail(b.console)}")
+            return f"the box's qemu exited: {_tail(b.dir / 'qemu.log')} {_tail(b.console)}"
+        return None
+
+    own = conn is None
+    conn = b.connection() if own else conn
+    try:
+        return wait_for_boot(conn, lambda v: "Linux" in v, within=within, what="answer ssh", who="the box",
+                             gone=gone)[0]
+    except HostError as e:
+        raise UserError(str(e) if "qemu exited" in str(e) else f"{e}; console: {_tail(b.console)}") from None
+    finally:
+        if own:
+            conn.close()
 
 
 def _tail(path: Path, n: int = 300) -> str:

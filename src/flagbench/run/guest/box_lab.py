@@ -9,10 +9,13 @@ What it writes is what a lab admin writes for a real board (docs/places.md shows
 - exporter.yaml: one group named like the place with a NetworkService, the board's sshd (for
   the box: its ssh alias, so flagbench's ssh reaches it through the box's ssh config);
 - the place: `labgrid-client -p NAME create`, `add-match EXPORTER/NAME/*`, `set-tags arch=...`;
-- no power resource: the box is an always-on board (it boots each variant by kexec), so
-  flagbench says "taken as powered".
-The coordinator and the exporter run in their own sessions without flagbench's owner token
-(they outlive `box start`, like the box's qemu); lab.json keeps their pids and start times, and
+- env.yaml (LG_ENV), given POWER: the place's target with labgrid's ExternalPowerDriver running
+  `flagbench box power on|off|cycle` on the box (its qemu stopped, booted again on its own
+  kernel), as a lab's environment config switches a board's PDU. Variants of a kernel
+  experiment still boot by kexec there: labgrid hands a variant's image only to a QEMUDriver
+  it runs itself, and the box's qemu is `flagbench box`'s (docs/places.md).
+The coordinator and the exporter are procs.detached servers (own sessions, no owner token: they
+outlive `box start`, like the box's qemu); lab.json keeps their pids and start times, and
 `stop_lab` ends them (checked by start time: a reused pid is never hit).
 """
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 from flagbench.errors import UserError
 
 STATE = "lab.json"
+ENV = "env.yaml"
 READY_S = 60.0
 EXPORTER = "flagbench-box"
 
@@ -42,13 +46,27 @@ class BoxLab:
 
     @property
     def exports(self) -> dict[str, str]:
-        return {"LG_COORDINATOR": self.address}
+        env = self.dir / ENV
+        return {"LG_COORDINATOR": self.address, **({"LG_ENV": str(env)} if env.is_file() else {})}
 
 
 def exporter_config(place: str, dest: str, username: str = "root", port: int = 22) -> str:
     """exporter.yaml: the group PLACE with the board's sshd as its NetworkService."""
     return (f"{place}:\n  NetworkService:\n    address: {json.dumps(dest)}\n    username: {json.dumps(username)}\n"
             f"    port: {port}\n")
+
+
+def environment_config(place: str, power: list[str]) -> str:
+    """env.yaml: target PLACE (its RemotePlace) with an ExternalPowerDriver running POWER, whose
+    word SWITCH becomes on, off or cycle."""
+    import shlex
+
+    import yaml
+    cmds = {f"cmd_{switch}": shlex.join(switch if w == "SWITCH" else w for w in power)
+            for switch in ("on", "off", "cycle")}
+    return yaml.safe_dump({"targets": {place: {"resources": {"RemotePlace": {"name": place}},
+                                               "drivers": {"ExternalPowerDriver": {**cmds, "delay": 0.0}}}}},
+                          sort_keys=False, width=1000)
 
 
 def _tool(name: str) -> str:
@@ -65,8 +83,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_lab(dir: Path, alias: str, arch: str) -> BoxLab:
-    """Coordinator, exporter and place ALIAS (tag arch=ARCH) for the box reached as ALIAS."""
+def start_lab(dir: Path, alias: str, arch: str, power: list[str] | None = None) -> BoxLab:
+    """Coordinator, exporter and place ALIAS (tag arch=ARCH) for the box reached as ALIAS; with
+    POWER (argv, SWITCH for on/off/cycle) an env.yaml whose driver switches the box."""
+    from flagbench.procs import detached
     from flagbench.run.guest.box_state import start_time_of
     dir = Path(dir)
     stop_lab(dir)
@@ -75,14 +95,16 @@ def start_lab(dir: Path, alias: str, arch: str) -> BoxLab:
     env = {k: v for k, v in os.environ.items() if k not in ("FLAGBENCH_OWNER", "LG_ENV")}
     env["LG_COORDINATOR"] = address
     (dir / "exporter.yaml").write_text(exporter_config(alias, alias))
+    (dir / ENV).unlink(missing_ok=True)
+    if power:
+        (dir / ENV).write_text(environment_config(alias, power))
     procs = {}
     try:
         for name, argv in (("coordinator", [_tool("labgrid-coordinator"), "-l", address]),
                            ("exporter", [_tool("labgrid-exporter"), "-c", address, "-n", EXPORTER, "--hostname",
                                          "127.0.0.1", str(dir / "exporter.yaml")])):
-            with open(dir / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(argv, cwd=dir, env=env, stdout=log, stderr=log,
-                                               stdin=subprocess.DEVNULL, start_new_session=True)
+            with open(dir / f"{name}.log", "wb") as log:   # outlives `box start`, as the box's qemu
+                procs[name] = detached(argv, cwd=dir, env=env, stdout=log, stderr=log)
             _write(dir, {n: {"pid": p.pid, "start_time": start_time_of(p.pid)} for n, p in procs.items()}, address)
             if name == "coordinator":
                 _wait(dir, procs[name], lambda: "Coordinator ready" in (dir / "coordinator.log").read_text(
