@@ -100,3 +100,27 @@ def test_a_kernel_series_from_mail_builds_in_the_repositorys_tree_and_v2_rebuild
     assert said == ["=", "=", "=", "!"], done.stdout
     assert repo_state(kernel_repo) == before
 
+
+
+@pytest.mark.slow
+def test_demo_full_takes_the_series_case_from_its_mails(kernel_repo, tmp_path):
+    """`flagbench demo --full`'s series section: the case's mbox through the --mbox road (after
+    the test above its builds are kept by tree: the patches boot and count, the broken one fails
+    again), a row per patch, pasteable as it stands."""
+    from flagbench.cli import demo_series
+    from flagbench.report.doc import Code
+
+    before = repo_state(kernel_repo)
+    section, summary, status = demo_series.blocks(CASE, lambda s: None, tmp_path / "fb.db")
+    assert status == 0 and repo_state(kernel_repo) == before
+    (code,) = [b for b in section if isinstance(b, Code)]
+    text = "\n".join(code.lines)
+    assert section[0].text.endswith("from its mails (cases/series/series.mbx)")
+    assert "/series.mbx) on " in text and "base: base-commit: in the mails" in text
+    shas = [git(kernel_repo, "rev-parse", "--short=12", ref).strip() for ref in ("series~3", "series~1")]
+    rows = {line.split()[0]: line for line in code.lines if re.match(r"^[0-9a-f]{12}  ", line)}
+    # git am's commits (committed by flagbench@localhost), not make-repo's: the mails were applied
+    assert len(rows) == 5 and all(s not in rows for s in shas)
+    assert sum("does not build: kernel/sys.c" in line for line in rows.values()) == 1
+    assert "patches by flagbench <flagbench@example.org>: 1, 2, 3, 4" in text
+    assert all(len(line) <= 100 for line in code.lines)
