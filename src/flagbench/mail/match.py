@@ -185,8 +185,11 @@ def pair_table(v: Versions, a: int, b: int, how: str) -> list[str]:
 def markdown(v: Versions) -> str:
     o, n = v.old, v.new
     one, two = (md_cell(x) for x in labels(v))
-    head = (f"**flagbench series: {md_cell(o.exp.name)} {o.series.cell}: "
-            f"{md_cell(n.mail.name)}, {one} against {two}**")
+    def head_of(name: str) -> str:
+        return f"**flagbench series: {md_cell(o.exp.name)} {o.series.cell}: {name}, {one} against {two}**"
+    name = md_cell(n.mail.name)
+    room = WIDTH - len(head_of(""))
+    head = head_of(name if len(name) <= room else name[:max(room - 1, 0)].rstrip("\\") + "~")
     lines = [head, "",
              f"- {one}: {len(o.mail.patches)} patches, {len(o.applied.commits)} applied on "
              f"`{o.applied.base.short}`",
