@@ -91,3 +91,26 @@ def test_b4_am_check_runs_flagbench_check_per_patch_and_shows_it(repo, thread, t
     assert any(f"{name}: ERROR: flagbench: size +58 B" in line for line in helper), said
     assert any(f"{name}: passed all checks" in line for line in comment), said
     assert any(f"{name}: ERROR: flagbench: size +13 B" in line for line in xor), said
+
+
+def test_b4_prep_check_runs_flagbench_check_on_each_commit_of_the_prep_branch(repo, tmp_path):
+    """`b4 prep --check` (a contributor's side): `prep-perpatch-check-cmd`, the same line, run on
+    each commit of a b4 prep branch (made in a clone: b4 prep writes branches and commits)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", str(repo), str(work))
+    command = f"flagbench check {shlex.quote(str(work / 'exp'))} -q --format checkpatch --base base"
+    made = run_b4(work, home, {"prep-perpatch-check-cmd": command}, "prep", "-n", "sum", "-f", "base")
+    assert made.returncode == 0, made.stderr
+    git(work, "cherry-pick", "base..origin/v1")
+    done = run_b4(work, home, {"prep-perpatch-check-cmd": command}, "prep", "--check")
+    said = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout + done.stderr)
+    assert f"  {command}" in said, said
+    lines = said.splitlines()
+    at = {s: next(i for i, line in enumerate(lines) if line.endswith(f": {s}")) for s, _ in V1}
+    assert "flagbench: ERROR: flagbench: size +58 B" in lines[at[V1[0][0]] + 1]
+    assert at[V1[2][0]] == at[V1[1][0]] + 1                     # the comment: passed, no lines under it
+    assert "flagbench: ERROR: flagbench: size +13 B" in lines[at[V1[2][0]] + 1]
+    assert "Success: 1, Warning: 0, Error: 5" in said
+    assert (home / "cache" / "flagbench" / "mail" / "check.db").is_file()
