@@ -117,9 +117,9 @@ def _procs_is_per_test():
 # worker waits idle for the build while there is other work, and no long module runs alone at
 # the end. Before the first slow test of these in a worker, the build is waited for (a file lock
 # in the cache: both workers share one build) or found cached.
-SHARED_KERNEL_USERS = ("test_labgrid.py", "test_series.py", "test_watch_kernel.py", "test_kexec.py",
-                       "test_kernel_build.py", "test_guest.py", "test_bisect.py", "test_distcc.py", "test_box.py",
-                       "test_mix_c.py", "test_normalise.py")
+SHARED_KERNEL_USERS = ("test_labgrid.py", "test_series.py", "test_watch_kernel.py", "test_mail_kernel.py",
+                       "test_kexec.py", "test_kernel_build.py", "test_guest.py", "test_bisect.py", "test_distcc.py",
+                       "test_box.py", "test_mix_c.py", "test_normalise.py")
 # the longest of the others first, beside the build
 LONGEST_FIRST = ("test_hosts_run.py", "test_stubs.py")
 _shared_kernel_done = False

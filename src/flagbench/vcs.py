@@ -188,6 +188,21 @@ def holds(dest: Path, version: int | None = None) -> str | None:
         return None
 
 
+ORIGIN = "flagbench-origin"
+
+
+def origin(repo: Path) -> Path:
+    """The repository a clone flagbench made of it reads its objects from (mail/apply.py writes
+    its path into the clone's .git/flagbench-origin), else REPO itself. A kernel commit of such a
+    clone is walked into the origin's checkout and O= directory: a series from mail builds only
+    what its patches change from the origin's commits already built, and one tree is one build."""
+    try:
+        named = (Path(repo) / ".git" / ORIGIN).read_text().strip()
+    except OSError:
+        return Path(repo)
+    return Path(named) if named and Path(named).is_absolute() else Path(repo)
+
+
 def _read_tree(repo: Path, tree: str, dest: Path, index: Path, what: str) -> None:
     """`git read-tree --reset -u TREE` with a private index and DEST as the work tree: a file
     whose index entry and content already match is not written again. A lock a killed

@@ -27,14 +27,21 @@ def register(sub):
     p.add_argument("--jobs", "-j", type=int, help="make -jN / parallel compiles (default: the CPUs)")
     p.add_argument("--db", type=Path, help="results database (default: check.db in flagbench's cache, not "
                    "the directory b4 runs it in: the user's checkout)")
+    p.epilog = ("The cache is FLAGBENCH_CACHE, else $XDG_CACHE_HOME/flagbench (~/.cache/flagbench), not ./.cache: "
+                "b4 runs a check command in the user's checkout.")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     return p
 
 
 def run(args) -> int:
     import json
+    import os
     import sys
 
+    from flagbench import cache
+    if not os.environ.get(cache.CACHE_ENV):   # b4 runs us in the user's checkout: not ./.cache there
+        home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        os.environ[cache.CACHE_ENV] = str(home / "flagbench")
     from flagbench import spec
     from flagbench.cache import cache_dir
     from flagbench.errors import UserError

@@ -1,7 +1,10 @@
 """`flagbench demo --full`: the series case (cases/series). Its repository is made once in the
 cache from Debian's 6.1 tree by the case's own script (make-repo: the tree as one commit, then
-four commits of the kind the seeds post), and base..series goes into the report as
-`flagbench series` prints it: a row per commit, pasteable as it stands."""
+four commits of the kind the seeds post), and the series comes as the list carries it: the case's
+mbox (series.mbx, `git format-patch --cover-letter --base` of base..series), applied with `git am`
+in a clone flagbench owns and measured as `flagbench series EXP --mbox` prints it: a row per patch,
+pasteable as it stands. Its commits have the trees of base..series, so they are built in the
+repository's own walked O= directory (and a test's or an earlier demo's builds are kept)."""
 from __future__ import annotations
 
 import re
@@ -11,6 +14,7 @@ from pathlib import Path
 
 NAME = "series"
 RANGE = "base..series"
+MBOX = "series.mbx"       # git format-patch --cover-letter --base=base base..series of make-repo's repository
 
 
 def case_dir(root: Path) -> Path | None:
@@ -57,20 +61,25 @@ def experiment(case: Path, repository: Path) -> Path:
 
 def blocks(case: Path, say, db: Path = Path("flagbench.db"), fresh: bool = False) -> tuple[list, list, int]:
     """(report section, summary line, exit status) of the series case, a run of DB (resumed)."""
+    from flagbench.mail.run import by_authors, measure
     from flagbench.report.doc import Code, Heading, Link, Para
-    from flagbench.series_cells import run_series
     from flagbench.series_table import text
 
-    series, status = run_series(experiment(case, repo(case, say)), RANGE, db=db, progress=True, fresh=fresh)
-    if status > 1:   # interrupted: the run keeps what was measured, the demo's next run resumes it
+    # base-commit: in the mails names the base on a machine whose Debian tree made the same one;
+    # elsewhere the repository's tag (a note under the table says which)
+    run = measure(experiment(case, repo(case, say)), str(case / MBOX), base="base", db=db, progress=True,
+                  fresh=fresh)
+    if run.status > 1:   # interrupted: the run keeps what was measured, the demo's next run resumes it
         raise KeyboardInterrupt()
+    series = by_authors(run)
     lines = text(series).rstrip("\n").splitlines()
     built = sum(r.built for r in series.rows[1:])
-    section = [Heading(2, f"{NAME}: a patch series, commit by commit ({RANGE})", NAME),
-               Para(["flagbench series over the case's repository (cases/series/make-repo, made from "
-                     "Debian's 6.1 tree): each commit built in one O= directory walked commit by commit, "
-                     "compared with its first parent and with the base."]),
+    section = [Heading(2, f"{NAME}: a patch series from its mails (cases/series/{MBOX})", NAME),
+               Para(["flagbench series --mbox over the case's mails (git format-patch --cover-letter --base "
+                     "of the commits cases/series/make-repo makes on Debian's 6.1 tree): each patch applied "
+                     "with git am in a clone flagbench owns, built in the repository's one O= directory walked "
+                     "patch by patch, compared with the one before it and with the base."]),
                Code(lines)]
-    summary = [Para([Link(NAME, NAME), f": {len(series.rows) - 1} commits, {built} built, "
-                     f"in {series.seconds:.0f} s (a row per commit: size, asm, exact counts)"])]
+    summary = [Para([Link(NAME, NAME), f": {len(series.rows) - 1} patches from their mbox, {built} built, "
+                     f"in {series.seconds:.0f} s (a row per patch: size, asm, exact counts)"])]
     return section, summary, 0 if series.rows[0].built else 1

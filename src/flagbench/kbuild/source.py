@@ -140,9 +140,10 @@ def _unpack(tarball: Path, package: str, home: Path, identity: str, say) -> dict
 
 
 def git_tree(commit: vcs.Commit, slot: str) -> Tree:
-    """The tree of a commit as a checkout flagbench owns, one per SLOT (an O= directory's name):
-    not written until checkout(tree) walks it there."""
-    home = trees_dir() / f"git-{_sha(str(commit.repo) + chr(0) + slot)[:12]}"
+    """The tree of a commit as a checkout flagbench owns, one per SLOT (an O= directory's name)
+    and repository (a clone flagbench made of one counts as that one: vcs.origin): not written
+    until checkout(tree) walks it there."""
+    home = trees_dir() / f"git-{_sha(str(vcs.origin(commit.repo)) + chr(0) + slot)[:12]}"
     makefile = vcs.show(commit, "Makefile") or b""
     v = dict(_MAKEFILE_VERSION.findall(makefile[:2000].decode(errors="replace")))
     version = ".".join(x for x in (v.get("VERSION"), v.get("PATCHLEVEL"), v.get("SUBLEVEL")) if x) + v.get("EXTRAVERSION", "")

@@ -19,6 +19,7 @@ from pathlib import Path
 from flagbench import procs, vcs
 from flagbench.cache import cache_dir, locked
 from flagbench.errors import UserError
+from flagbench.mail import parse
 from flagbench.mail.parse import MailSeries, Patch
 from flagbench.textsafe import last_line, term_text
 
@@ -44,16 +45,18 @@ def checkout(repo: Path) -> Path:
     return home / "work"
 
 
-def _git(where: Path, *args: str, timeout: float = 300) -> procs.Done:
+def _git(where: Path, *args: str, timeout: float = 300, stdin=None) -> procs.Done:
     env = vcs._env(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, **_IDENTITY)
     try:
-        return procs.run(["git", "-C", str(where), *args], timeout=timeout, env=env)
+        return procs.run(["git", "-C", str(where), *args], timeout=timeout, env=env,
+                         **({"stdin": stdin} if stdin is not None else {}))
     except FileNotFoundError:
         raise UserError("git is not installed: apt-get install git") from None
 
 
 def _ensure(repo: Path, clone: Path) -> None:
     if (clone / ".git").is_dir():
+        _name_origin(repo, clone)
         return
     tmp = clone.with_name(f"{clone.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -65,7 +68,16 @@ def _ensure(repo: Path, clone: Path) -> None:
     for key, value in (("core.hooksPath", os.devnull), ("am.threeWay", "false"), ("gc.auto", "0"),
                        ("user.name", "flagbench"), ("user.email", "flagbench@localhost")):
         _git(tmp, "config", key, value)
+    _name_origin(repo, tmp)
     os.replace(tmp, clone)
+
+
+def _name_origin(repo: Path, clone: Path) -> None:
+    """The clone says whose it is (vcs.origin): a kernel commit of it is built in REPO's walked
+    checkout and O= directory, beside REPO's own commits."""
+    marker = clone / ".git" / vcs.ORIGIN
+    if not marker.is_file() or marker.read_text().strip() != str(repo):
+        marker.write_text(f"{repo}\n")
 
 
 def apply_series(repo: Path, series: MailSeries, base_ref: str, say=lambda text: None) -> Applied:
@@ -80,6 +92,7 @@ def apply_series(repo: Path, series: MailSeries, base_ref: str, say=lambda text:
         _ensure(repo, clone)
         say(f"applying {len(series.patches)} patch(es) onto {base_user.short} ({base_user.subject[:50]}) in {clone}")
         _git(clone, "am", "--abort")
+        _narrow(clone, series)
         done = _git(clone, "checkout", "--quiet", "--force", "--detach", base_user.sha, timeout=GIT_TIMEOUT)
         if done.failure:
             raise UserError(f"cannot check out {base_user.short} in {clone}: {last_line(done.stderr, done.failure)}")
@@ -111,6 +124,26 @@ def apply_series(repo: Path, series: MailSeries, base_ref: str, say=lambda text:
             applied.results.append((p, commit, ""))
         mail.unlink(missing_ok=True)
     return applied
+
+
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._/+,@=~-]+")
+
+
+def _narrow(clone: Path, series: MailSeries) -> None:
+    """The clone's work tree holds only the files the patches name (a sparse checkout): git am
+    needs no more, and a kernel tree is 75,000 files (the builds walk their own checkout). A
+    path a pattern could not name exactly (a glob character, a space, a quoted name) takes the
+    whole tree."""
+    wanted = sorted({path for p in series.patches for path in parse.paths(p)})
+    if not wanted or not all(_PLAIN_PATH.fullmatch(w) for w in wanted):
+        _git(clone, "sparse-checkout", "disable", timeout=GIT_TIMEOUT)
+        return
+    patterns = clone.with_name("sparse-patterns")
+    patterns.write_text("".join(f"/{w}\n" for w in wanted))
+    with patterns.open("rb") as stdin:
+        done = _git(clone, "sparse-checkout", "set", "--no-cone", "--stdin", timeout=GIT_TIMEOUT, stdin=stdin)
+    if done.failure:
+        raise UserError(f"cannot narrow {clone} to the patches' files: {last_line(done.stderr, done.failure)}")
 
 
 _REJECTED = re.compile(r"^Applying patch (\S+) with (\d+) reject", re.M)

@@ -7,7 +7,34 @@ import sys
 from flagbench.errors import UserError
 
 
+def _timed(args, measure_all):
+    """MEASURE_ALL(fleet): with --host/--place, every version's patches timed there (each against
+    the one before it, in paired rounds: series_cells), the places held for all of them."""
+    from contextlib import nullcontext
+
+    from flagbench import pipeline, spec
+    from flagbench.textsafe import sayer
+
+    if not (args.host or args.place):
+        return measure_all(None)
+    say = sayer("flagbench series: ", quiet=args.quiet)
+    exp = spec.load(args.experiment)
+    leases = nullcontext(())
+    if args.place:
+        from flagbench.hosts.lab_place import leased
+        from flagbench.run.until import parse_budget
+        leases = leased(args.place, wait_s=parse_budget(args.place_wait), say=say)
+    with leases as held:
+        places = ()
+        if args.place:
+            from flagbench.hosts.lab_place import places_for
+            places = places_for(held, exp, say)
+        with pipeline._fleet(exp, pipeline.Options(hosts=tuple(args.host), places=tuple(places)), say) as fleet:
+            return measure_all(fleet)
+
+
 def series_from_mail(args) -> int:
+    from flagbench import procs
     from flagbench.mail import parse
     from flagbench.mail.run import as_json, by_authors, measure, with_authors
     from flagbench.series import exit_status
@@ -17,8 +44,6 @@ def series_from_mail(args) -> int:
         raise UserError("give BASE..HEAD or --mbox FILE, not both")
     if not args.mbox:
         raise UserError("name the series: BASE..HEAD, or --mbox FILE (an mbox, a maildir, or -)")
-    if args.host or args.place:
-        raise UserError("--host and --place time BASE..HEAD series; --mbox counts exact instructions only")
     if len(args.mbox) > 2:
         raise UserError("--mbox at most twice: v1 and v2 of a series")
     if args.mbox.count("-") > 1:
@@ -26,8 +51,13 @@ def series_from_mail(args) -> int:
     mails = [parse.load(m) for m in args.mbox]     # all of them read (and refused) before any build
     kw = dict(base=args.base, variant=args.variant, target=args.target, compiler=args.compiler,
               jobs=args.jobs, progress=not args.quiet, asm=not args.no_asm, counts=not args.no_counts,
-              db=args.db)
-    runs = [measure(args.experiment, m, mail=mail, **kw) for m, mail in zip(args.mbox, mails)]
+              db=args.db, fresh=args.fresh)
+    try:
+        runs = _timed(args, lambda fleet: [measure(args.experiment, m, mail=mail, fleet=fleet, **kw)
+                                           for m, mail in zip(args.mbox, mails)])
+    except procs.Terminated as e:
+        print(f"flagbench series: {e}: stopped; run again to resume", file=sys.stderr)
+        return e.exit_status
     stopped = next((r.status for r in runs if r.status > 1), 0)
     if stopped:     # interrupted: what was measured is stored, the table would be partial
         print("flagbench series: stopped; run again to resume", file=sys.stderr)

@@ -108,7 +108,34 @@ def evidence(row: Row) -> dict[str, object]:
     out = {"size": d.total, "grow/shrink": f"{d.grow}/{d.shrink}", "add/remove": f"{d.add}/{d.remove}",
            "padding": d.padding, "functions": d.functions, "changed": d.changed}
     out.update({f"count {k}": val for k, val in d.counts.items()})
+    out.update({f"time {t.label}": {"ratio": t.estimate, "low": t.low, "high": t.high, "pairs": t.pairs}
+                for t in row.timed})
     return out
+
+
+def _pct(ratio: float | None) -> str:
+    return "?" if ratio is None else f"{(ratio - 1) * 100:+.1f} %"
+
+
+def _timed_rows(e_old: dict, e_new: dict, row) -> None:
+    """Each timed bench: the patch against the one before it in paired rounds, in each version
+    (ratio as a change, then its interval), and whether the two intervals overlap."""
+    for key in sorted({k for e in (e_old, e_new) for k in e if k.startswith("time ")}):
+        x, y = e_old.get(key), e_new.get(key)
+        change = ""
+        if x and y:
+            change = f"{((y['ratio'] - 1) - (x['ratio'] - 1)) * 100:+.1f} pt"
+        row(md_code(key[5:]), _pct(x["ratio"]) if x else "-", _pct(y["ratio"]) if y else "-", change)
+        apart = ""
+        if x and y and None not in (x["low"], x["high"], y["low"], y["high"]):
+            apart = "apart" if x["high"] < y["low"] or y["high"] < x["low"] else "overlap"
+        row(f"  interval, {(x or y)['pairs']} pairs", _interval(x), _interval(y), apart)
+
+
+def _interval(t: dict | None) -> str:
+    if not t or t["low"] is None or t["high"] is None:
+        return "-"      # too few pairs (stats: MIN_SAMPLES_CI), or none uncontended
+    return f"[{(t['low'] - 1) * 100:+.1f}, {(t['high'] - 1) * 100:+.1f}] %"
 
 
 def _names(functions: list[str]) -> str:
@@ -141,6 +168,7 @@ def pair_table(v: Versions, a: int, b: int, how: str) -> list[str]:
         label = {"size": "size, bytes", "padding": "padding, bytes"}.get(key, key[6:])
         change = _num(y - x) if isinstance(x, (int, float)) and isinstance(y, (int, float)) else ""
         row(md_code(label) if key.startswith("count ") else label, _num(x), _num(y), change)
+    _timed_rows(e_old, e_new, row)
     for key in ("grow/shrink", "add/remove"):
         if key in e_old or key in e_new:
             row(f"functions {key}", str(e_old.get(key, "-")), str(e_new.get(key, "-")))
@@ -157,15 +185,22 @@ def pair_table(v: Versions, a: int, b: int, how: str) -> list[str]:
 def markdown(v: Versions) -> str:
     o, n = v.old, v.new
     one, two = (md_cell(x) for x in labels(v))
-    head = (f"**flagbench series: {md_cell(o.exp.name)} {o.series.cell}: "
-            f"{md_cell(n.mail.name)}, {one} against {two}**")
+    def head_of(name: str) -> str:
+        return f"**flagbench series: {md_cell(o.exp.name)} {o.series.cell}: {name}, {one} against {two}**"
+    name = md_cell(n.mail.name)
+    room = WIDTH - len(head_of(""))
+    head = head_of(name if len(name) <= room else name[:max(room - 1, 0)].rstrip("\\") + "~")
     lines = [head, "",
              f"- {one}: {len(o.mail.patches)} patches, {len(o.applied.commits)} applied on "
              f"`{o.applied.base.short}`",
              f"- {two}: {len(n.mail.patches)} patches, {len(n.applied.commits)} applied on "
              f"`{n.applied.base.short}`",
              "- each patch against the one before it that applied and built: bloat-o-meter's total, "
-             "exact counts", ""]
+             "exact counts"]
+    if o.series.place or n.series.place:
+        lines.append(_fit(f"- time: each patch against the one before it in paired rounds on "
+                          f"{md_cell(o.series.place or n.series.place)}: the change, its interval", WIDTH))
+    lines.append("")
     for a, b, how in v.pairs:
         lines += pair_table(v, a, b, how) + [""]
     for what, name, run, indices in (("added in", two, n, v.added), ("dropped from", one, o, v.dropped)):

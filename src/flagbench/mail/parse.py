@@ -204,16 +204,22 @@ def check_paths(p: Patch) -> None:
     if link:
         what = "a symbolic link" if link.group(1) == "120000" else "a submodule"
         raise UserError(f"{p.label} {p.subject[:60]}: {what} in the patch: refused (nothing applied)")
+    for rel in paths(p):
+        parts = rel.replace("\\", "/").split("/")
+        if rel.startswith("/") or ".." in parts or any(x.lower() == ".git" for x in parts):
+            raise UserError(f"{p.label} {p.subject[:60]}: the path {term_text(rel)[:80]} is outside the tree: "
+                            "refused (nothing applied)")
+
+
+def paths(p: Patch) -> list[str]:
+    """The paths P's diff names (a/ and b/ taken off), as the diff spells them."""
+    out = []
     for m in _PATHS.finditer(p.body):
         for path in (g for g in m.groups() if g):
             path = path.strip().strip('"')
-            if path == "/dev/null":
-                continue
-            rel = path[2:] if path[:2] in ("a/", "b/") and m.group(4) is None else path
-            parts = rel.replace("\\", "/").split("/")
-            if rel.startswith("/") or ".." in parts or any(x.lower() == ".git" for x in parts):
-                raise UserError(f"{p.label} {p.subject[:60]}: the path {term_text(rel)[:80]} is outside the tree: "
-                                "refused (nothing applied)")
+            if path != "/dev/null":
+                out.append(path[2:] if path[:2] in ("a/", "b/") and m.group(4) is None else path)
+    return out
 
 
 def series_of(source: str, mails: list[bytes], allow_cover: bool = False) -> MailSeries:

@@ -85,7 +85,7 @@ def relocated(exp: spec.Experiment, repo: Path, clone: Path) -> spec.Experiment:
 def measure(path, source: str, *, base: str | None = None, variant: str | None = None,
             target: str | None = None, compiler: str | None = None, jobs: int | None = None,
             progress: bool = True, asm: bool = True, counts: bool = True,
-            mail: parse.MailSeries | None = None, db: Path) -> MailRun:
+            mail: parse.MailSeries | None = None, db: Path, fresh: bool = False, fleet=None) -> MailRun:
     say = sayer("flagbench series: ", quiet=not progress)
     exp = spec.load(path)
     repo = subject.of(exp).repository()
@@ -102,7 +102,7 @@ def measure(path, source: str, *, base: str | None = None, variant: str | None =
     label = f"{mail.name[:60]} v{mail.version}"
     commits = [applied.base, *applied.commits]
     series, status = run_series(path, label, db=db, variant=variant, target=target, compiler=compiler, jobs=jobs,
-                                progress=progress, asm=asm, counts=counts, experiment=rexp,
+                                progress=progress, asm=asm, counts=counts, experiment=rexp, fresh=fresh, fleet=fleet,
                                 given=(applied.clone, commits, series_store.records(applied.clone, commits)))
     series.repo = str(repo)
     series.range = f"{label} ({'stdin' if source == '-' else source}) on {applied.base.short}"
