@@ -131,6 +131,39 @@ def test_command_without_the_parser_prints_what_the_parser_path_prints(pairs):
             assert quick[0] == parsed[0] == 0 and quick == parsed, (label, fmt_args)
 
 
+# What `flagbench size OLD NEW` has no need of on its quick path (C reader, C tables): each of these
+# was once imported there, and Python's start-up with the imports is most of the command's time.
+NOT_IMPORTED = ("argparse", "re", "dataclasses", "enum", "typing", "collections", "__future__", "importlib.util",
+                "flagbench.textsafe", "flagbench.targets", "flagbench.elf.files", "flagbench.elf.tables",
+                "flagbench.elf.symbols", "flagbench.size.pair", "flagbench.size.table", "flagbench.forked")
+
+
+def test_the_quick_path_imports_only_what_it_needs(pairs):
+    """The command as users run it (bin/flagbench, a fresh interpreter), in both quick formats:
+    `-X importtime` names every module imported after start-up."""
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "bin" / "flagbench"
+    _, old, new = pairs[-2]     # a static executable: its code outside symbols is classified too
+    for fmt_args in ([], ["--format=bom"]):
+        done = subprocess.run([sys.executable, "-X", "importtime", str(script), "size", *fmt_args, str(old), str(new)],
+                              capture_output=True, text=True, check=True)
+        imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+        assert "flagbench.elf._symtab" in imported and "flagbench.size.measure" in imported
+        assert not imported & set(NOT_IMPORTED), (fmt_args, sorted(imported & set(NOT_IMPORTED)))
+
+
+def test_the_written_out_letter_table_is_what_symbol_letter_gives():
+    """`letters._SYMBOL_LETTERS` (written out: deriving it cost every start) against its derivation
+    from `symbols.symbol_letter`, and the codes `symbols` re-exports."""
+    from flagbench.elf import letters
+    from flagbench.elf import symbols as elf_symbols
+    assert letters._SYMBOL_LETTERS == letters._symbol_letters() and len(letters._SYMBOL_LETTERS) == 4096
+    assert letters.LETTER_CODES == elf_symbols.NO_SECTION + elf_symbols.SECTION_LETTERS + elf_symbols.COMMON
+    # st_info 0x12 (STB_GLOBAL, STT_FUNC) in .text (code 1) is T; 0x03 (a section symbol) is not listed
+    assert letters._SYMBOL_LETTERS[0x12 * 16 + 1] == ord("T") and not any(letters._SYMBOL_LETTERS[0x03 * 16:0x04 * 16])
+
+
 def test_damaged_or_missing_input_is_the_python_readers_error(tmp_path, pairs):
     """What the C reader does not read (here a truncated file, a missing one, a stripped one) is
     read by the Python reader, whose one-line errors stand."""

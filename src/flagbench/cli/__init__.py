@@ -4,8 +4,6 @@ Each verb lives in its own module here with `register(subparsers)` and
 `run(args) -> int`. Only the chosen verb's module is imported (and its heavy
 imports happen inside `run`), so `flagbench size` on two small files starts fast.
 """
-from __future__ import annotations
-
 import atexit
 import os
 import sys

@@ -1,5 +1,4 @@
 """`flagbench size OLD NEW`: symbol and section size deltas, bloat-o-meter compatible, padding-aware."""
-from __future__ import annotations
 
 FORMATS = ("text", "bom", "md", "json", "csv")
 BOM_RULES = ("tree", "newest", "6.1", "6.12")      # size/rules.py's BOM_VERSIONS, and a tree's own
