@@ -102,6 +102,30 @@ def test_c_reader_reads_what_the_python_reader_reads(pairs, monkeypatch):
     assert "café" in fast["x86_64", "text", None] and "more" in fast["x86_64", "bom", None]
 
 
+def test_a_large_linked_x86_file_reads_its_tables_from_the_mapping(tmp_path, monkeypatch):
+    """A linked x86-64 file whose symbol and string tables are over 64 KB (a vmlinux's are a
+    megabyte): the text format's C reader takes them from the file's mapping, not a copy; every
+    format prints what the Python reader prints."""
+    exes = []
+    for side, grow in (("old", 0), ("new", 3)):
+        src = tmp_path / f"{side}.s"
+        src.write_text("".join(f".text\n.globl function_with_a_long_name_{i}\n.type function_with_a_long_name_{i},@function\n"
+                               f".p2align 4\nfunction_with_a_long_name_{i}:\n.skip {1 + i % 7 + (grow if i % 500 == 0 else 0)}, 0x90\n"
+                               f".size function_with_a_long_name_{i}, .-function_with_a_long_name_{i}\n"
+                               for i in range(4000)) + ".globl _start\n_start:\nret\n")
+        exe = tmp_path / side
+        subprocess.run(["gcc", "-nostdlib", "-static", str(src), "-o", str(exe)], check=True, capture_output=True)
+        exes.append(str(exe))
+    from flagbench.elf import open_input
+    from flagbench.elf.sections import SIZE, TYPE, headers
+    with open_input(exes[0]) as inp:
+        assert max(h[SIZE] for h in headers(inp, inp.members[0]) if h[TYPE] == 2) >= 64 << 10
+    fast = {fmt: render(size.compare(*exes), fmt) for fmt in FORMATS}
+    assert "function_with_a_long_name_500" in fast["text"]
+    _python_reader(monkeypatch)
+    assert fast == {fmt: render(size.compare(*exes), fmt) for fmt in FORMATS}
+
+
 def test_c_blocks_print_what_the_python_tables_print(pairs):
     """bom_text and text_block (no filter, no --top) against the Python tables they stand in for,
     which a match-everything filter makes: the same bytes; a non-ASCII name leaves it to Python."""
@@ -134,6 +158,7 @@ def test_command_without_the_parser_prints_what_the_parser_path_prints(pairs):
 # What `flagbench size OLD NEW` has no need of on its quick path (C reader, C tables): each of these
 # was once imported there, and Python's start-up with the imports is most of the command's time.
 NOT_IMPORTED = ("argparse", "re", "dataclasses", "enum", "typing", "collections", "__future__", "importlib.util",
+                "flagbench.errors",
                 "flagbench.textsafe", "flagbench.targets", "flagbench.elf.files", "flagbench.elf.tables",
                 "flagbench.elf.symbols", "flagbench.size.pair", "flagbench.size.table", "flagbench.forked")
 
