@@ -258,19 +258,14 @@ static int reads_x86_code(const struct side *s, const struct member *m)
 
 /*
  * Table I of member M (N bytes at OFF): where linked_x86 maps the file anyway, its symbol and
- * string tables are read there too, their pages mapped in one call, instead of copied into
- * fresh memory (a vmlinux's are a megabyte: 260 pages to zero and copy a side); else read_into.
+ * string tables are read there too instead of copied into fresh memory (a vmlinux's are a
+ * megabyte: 260 pages to zero and copy a side, about 1 us a page in this VM, where the file's
+ * pages, already cached, map 16 to a fault); else read_into.
  */
 static const uint8_t *table_at(struct side *s, const struct member *m, int i, uint64_t off, uint64_t n)
 {
-	if (n >= (64 << 10) && reads_x86_code(s, m) && mapped(s) == 0) {
-#ifdef MADV_POPULATE_READ
-		uintptr_t page = (uintptr_t)getpagesize(), a = (uintptr_t)(s->map + off) & ~(page - 1);
-
-		madvise((void *)a, (uintptr_t)(s->map + off + n) - a, MADV_POPULATE_READ);
-#endif
+	if (n >= (64 << 10) && reads_x86_code(s, m) && mapped(s) == 0)
 		return s->map + off;
-	}
 	return read_into(s, i, off, n);
 }
 
