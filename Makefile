@@ -4,12 +4,9 @@ VENV   ?= .venv
 PYTHON ?= python3
 BIN     = $(VENV)/bin
 
-.PHONY: demo test check deps venv kernel-tree clean
+.PHONY: demo test check deps venv clean
 
-# On a fresh machine the booted kernel case's tree (cases/kernel-memcpy-strategy: Debian's 6.1)
-# unpacks while pip makes the venv (-j2), not after it inside the demo.
-demo: deps
-	$(MAKE) -j2 venv kernel-tree
+demo: deps venv
 	$(BIN)/flagbench demo
 
 # Everything: kernel builds, qemu boots, the ssh and kexec test boxes, the browser. Tests of one
@@ -25,11 +22,6 @@ deps:
 	@scripts/install-deps
 
 venv: $(VENV)/.installed
-
-# Debian's kernel tree unpacked into the cache by the system's python3 (no venv needed); a tree
-# already there costs a stat. Its failure (no linux-source package) is the demo's to report.
-kernel-tree:
-	-PYTHONPATH=src $(PYTHON) -m flagbench.kbuild.unpack debian:6.1
 
 # setup.py builds the C extensions (src/flagbench/elf/_symtab.c and the files it links,
 # src/flagbench/asm/_normalise.c and _mix.c, with _padding.h): a change to one re-installs.

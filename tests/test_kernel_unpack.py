@@ -1,6 +1,6 @@
-"""`python3 -m flagbench.kbuild.unpack` (make demo unpacks the kernel tree beside pip) and the
-unpacking it shares with every kernel build (source._unpack): on a small real tarball made here
-(tar, xz) standing in for Debian's linux-source, in a cache of the test's own."""
+"""Debian's kernel tree unpacked into the cache (source.base_tree, as every kernel build asks for
+it): on a small real tarball made here (tar, xz) standing in for linux-source, in a cache of the
+test's own. A killed unpack's directory is removed by the next; an interrupted one takes its own."""
 import os
 import signal
 import subprocess
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from flagbench.kbuild import source, unpack
+from flagbench.kbuild import source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,7 +26,6 @@ def tarball(tmp_path, monkeypatch):
     out = tmp_path / "linux-source-9.9.tar.xz"
     subprocess.run(["tar", "-cJf", str(out), "-C", str(top.parent), top.name], check=True)
     monkeypatch.setitem(source.DEBIAN_SOURCES, "debian:9.9", out)
-    monkeypatch.setitem(unpack.DEBIAN_SOURCES, "debian:9.9", out)
     monkeypatch.setenv("FLAGBENCH_CACHE", str(tmp_path / "cache"))
     return out
 
@@ -34,30 +33,22 @@ def tarball(tmp_path, monkeypatch):
 def test_unpacks_once_and_leaves_no_killed_unpack_behind(tarball, tmp_path):
     home = tmp_path / "cache" / "kernel" / "trees" / "debian-9.9"
     (home / "unpack-999999" / "linux-source-9.9").mkdir(parents=True)   # a kill -9'd unpack's
-    assert unpack.main(["debian:9.9"]) == 0
+    tree = source.base_tree("debian:9.9")
     assert sorted(p.name for p in home.iterdir()) == [source.MARKER, "src"]
     assert (home / "src" / "lib" / "f199.c").is_file()
-    tree = source.base_tree("debian:9.9")
     assert tree.version == "9.9.1" and tree.src == home / "src"
     stamp = (home / source.MARKER).stat().st_mtime_ns
-    assert unpack.main(["debian:9.9"]) == 0 and (home / source.MARKER).stat().st_mtime_ns == stamp
-
-
-def test_not_a_debian_source_is_one_line_and_exit_2():
-    done = subprocess.run([sys.executable, "-m", "flagbench.kbuild.unpack", "debian:9", "/usr/src"],
-                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == "flagbench: debian:9: not a Debian kernel source (debian:6.1, debian:6.12)\n"
+    assert source.base_tree("debian:9.9") == tree and (home / source.MARKER).stat().st_mtime_ns == stamp
 
 
 def test_an_interrupted_unpack_takes_tar_and_its_half_tree_with_it(tarball, tmp_path):
-    """SIGINT mid-unpack (a Ctrl-C of make demo): tar ends, its half-written tree goes, exit 130.
+    """SIGINT mid-unpack (a Ctrl-C of make demo or a build): tar ends, its half-written tree goes.
     tar is held back by a FIFO standing in for the tarball's first bytes, so the signal comes mid-way."""
     fifo = tmp_path / "slow.tar.xz"
     os.mkfifo(fifo)
-    code = ("import sys; from pathlib import Path; from flagbench.kbuild import source, unpack; "
-            f"source.DEBIAN_SOURCES['debian:9.9'] = unpack.DEBIAN_SOURCES['debian:9.9'] = Path({str(fifo)!r}); "
-            "sys.exit(unpack.main(['debian:9.9']))")
+    code = ("import sys; from pathlib import Path; from flagbench import procs; from flagbench.kbuild import source; "
+            f"source.DEBIAN_SOURCES['debian:9.9'] = Path({str(fifo)!r}); procs.install()\n"
+            "try:\n    source.base_tree('debian:9.9')\nexcept procs.Terminated as e:\n    sys.exit(e.exit_status)")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FLAGBENCH_CACHE": str(tmp_path / "cache")}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stderr=subprocess.PIPE, text=True)
     writer = os.open(fifo, os.O_WRONLY)          # tar has opened it: it is running
