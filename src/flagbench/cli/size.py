@@ -116,7 +116,7 @@ def _bom(args, match, types) -> str:
     rules = args.bom_rules or "newest"
     if rules not in BOM_VERSIONS:
         _bad(f"--bom-rules {rules}: two files have no kernel tree; give the version of the "
-                        f"script to follow ({', '.join(BOM_VERSIONS)})")
+             f"script to follow ({', '.join(BOM_VERSIONS)})")
     if BOM_VERSIONS[rules] is BOM_VERSIONS["newest"]:
         return size.bom(args.old, args.new, args.mode, match, args.top, types)
     if types:     # --kind under an older script: its letters without the weak ones it did not count
