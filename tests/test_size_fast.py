@@ -102,6 +102,30 @@ def test_c_reader_reads_what_the_python_reader_reads(pairs, monkeypatch):
     assert "café" in fast["x86_64", "text", None] and "more" in fast["x86_64", "bom", None]
 
 
+def test_a_large_linked_x86_file_reads_its_tables_from_the_mapping(tmp_path, monkeypatch):
+    """A linked x86-64 file whose symbol and string tables are over 64 KB (a vmlinux's are a
+    megabyte): the text format's C reader takes them from the file's mapping, not a copy; every
+    format prints what the Python reader prints."""
+    exes = []
+    for side, grow in (("old", 0), ("new", 3)):
+        src = tmp_path / f"{side}.s"
+        src.write_text("".join(f".text\n.globl function_with_a_long_name_{i}\n.type function_with_a_long_name_{i},@function\n"
+                               f".p2align 4\nfunction_with_a_long_name_{i}:\n.skip {1 + i % 7 + (grow if i % 500 == 0 else 0)}, 0x90\n"
+                               f".size function_with_a_long_name_{i}, .-function_with_a_long_name_{i}\n"
+                               for i in range(4000)) + ".globl _start\n_start:\nret\n")
+        exe = tmp_path / side
+        subprocess.run(["gcc", "-nostdlib", "-static", str(src), "-o", str(exe)], check=True, capture_output=True)
+        exes.append(str(exe))
+    from flagbench.elf import open_input
+    from flagbench.elf.sections import SIZE, TYPE, headers
+    with open_input(exes[0]) as inp:
+        assert max(h[SIZE] for h in headers(inp, inp.members[0]) if h[TYPE] == 2) >= 64 << 10
+    fast = {fmt: render(size.compare(*exes), fmt) for fmt in FORMATS}
+    assert "function_with_a_long_name_500" in fast["text"]
+    _python_reader(monkeypatch)
+    assert fast == {fmt: render(size.compare(*exes), fmt) for fmt in FORMATS}
+
+
 def test_c_blocks_print_what_the_python_tables_print(pairs):
     """bom_text and text_block (no filter, no --top) against the Python tables they stand in for,
     which a match-everything filter makes: the same bytes; a non-ASCII name leaves it to Python."""
@@ -129,6 +153,40 @@ def test_command_without_the_parser_prints_what_the_parser_path_prints(pairs):
             quick = run_verb(["size", *fmt_args, str(old), str(new)])
             parsed = run_verb(["size", *fmt_args, "--top", "100000", str(old), str(new)])
             assert quick[0] == parsed[0] == 0 and quick == parsed, (label, fmt_args)
+
+
+# What `flagbench size OLD NEW` has no need of on its quick path (C reader, C tables): each of these
+# was once imported there, and Python's start-up with the imports is most of the command's time.
+NOT_IMPORTED = ("argparse", "re", "dataclasses", "enum", "typing", "collections", "__future__", "importlib.util",
+                "flagbench.errors",
+                "flagbench.textsafe", "flagbench.targets", "flagbench.elf.files", "flagbench.elf.tables",
+                "flagbench.elf.symbols", "flagbench.size.pair", "flagbench.size.table", "flagbench.forked")
+
+
+def test_the_quick_path_imports_only_what_it_needs(pairs):
+    """The command as users run it (bin/flagbench, a fresh interpreter), in both quick formats:
+    `-X importtime` names every module imported after start-up."""
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "bin" / "flagbench"
+    _, old, new = pairs[-2]     # a static executable: its code outside symbols is classified too
+    for fmt_args in ([], ["--format=bom"]):
+        done = subprocess.run([sys.executable, "-X", "importtime", str(script), "size", *fmt_args, str(old), str(new)],
+                              capture_output=True, text=True, check=True)
+        imported = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+        assert "flagbench.elf._symtab" in imported and "flagbench.size.measure" in imported
+        assert not imported & set(NOT_IMPORTED), (fmt_args, sorted(imported & set(NOT_IMPORTED)))
+
+
+def test_the_written_out_letter_table_is_what_symbol_letter_gives():
+    """`letters._SYMBOL_LETTERS` (written out: deriving it cost every start) against its derivation
+    from `symbols.symbol_letter`, and the codes `symbols` re-exports."""
+    from flagbench.elf import letters
+    from flagbench.elf import symbols as elf_symbols
+    assert letters._SYMBOL_LETTERS == letters._symbol_letters() and len(letters._SYMBOL_LETTERS) == 4096
+    assert letters.LETTER_CODES == elf_symbols.NO_SECTION + elf_symbols.SECTION_LETTERS + elf_symbols.COMMON
+    # st_info 0x12 (STB_GLOBAL, STT_FUNC) in .text (code 1) is T; 0x03 (a section symbol) is not listed
+    assert letters._SYMBOL_LETTERS[0x12 * 16 + 1] == ord("T") and not any(letters._SYMBOL_LETTERS[0x03 * 16:0x04 * 16])
 
 
 def test_damaged_or_missing_input_is_the_python_readers_error(tmp_path, pairs):

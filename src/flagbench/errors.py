@@ -1,7 +1,5 @@
 """The one exception type the CLI turns into a single stderr line and exit 2, and the words
 for what is wrong with a file the user named."""
-from __future__ import annotations
-
 import os
 import stat
 

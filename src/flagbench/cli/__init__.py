@@ -4,14 +4,11 @@ Each verb lives in its own module here with `register(subparsers)` and
 `run(args) -> int`. Only the chosen verb's module is imported (and its heavy
 imports happen inside `run`), so `flagbench size` on two small files starts fast.
 """
-from __future__ import annotations
-
 import atexit
 import os
 import sys
 
 from flagbench import __version__
-from flagbench.errors import UserError
 
 VERBS = {   # verb -> the line `flagbench --help` shows without importing the verb
     "doctor": "list compilers, disassemblers and runners per target",
@@ -104,7 +101,7 @@ def _main(argv: list[str] | None) -> tuple[str | None, int]:
         verb, handler = ns.verb, lambda: ns.handler(ns)
     try:
         return verb, handler() or 0
-    except UserError as e:   # its text may hold a compiler's or a commit's: controls escaped, line by line
+    except _user_error() as e:   # its text may hold a compiler's or a commit's: controls escaped, line by line
         from flagbench.textsafe import term_text
         print(f"flagbench {verb}: " + "\n".join(map(term_text, str(e).split("\n"))), file=sys.stderr)
         return verb, 2
@@ -114,6 +111,14 @@ def _main(argv: list[str] | None) -> tuple[str | None, int]:
     except BrokenPipeError:  # `flagbench size ... | head`
         sys.stderr.close()
         return verb, 0
+
+
+def _user_error() -> type:
+    """errors.UserError, imported once something was raised (an except clause is evaluated only
+    then): `flagbench size`'s quick path, when nothing goes wrong, needs no flagbench.errors,
+    whose classes cost a fiftieth of the command on a vmlinux pair."""
+    from flagbench.errors import UserError
+    return UserError
 
 
 def _quick(args: list[str]):

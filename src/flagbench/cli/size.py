@@ -1,5 +1,4 @@
 """`flagbench size OLD NEW`: symbol and section size deltas, bloat-o-meter compatible, padding-aware."""
-from __future__ import annotations
 
 from flagbench.export import choices
 
@@ -74,7 +73,6 @@ def run(args) -> int:
     import sys
 
     from flagbench import size
-    from flagbench.errors import UserError
 
     if _experiment(args):   # a kernel's --objects / --summary printed; else args.old/new are now files
         return 0
@@ -84,9 +82,9 @@ def run(args) -> int:
         try:
             match = re.compile(args.match)
         except re.error as e:
-            raise UserError(f"--match {args.match!r}: {e}") from None
+            _bad(f"--match {args.match!r}: {e}")
     if args.top is not None and args.top < 0:
-        raise UserError("--top must be 0 or more")
+        _bad("--top must be 0 or more")
     types = size.SYMBOL_KINDS[args.kind] if args.kind else getattr(args, "kind_types", None)
     if args.format == "bom":
         out = _bom(args, match, types)
@@ -96,25 +94,31 @@ def run(args) -> int:
         sys.stdout.write(out)
         return 0
     if args.mode:
-        raise UserError(f"-{args.mode} goes with --format=bom; use --kind for the other formats")
+        _bad(f"-{args.mode} goes with --format=bom; use --kind for the other formats")
     if args.bom_rules:
-        raise UserError(f"--bom-rules {args.bom_rules} goes with --format=bom for two files")
+        _bad(f"--bom-rules {args.bom_rules} goes with --format=bom for two files")
     comparison = size.compare(args.old, args.new, types=types, match=match)
     from flagbench.size.render import render
     sys.stdout.write(render(comparison, args.format, args.top))
     return 0
 
 
+def _bad(message: str):
+    """Raise errors.UserError(MESSAGE), imported here: when nothing is wrong, the quick path has
+    no need of flagbench.errors (its classes are a fiftieth of the command on a vmlinux pair)."""
+    from flagbench.errors import UserError
+    raise UserError(message) from None
+
+
 def _bom(args, match, types) -> str:
     """bloat-o-meter's output for two files under --bom-rules (size/rules.py's BOM_VERSIONS)."""
     from flagbench import size
-    from flagbench.errors import UserError
     from flagbench.size.rules import BOM_VERSIONS, bom_tables
 
     rules = args.bom_rules or "newest"
     if rules not in BOM_VERSIONS:
-        raise UserError(f"--bom-rules {rules}: two files have no kernel tree; give the version of the "
-                        f"script to follow ({', '.join(BOM_VERSIONS)})")
+        _bad(f"--bom-rules {rules}: two files have no kernel tree; give the version of the "
+             f"script to follow ({', '.join(BOM_VERSIONS)})")
     if BOM_VERSIONS[rules] is BOM_VERSIONS["newest"]:
         return size.bom(args.old, args.new, args.mode, match, args.top, types)
     if types:     # --kind under an older script: its letters without the weak ones it did not count
@@ -133,16 +137,16 @@ def _experiment(args) -> bool:
     to compare (the objects as archives; a kernel's vmlinux). True when a kernel-only output
     (--objects, --summary) was printed instead."""
     from flagbench.cli import is_experiment
-    from flagbench.errors import UserError
 
     chosen = [f"--{k.replace('_', '-')}" for k in ("variants", "target", "compiler", "objects", "summary")
               if getattr(args, k)]
     if not is_experiment(args.old):
         if chosen:
-            raise UserError(f"{', '.join(chosen)} go with an experiment, not with two ELF files")
+            _bad(f"{', '.join(chosen)} go with an experiment, not with two ELF files")
         if args.new is None:
-            raise UserError(f"{args.old}: give two ELF files (OLD NEW) or an experiment directory")
+            _bad(f"{args.old}: give two ELF files (OLD NEW) or an experiment directory")
         return False
+    from flagbench.errors import UserError
     if args.new is not None:
         raise UserError(f"{args.old} is an experiment: give it alone (choose with --variants A,B)")
     from flagbench import spec, subject

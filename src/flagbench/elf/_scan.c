@@ -236,20 +236,46 @@ static int section_sizes(struct side *s, const struct elf *e, unsigned long long
 	return 0;
 }
 
+/* The whole file mapped (once): 0, or -1 when it cannot be. */
+static int mapped(struct side *s)
+{
+	void *p;
+
+	if (s->map)
+		return 0;
+	p = mmap(NULL, s->end, PROT_READ, MAP_PRIVATE, s->fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	s->map = p;
+	return 0;
+}
+
+/* Whether member M is one linked_x86 reads the code of, through the file's mapping. */
+static int reads_x86_code(const struct side *s, const struct member *m)
+{
+	return s->extras && m->machine == EM_X86_64 && m->etype != ET_REL;
+}
+
+/*
+ * Table I of member M (N bytes at OFF): where linked_x86 maps the file anyway, its symbol and
+ * string tables are read there too instead of copied into fresh memory (a vmlinux's are a
+ * megabyte: 260 pages to zero and copy a side, about 1 us a page in this VM, where the file's
+ * pages, already cached, map 16 to a fault); else read_into.
+ */
+static const uint8_t *table_at(struct side *s, const struct member *m, int i, uint64_t off, uint64_t n)
+{
+	if (n >= (64 << 10) && reads_x86_code(s, m) && mapped(s) == 0)
+		return s->map + off;
+	return read_into(s, i, off, n);
+}
+
 /* Linked member M (E, its listing L): its code outside symbols summed here when it is x86-64's; 1 then, else 0. */
 static int linked_x86(struct side *s, const struct member *m, const struct elf *e, const struct listing *l)
 {
 	struct unsized u;
 
-	if (m->machine != EM_X86_64)
+	if (m->machine != EM_X86_64 || mapped(s) < 0)
 		return 0;
-	if (!s->map) {
-		void *p = mmap(NULL, s->end, PROT_READ, MAP_PRIVATE, s->fd, 0);
-
-		if (p == MAP_FAILED)
-			return 0;
-		s->map = p;
-	}
 	if (x86_unsized(e, l, s->map + m->offset, m->size, &u) < 0)
 		return 0;
 	s->unsized.stub += u.stub;
@@ -286,12 +312,12 @@ static int read_member(struct side *s, const struct member *m)
 	    !(e.shstr = read_into(s, 1, off, size)))
 		return -1;
 	e.shstrsize = (Py_ssize_t)size;
-	if (table_range(&e, m, symtab, &off, &size) < 0 || !(e.syms = read_into(s, 2, off, size)))
+	if (table_range(&e, m, symtab, &off, &size) < 0 || !(e.syms = table_at(s, m, 2, off, size)))
 		return -1;
 	e.nsyms = (Py_ssize_t)(size / entsize);
 	e.strtab = (Py_ssize_t)sh(&e, symtab, SH_LINK);
 	if (table_range(&e, m, e.strtab, &off, &size) < 0 || sh(&e, e.strtab, SH_TYPE) != SHT_STRTAB ||
-	    !(e.str = read_into(s, 3, off, size)))
+	    !(e.str = table_at(s, m, 3, off, size)))
 		return -1;
 	e.strsize = (Py_ssize_t)size;
 	e.xindex = (const uint8_t *)"";

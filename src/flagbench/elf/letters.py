@@ -7,10 +7,13 @@ The letter follows binutils 2.40 (bfd/syms.c decode_section_type, bfd/elf.c
 _bfd_elf_make_section_from_shdr): code t, data d, read-only data r, no contents b, debug N,
 other read-only n; a COFF name (.drectve, .edata, .idata, .pdata) wins over the flags.
 """
-from __future__ import annotations
-
 from flagbench.elf.constants import SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_NOBITS
-from flagbench.elf.symbols import COMMON, NO_SECTION, SECTION_LETTERS, symbol_letter
+
+# Letter 0 in a section's slot: BFD made no section of it (symbol table, string tables,
+# relocations), so its symbols count as absolute and `nm --size-sort` drops them.
+NO_SECTION = "\0"
+COMMON = "C"
+SECTION_LETTERS = "tdrbNn?iep"
 
 
 def letter(sh_type: int, sh_flags: int, name: bytes) -> str:
@@ -58,29 +61,45 @@ _CODE = {c: i for i, c in enumerate(LETTER_CODES)}
 assert _CODE[COMMON] == 11 and len(LETTER_CODES) <= 16
 
 
+# Which letters a symbol takes, by st_info: one line per binding (STB_LOCAL, GLOBAL, WEAK, ...),
+# one column per type (STT_NOTYPE, OBJECT, FUNC, SECTION, ...): l the section's letter, G it
+# upper-cased, - not listed (section and file symbols), any other character that letter in every
+# section; common symbols are C unless not listed. This is what `_symbol_letters` derives from
+# `symbols.symbol_letter` (tests/test_size_fast.py holds the two equal), written out because
+# deriving it took 0.17 ms (1.8 M instructions) at every start of flagbench.
+_KINDS = ("lll--lllllilllll" "GGG--GGGGGiGGGGG" "WVW--VWWWWiWWWWW" "???--?????i?????"
+          "???--?????i?????" "???--?????i?????" "???--?????i?????" "???--?????i?????"
+          "???--?????i?????" "???--?????i?????" "uuu--uuuuuiuuuuu" "???--?????i?????"
+          "???--?????i?????" "???--?????i?????" "???--?????i?????" "???--?????i?????")
+
+
+def _kind_rows() -> dict[str, bytes]:
+    """Each kind of _KINDS as its row of 16 letters by section code."""
+    pad = bytes(16 - len(LETTER_CODES))
+    sections = LETTER_CODES[1:-1]
+    rows = {"-": bytes(16), "l": sections, "G": sections.upper()}
+    rows.update((k, k * len(sections)) for k in "?VWiu")
+    return {k: (b"\0" + v.encode() + COMMON.encode() + pad if k != "-" else v) for k, v in rows.items()}
+
+
 def _symbol_letters() -> bytes:
-    """nm's letter (0: not listed) by st_info << 4 | section code. symbol_letter is asked once
-    per st_info with a probe section letter and once for common: the section's own letter only
-    passes through it (upper-cased for a global), so each st_info's row of 16 codes is one of a
-    handful, made once (this runs at every start of flagbench)."""
-    rows: dict[tuple, bytes] = {}
+    """nm's letter (0: not listed) by st_info << 4 | section code, from symbols.symbol_letter itself:
+    asked once per st_info with a probe section letter and once for common (the section's own
+    letter only passes through it, upper-cased for a global). What _KINDS must give."""
+    from flagbench.elf.symbols import symbol_letter
     table = []
     for info in range(256):
-        key = (symbol_letter("x", info >> 4, info & 0xF), symbol_letter(COMMON, info >> 4, info & 0xF))
-        row = rows.get(key)
-        if row is None:
-            probe, common = key
-            row = bytearray(16)
-            for code, section in enumerate(LETTER_CODES):
-                letter = (None if section == NO_SECTION else common if section == COMMON else
-                          {"x": section, "X": section.upper()}.get(probe, probe))
-                row[code] = ord(letter) if letter else 0
-            row = rows[key] = bytes(row)
-        table.append(row)
+        probe, common = (symbol_letter("x", info >> 4, info & 0xF), symbol_letter(COMMON, info >> 4, info & 0xF))
+        row = bytearray(16)
+        for code, section in enumerate(LETTER_CODES):
+            letter = (None if section == NO_SECTION else common if section == COMMON else
+                      {"x": section, "X": section.upper()}.get(probe, probe))
+            row[code] = ord(letter) if letter else 0
+        table.append(bytes(row))
     return b"".join(table)
 
 
-_SYMBOL_LETTERS = _symbol_letters()
+_SYMBOL_LETTERS = b"".join(map(_kind_rows().__getitem__, _KINDS))
 # A section's letter code from flags & (WRITE|ALLOC|EXEC) | NOBITS << 3, where its name does not decide.
 _BASE_CODES = bytes(_CODE[letter(SHT_NOBITS if key >> 3 else 1, key & 7, b"")] for key in range(16))
 

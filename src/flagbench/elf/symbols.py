@@ -5,16 +5,10 @@ Common C; undefined and absolute symbols dropped (`nm --size-sort` drops them); 
 V (object) or W; unique u; otherwise the section's letter (`sections.letter`), upper-case when
 global. STT_SECTION and STT_FILE symbols are debugging symbols nm does not list.
 """
-from __future__ import annotations
-
 from flagbench.elf.constants import (STB_GLOBAL, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_COMMON, STT_FILE,
                                      STT_GNU_IFUNC, STT_OBJECT, STT_SECTION)
-
-# Letter 0 in a section's slot: BFD made no section of it (symbol table, string tables,
-# relocations), so its symbols count as absolute and `nm --size-sort` drops them.
-NO_SECTION = "\0"
-COMMON = "C"
-SECTION_LETTERS = "tdrbNn?iep"
+# the section letters' codes live with the letter tables the C reader takes (`letters`)
+from flagbench.elf.letters import COMMON, NO_SECTION, SECTION_LETTERS  # noqa: F401
 
 
 def symbol_letter(section: str, bind: int, stype: int) -> str | None:

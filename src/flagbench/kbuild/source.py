@@ -118,10 +118,15 @@ def _unpack(tarball: Path, package: str, home: Path, identity: str, say) -> dict
         say(f"unpacking {tarball.name} into {home} (once)")
     home.mkdir(parents=True, exist_ok=True)
     (home / MARKER).unlink(missing_ok=True)
+    for stale in home.glob("unpack-*"):   # a killed unpack's (the caller holds the tree's lock)
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = home / f"unpack-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    done = procs.run(["tar", "-xJf", str(tarball), "-C", str(tmp)], timeout=1800)
+    try:
+        done = procs.run(["tar", "-xJf", str(tarball), "-C", str(tmp)], timeout=1800)
+    except BaseException:   # interrupted: tar is dead, its half-written tree goes too
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if done.failure:
         shutil.rmtree(tmp, ignore_errors=True)
         raise UserError(f"cannot unpack {tarball}: {done.stderr.strip().splitlines()[-1:]}")

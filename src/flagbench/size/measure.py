@@ -6,16 +6,12 @@ formats (`render`): sections (like `size -A`), the padding between symbols in co
 symbol's footprint (size plus the gap after it), the `.cold` / `.text.unlikely` code, and the
 code in symbols bloat-o-meter's rules skip.
 """
-from __future__ import annotations
-
 import sys
 
 from flagbench import elf
 from flagbench.elf._symtab import Summary
-from flagbench.size.pair import PARALLEL_SYMTAB_BYTES_EXTRAS, both
 from flagbench.size.rules import BOM_TABLES, DEFAULT_TYPES, BomTable, bom_text
 from flagbench.size.symbols import read_pair, read_side
-from flagbench.size.table import bom_table
 
 
 class Side:
@@ -61,11 +57,12 @@ class SizeComparison:
     @property
     def table(self) -> BomTable:
         if self._table is None:
+            from flagbench.size.table import bom_table
             self._table = bom_table("Function", *self.summaries, self.match, extras=True)
         return self._table
 
 
-def open_pair(old_path: str, new_path: str, warn=None) -> tuple[elf.Input, elf.Input]:
+def open_pair(old_path: str, new_path: str, warn=None) -> "tuple[elf.Input, elf.Input]":
     """Open both inputs; a different architecture is allowed, with a warning line (bom and
     compare print it once both files are read: a damaged file is its error alone)."""
     old = elf.open_input(old_path)
@@ -98,7 +95,10 @@ def bom(old_path: str, new_path: str, mode: str | None = None, match=None, top=N
     out = []
     for (label, _), o, n in zip(tables, old["tables"], new["tables"]):
         text = o.bom_text(n, label) if match is None and top is None else None   # C; None: not ASCII
-        out.append(bom_text(bom_table(label, o, n, match), top) if text is None else text)
+        if text is None:
+            from flagbench.size.table import bom_table   # (not on the C path: an import less)
+            text = bom_text(bom_table(label, o, n, match), top)
+        out.append(text)
     return "".join(out)
 
 
@@ -111,6 +111,7 @@ def _read(old_path: str, new_path: str, tables, extras: bool) -> tuple[dict, dic
         if old["machine"] != new["machine"]:
             _stderr(_machines_differ(old_path, new_path, old["machine"], new["machine"]))
         return old, new
+    from flagbench.size.pair import PARALLEL_SYMTAB_BYTES_EXTRAS, both   # the Python reader's: not on the C path
     warnings: list[str] = []
     old, new = both(read_side, *open_pair(old_path, new_path, warnings.append), tables, extras,
                     **({"threshold": PARALLEL_SYMTAB_BYTES_EXTRAS} if extras else {}))

@@ -8,8 +8,6 @@ in a sequential run. Small inputs are read one after the other: there a fork (an
 copy-on-write faults of a forked Python) costs more than it saves: a vmlinux with 30,000 symbols
 reads in about 4 ms a side, while forking costs about 8 ms here.
 """
-from __future__ import annotations
-
 import marshal
 import os
 

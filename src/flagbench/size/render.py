@@ -1,8 +1,6 @@
 """Renderings of a `SizeComparison`: text (bloat-o-meter-like table plus sections and padding),
 Markdown for a commit message, JSON and CSV. Symbol names are data: escaped for the terminal,
 for Markdown and against spreadsheet formulas (`textsafe`)."""
-from __future__ import annotations
-
 from flagbench import export
 from flagbench.size.measure import SizeComparison
 from flagbench.size.rules import CODE_LETTERS

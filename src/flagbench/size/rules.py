@@ -5,8 +5,6 @@ symbols of the chosen letters, skips generated kernel symbols and names with ':'
 `.NUMBER` suffixes and sums the sizes of names that then collide; its table lists every name
 whose size changed, by delta then name, descending. `bom_text` prints that table byte for byte.
 """
-from __future__ import annotations
-
 DEFAULT_TYPES = "tTdDbBrRvVwW"
 SYMBOL_KINDS = {"functions": "tTwW", "data": "dDbBvV", "rodata": "rR"}
 CODE_LETTERS = "tTwWi"

@@ -6,11 +6,8 @@ Every input takes this one path, member by member through `elf.tables`, whose C 
 also apply bloat-o-meter's rules and sum the symbols into one `Summary` per table: Python
 objects are made once per distinct name, not once per symbol.
 """
-from __future__ import annotations
-
 from flagbench.elf import _symtab, letters
 from flagbench.elf.constants import COMMON_INDICES, ET_REL
-from flagbench.size.pair import both_threaded
 from flagbench.size.rules import CODE_LETTERS, SKIP_NAMES, SKIP_PREFIXES
 
 GROUPS = ("text", "rodata", "data", "bss")
@@ -68,6 +65,7 @@ def read_pair(old_path: str, new_path: str, tables, extras: bool = False):
     if any(offsets for _, offsets, _ in jobs):
         for module in ("flagbench.asm.unsized", "flagbench.elf.tables"):
             __import__(module)
+        from flagbench.size.pair import both_threaded
         both_threaded(_linked_unsized, *jobs)
     return sides
 

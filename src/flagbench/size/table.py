@@ -1,6 +1,4 @@
 """bloat-o-meter's calc() over two sides' summed names."""
-from __future__ import annotations
-
 from flagbench.size.rules import BomTable
 
 
