@@ -254,7 +254,8 @@ static int mapped(struct side *s)
  * Table I of member M (N bytes at OFF): a large one is read where the file is mapped (as
  * linked_x86 maps it for the code), not copied into fresh memory: a vmlinux's symbol and string
  * tables are a megabyte, 260 pages to zero and copy a side at about 1 us a page in this VM,
- * where the file's pages, already cached, map 16 to a fault. A small one: read_into.
+ * where the file's pages, already cached, map 16 to a fault. A small one: read_into. (As with the
+ * code linked_x86 reads, a file cut short by another program while it is read would fault here.)
  */
 static const uint8_t *table_at(struct side *s, int i, uint64_t off, uint64_t n)
 {
