@@ -104,8 +104,8 @@ def test_c_reader_reads_what_the_python_reader_reads(pairs, monkeypatch):
 
 def test_a_large_linked_x86_file_reads_its_tables_from_the_mapping(tmp_path, monkeypatch):
     """A linked x86-64 file whose symbol and string tables are over 64 KB (a vmlinux's are a
-    megabyte): the text format's C reader takes them from the file's mapping, not a copy; every
-    format prints what the Python reader prints."""
+    megabyte): the C reader takes them from the file's mapping, not a copy; every format and
+    bom mode prints what the Python reader prints."""
     exes = []
     for side, grow in (("old", 0), ("new", 3)):
         src = tmp_path / f"{side}.s"
@@ -120,10 +120,13 @@ def test_a_large_linked_x86_file_reads_its_tables_from_the_mapping(tmp_path, mon
     from flagbench.elf.sections import SIZE, TYPE, headers
     with open_input(exes[0]) as inp:
         assert max(h[SIZE] for h in headers(inp, inp.members[0]) if h[TYPE] == 2) >= 64 << 10
-    fast = {fmt: render(size.compare(*exes), fmt) for fmt in FORMATS}
-    assert "function_with_a_long_name_500" in fast["text"]
+    def every_output():
+        return {**{fmt: render(size.compare(*exes), fmt) for fmt in FORMATS},
+                **{f"bom-{mode}": size.bom(*exes, mode) for mode in (None, "c", "t")}}
+    fast = every_output()
+    assert "function_with_a_long_name_500" in fast["text"] and "function_with_a_long_name_500" in fast["bom-None"]
     _python_reader(monkeypatch)
-    assert fast == {fmt: render(size.compare(*exes), fmt) for fmt in FORMATS}
+    assert fast == every_output()
 
 
 def test_c_blocks_print_what_the_python_tables_print(pairs):

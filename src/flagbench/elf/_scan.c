@@ -250,21 +250,16 @@ static int mapped(struct side *s)
 	return 0;
 }
 
-/* Whether member M is one linked_x86 reads the code of, through the file's mapping. */
-static int reads_x86_code(const struct side *s, const struct member *m)
-{
-	return s->extras && m->machine == EM_X86_64 && m->etype != ET_REL;
-}
-
 /*
- * Table I of member M (N bytes at OFF): where linked_x86 maps the file anyway, its symbol and
- * string tables are read there too instead of copied into fresh memory (a vmlinux's are a
- * megabyte: 260 pages to zero and copy a side, about 1 us a page in this VM, where the file's
- * pages, already cached, map 16 to a fault); else read_into.
+ * Table I of member M (N bytes at OFF): a large one is read where the file is mapped (as
+ * linked_x86 maps it for the code), not copied into fresh memory: a vmlinux's symbol and string
+ * tables are a megabyte, 260 pages to zero and copy a side at about 1 us a page in this VM,
+ * where the file's pages, already cached, map 16 to a fault. A small one: read_into. (As with the
+ * code linked_x86 reads, a file cut short by another program while it is read would fault here.)
  */
-static const uint8_t *table_at(struct side *s, const struct member *m, int i, uint64_t off, uint64_t n)
+static const uint8_t *table_at(struct side *s, int i, uint64_t off, uint64_t n)
 {
-	if (n >= (64 << 10) && reads_x86_code(s, m) && mapped(s) == 0)
+	if (n >= (64 << 10) && mapped(s) == 0)
 		return s->map + off;
 	return read_into(s, i, off, n);
 }
@@ -312,12 +307,12 @@ static int read_member(struct side *s, const struct member *m)
 	    !(e.shstr = read_into(s, 1, off, size)))
 		return -1;
 	e.shstrsize = (Py_ssize_t)size;
-	if (table_range(&e, m, symtab, &off, &size) < 0 || !(e.syms = table_at(s, m, 2, off, size)))
+	if (table_range(&e, m, symtab, &off, &size) < 0 || !(e.syms = table_at(s, 2, off, size)))
 		return -1;
 	e.nsyms = (Py_ssize_t)(size / entsize);
 	e.strtab = (Py_ssize_t)sh(&e, symtab, SH_LINK);
 	if (table_range(&e, m, e.strtab, &off, &size) < 0 || sh(&e, e.strtab, SH_TYPE) != SHT_STRTAB ||
-	    !(e.str = table_at(s, m, 3, off, size)))
+	    !(e.str = table_at(s, 3, off, size)))
 		return -1;
 	e.strsize = (Py_ssize_t)size;
 	e.xindex = (const uint8_t *)"";
