@@ -279,6 +279,10 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
     assert moved > 10_000                        # 10,000 calls, each asking twice now
     for r in (comment, grown):                   # the others move the count by noise at most
         assert abs(r["vs_parent"]["counts"][metric]) < moved / 20, r
+    # the guest's per-symbol counts and the base booted twice: each move attributed (attribution.py)
+    assert getppid["causes"][metric].startswith("direct: ") and "getppid" in getppid["causes"][metric], getppid
+    if grown["vs_parent"]["counts"][metric]:     # strncpy changed, and does not run under getppid
+        assert grown["causes"][metric].startswith("layout: ") and "within the A/A floor" in grown["causes"][metric]
 
 
 @pytest.mark.slow

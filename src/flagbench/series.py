@@ -27,8 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flagbench import series_store
+from flagbench.causes import FLOOR_KEY, PROFILE_KEY
 from flagbench.errors import UserError
 from flagbench.provenance import CommitRecord
+
+
+KERNEL_TOTAL = "kernel_insns_per_iter"    # the count a guest's per-symbol counts add up to
 
 
 @dataclass
@@ -70,6 +74,8 @@ class Row:
     timed: list[Timed] = field(default_factory=list)
     seconds: float = 0.0              # building it
     cached: bool = False              # no compiler or make ran for it
+    profiles: dict[str, dict[str, float]] = field(default_factory=dict)  # counted metric -> symbol -> count
+    floors: dict[str, float] = field(default_factory=dict)   # counted metric -> its A/A floor, where measured
 
 
 @dataclass
@@ -131,11 +137,23 @@ def _row(ev, c: CommitRecord) -> Row:
         if "pair" not in m.params:
             for metric, value in m.values.items():
                 row.counts[f"{_label(m)} {metric}"] = float(value)
+            _guest_facts(row, m)
     row.vs_parent = _delta(ev, c.short, "parent")
     row.vs_base = _delta(ev, c.short, "base")
     if row.vs_parent is not None:
         row.compared_with = ev.cell(c.short, "size", vs="parent").facts.get("against", "")
     return row
+
+
+def _guest_facts(row: Row, m) -> None:
+    """A guest bench's counted cell keeps every symbol its kernel ran and, on the base, the A/A
+    floor: what attributes a kernel count's move to the functions whose code changed."""
+    key = f"{_label(m)} {KERNEL_TOTAL}"
+    profile, floor = m.facts.get(PROFILE_KEY), m.facts.get(FLOOR_KEY)
+    if isinstance(profile, dict):
+        row.profiles[key] = {str(k): float(v) for k, v in profile.items() if isinstance(v, (int, float))}
+    if isinstance(floor, (int, float)) and floor >= 0:
+        row.floors[key] = float(floor)
 
 
 def _delta(ev, short: str, vs: str) -> Delta | None:

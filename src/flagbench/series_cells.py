@@ -228,13 +228,14 @@ def _count_cells(exp, builds, by_short, workdir: Path) -> list:
     if guest:
         from flagbench.run.guest.guest import guest_cells
         cells += guest_cells(exp, guest, builds, workdir=workdir / "guest", notes=notes,
-                             noise_floor=False, profile_top=0)
+                             noise_floor=True, profile_top=0)   # the first commit booted twice: the floor its causes use
     out = []
     for cell in cells:
         if cell.counted is None or cell.bench.endswith(" kernel profile"):
             continue
-        out.append(replace(cell, timed=None, provenance={**cell.provenance,
-                                                          "commit": by_short[cell.variant].to_json()}))
+        # in place: the guest's job adds its symbols' counts and A/A floor to this very dict
+        cell.provenance["commit"] = by_short[cell.variant].to_json()
+        out.append(replace(cell, timed=None))
     return out
 
 

@@ -150,7 +150,10 @@ class Evidence:
         return [m for m in self.by_commit.get(short, []) if m.bench not in OWN_BENCHES]
 
 
-_FACTS_KEPT = ("files", "size_file", "against", "functions", "sizes", "detail", "verdict")
+# what a cell's provenance keeps for the table: a build's files, a size or asm comparison's
+# lines, and a guest's per-symbol kernel counts and A/A floor (causes.PROFILE_KEY, FLOOR_KEY)
+_FACTS_KEPT = ("files", "size_file", "against", "functions", "sizes", "detail", "verdict",
+               "kernel_profile_per_iter", "aa_noise_floor_kernel_per_iter")
 
 
 def evidence(store: Store, run_id: int) -> Evidence:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from flagbench import attribution as attr
 from flagbench import export
 from flagbench.series import Delta, Row, Series
 from flagbench.textsafe import md_cell, term_text
@@ -104,17 +105,26 @@ def details(series: Series, r: Row) -> list[str]:
         out.append("size: " + ", ".join(sizes) + (f" (+{more} more)" if more > 0 else ""))
     for k, v in d.counts.items():
         if v:
-            out.append(f"{_short_label(k)} {_num(v)}: {count_cause(series, k, d)}")
+            out.append(f"{_short_label(k)} {_num(v)}: {count_cause(series, k, d, r)}")
     return out
 
 
-def count_cause(series: Series, label: str, d: Delta) -> str:
-    """Why a count moved, from what the series knows without per-symbol counts: the function the
-    bench times changed code (direct); no function's code changed at all (only addresses or data
-    moved); or changed functions that may or may not run (unknown)."""
+def count_cause(series: Series, label: str, d: Delta, row: Row | None = None) -> str:
+    """Why a count moved. With per-symbol counts of the row and the commit it is compared with (a
+    guest's kernel), attribution's split: the changed functions that ran, and the rest against the
+    base's A/A floor. Without them, what the series knows: the function the bench times changed
+    code (direct); no function's code changed at all (only addresses or data moved); or changed
+    functions that may or may not run (unknown)."""
     fn = series.measured.get(label.rpartition(" ")[0])
     if d.changed is None:
         return "unknown: asm not compared (--no-asm)"
+    old = next((o for o in series.rows if row is not None and o.commit.short == row.compared_with), None)
+    if old is not None and label in old.profiles and label in row.profiles:
+        a = attr.attribute(old.profiles[label], row.profiles[label], d.functions,
+                           floor=next((r.floors[label] for r in series.rows if label in r.floors), None),
+                           total_old=old.counts.get(label),
+                           total_new=row.counts.get(label))
+        return str(attr.cause_line(attr.cause(a))).removeprefix("cause: ")
     if fn and fn in d.functions:
         others = len(d.functions) - 1
         return f"direct: {term_text(fn)} (the bench's function) changed" + (f", {others} more" if others else "")
@@ -215,6 +225,8 @@ def as_json(series: Series) -> dict:
                       "cached": r.cached, "seconds": round(r.seconds, 1), "compared_with": r.compared_with or None,
                       "files": [str(f) for f in r.files], "size_file": str(r.size_file) if r.size_file else None,
                       "counts": r.counts, "vs_parent": delta(r.vs_parent), "vs_base": delta(r.vs_base),
+                      "causes": {k: count_cause(series, k, r.vs_parent, r)
+                                 for k, v in (r.vs_parent.counts if r.vs_parent else {}).items() if v},
                       "timed": [t.__dict__ for t in r.timed]}
                      for r in series.rows]}
 
