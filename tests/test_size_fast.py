@@ -181,12 +181,30 @@ def test_the_quick_path_imports_only_what_it_needs(pairs):
         assert not imported & set(NOT_IMPORTED), (fmt_args, sorted(imported & set(NOT_IMPORTED)))
 
 
+def _symbol_letters(letters) -> bytes:
+    """nm's letter (0: not listed) by st_info << 4 | section code, from symbols.symbol_letter itself:
+    asked once per st_info with a probe section letter and once for common (the section's own
+    letter only passes through it, upper-cased for a global). What _KINDS must give."""
+    from flagbench.elf.symbols import symbol_letter
+    LETTER_CODES, NO_SECTION, COMMON = letters.LETTER_CODES, letters.NO_SECTION, letters.COMMON
+    table = []
+    for info in range(256):
+        probe, common = (symbol_letter("x", info >> 4, info & 0xF), symbol_letter(COMMON, info >> 4, info & 0xF))
+        row = bytearray(16)
+        for code, section in enumerate(LETTER_CODES):
+            letter = (None if section == NO_SECTION else common if section == COMMON else
+                      {"x": section, "X": section.upper()}.get(probe, probe))
+            row[code] = ord(letter) if letter else 0
+        table.append(bytes(row))
+    return b"".join(table)
+
+
 def test_the_written_out_letter_table_is_what_symbol_letter_gives():
     """`letters._SYMBOL_LETTERS` (written out: deriving it cost every start) against its derivation
     from `symbols.symbol_letter`, and the codes `symbols` re-exports."""
     from flagbench.elf import letters
     from flagbench.elf import symbols as elf_symbols
-    assert letters._SYMBOL_LETTERS == letters._symbol_letters() and len(letters._SYMBOL_LETTERS) == 4096
+    assert letters._SYMBOL_LETTERS == _symbol_letters(letters) and len(letters._SYMBOL_LETTERS) == 4096
     assert letters.LETTER_CODES == elf_symbols.NO_SECTION + elf_symbols.SECTION_LETTERS + elf_symbols.COMMON
     # st_info 0x12 (STB_GLOBAL, STT_FUNC) in .text (code 1) is T; 0x03 (a section symbol) is not listed
     assert letters._SYMBOL_LETTERS[0x12 * 16 + 1] == ord("T") and not any(letters._SYMBOL_LETTERS[0x03 * 16:0x04 * 16])

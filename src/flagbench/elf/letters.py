@@ -64,9 +64,9 @@ assert _CODE[COMMON] == 11 and len(LETTER_CODES) <= 16
 # Which letters a symbol takes, by st_info: one line per binding (STB_LOCAL, GLOBAL, WEAK, ...),
 # one column per type (STT_NOTYPE, OBJECT, FUNC, SECTION, ...): l the section's letter, G it
 # upper-cased, - not listed (section and file symbols), any other character that letter in every
-# section; common symbols are C unless not listed. This is what `_symbol_letters` derives from
-# `symbols.symbol_letter` (tests/test_size_fast.py holds the two equal), written out because
-# deriving it took 0.17 ms (1.8 M instructions) at every start of flagbench.
+# section; common symbols are C unless not listed. Written out because deriving it from
+# `symbols.symbol_letter` took 0.17 ms (1.8 M instructions) at every start of flagbench;
+# tests/test_size_fast.py derives it and holds the two equal.
 _KINDS = ("lll--lllllilllll" "GGG--GGGGGiGGGGG" "WVW--VWWWWiWWWWW" "???--?????i?????"
           "???--?????i?????" "???--?????i?????" "???--?????i?????" "???--?????i?????"
           "???--?????i?????" "???--?????i?????" "uuu--uuuuuiuuuuu" "???--?????i?????"
@@ -80,23 +80,6 @@ def _kind_rows() -> dict[str, bytes]:
     rows = {"-": bytes(16), "l": sections, "G": sections.upper()}
     rows.update((k, k * len(sections)) for k in "?VWiu")
     return {k: (b"\0" + v.encode() + COMMON.encode() + pad if k != "-" else v) for k, v in rows.items()}
-
-
-def _symbol_letters() -> bytes:
-    """nm's letter (0: not listed) by st_info << 4 | section code, from symbols.symbol_letter itself:
-    asked once per st_info with a probe section letter and once for common (the section's own
-    letter only passes through it, upper-cased for a global). What _KINDS must give."""
-    from flagbench.elf.symbols import symbol_letter
-    table = []
-    for info in range(256):
-        probe, common = (symbol_letter("x", info >> 4, info & 0xF), symbol_letter(COMMON, info >> 4, info & 0xF))
-        row = bytearray(16)
-        for code, section in enumerate(LETTER_CODES):
-            letter = (None if section == NO_SECTION else common if section == COMMON else
-                      {"x": section, "X": section.upper()}.get(probe, probe))
-            row[code] = ord(letter) if letter else 0
-        table.append(bytes(row))
-    return b"".join(table)
 
 
 _SYMBOL_LETTERS = b"".join(map(_kind_rows().__getitem__, _KINDS))
