@@ -53,7 +53,7 @@ def run(args) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
     if args.mbox or args.range is None:
-        from flagbench.mail.face import series_from_mail
+        from flagbench.cli.series_mail import series_from_mail
         return series_from_mail(args)
     procs.install()
     if args.place:

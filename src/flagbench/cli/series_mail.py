@@ -1,4 +1,5 @@
-"""What `flagbench series EXP --mbox FILE [--mbox FILE]` does (cli/series.py hands it over)."""
+"""What `flagbench series EXP --mbox FILE [--mbox FILE]` does: mail/'s face (cli/series.py
+hands it over)."""
 from __future__ import annotations
 
 import json
