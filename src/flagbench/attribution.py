@@ -285,11 +285,16 @@ class Cause:
 
 
 def cause(attribution: Attribution | None, *, band: str | None = None, layout_check: str | None = None,
-          width: int = LINE_WIDTH) -> Cause:
+          width: int = LINE_WIDTH, better: bool = False) -> Cause:
     """The cause of a verdict from its counts' attribution. `band`: a timed verdict's place against
     its layout band (stats.layout.BEYOND / WITHIN), which decides whether a layout-only change may
     be called a regression; `layout_check`: the layout check's answer in a few words (appended);
-    `width`: the columns its line may take (less than LINE_WIDTH when something goes before it)."""
+    `width`: the columns its line may take (less than LINE_WIDTH when something goes before it);
+    `better`: the timed change is an improvement (beyond the band it is still no regression).
+
+    >>> cause(attribute({"f": 1}, {"f": 1}, []), band="beyond layout noise", better=True).why
+    'no changed code ran; better beyond the layout band: not a regression'
+    """
     from flagbench.stats.layout import BEYOND, WITHIN
     tail = f"; {layout_check}" if layout_check else ""
     if attribution is None:
@@ -306,8 +311,9 @@ def cause(attribution: Attribution | None, *, band: str | None = None, layout_ch
     if beyond_counts:
         return Cause("indirect", _fitting("indirect", [f"no changed code ran; {a.elsewhere_text(k)}{tail}"
                                                       for k in (3, 2, 1, 0)], width), moved)
-    regression = band == BEYOND
-    timed = {BEYOND: "; time beyond the layout band", WITHIN: "; time within the layout band"}.get(band, "")
+    regression = band == BEYOND and not better
+    timed = {BEYOND: "; better beyond the layout band" if better else "; time beyond the layout band",
+             WITHIN: "; time within the layout band"}.get(band, "")
     end = "" if regression else ": not a regression"
     counts = ["counts the same"] if not a.total_delta else \
         [a.elsewhere_text(k) for k in (2, 1, 0)] + [f"{_signed(a.elsewhere_delta)} {a.floor_text()}"]

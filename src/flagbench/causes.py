@@ -98,6 +98,7 @@ class RowCause:
     floor_note: str = ""        # how the A/A floor was measured, when it was
     band: str | None = None     # a timed row's place against the layout band (stats.layout)
     layout_check: str = ""      # the layout check's answer (every function 64-byte aligned), when it ran
+    better: bool = False        # a timed row's change is an improvement
 
     def to_json(self) -> dict:
         return {"variant": self.variant, "params": self.params, "cause": self.cause.to_json(),
@@ -204,9 +205,9 @@ def run_causes(tables, run: dict | None, profiles=(), samples=()) -> dict[tuple,
                 if v not in r.changes:
                     continue
                 a, note = attributions.get((t.bench, t.target, t.compiler, v, _params(r.params)), (None, ""))
-                band = r.band_verdicts.get(v)
-                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band), note, band,
-                                                             _checked(t, r, v, checks)))
+                band, better = r.band_verdicts.get(v), _better(r.changes[v])
+                out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, cause(a, band=band, better=better),
+                                                             note, band, _checked(t, r, v, checks), better))
     return out
 
 
@@ -280,12 +281,23 @@ def _memfn_causes(t, memfns, changed: dict, run: dict | None, out: dict, counted
                                              total_new=r.median(v), unit=str(r.params.get("count")))
                 c = cause(a)
             elif a is not None:
-                c = cause(a, band=band)
+                c = cause(a, band=band, better=_better(r.changes.get(v)))
             else:
-                timed = {BEYOND: "time beyond the layout band", WITHIN: "time within the layout band: not a "
-                         "regression"}.get(band, "no layout band (the bench's `layouts`): not called a regression")
-                c = Cause("layout", f"the function measured did not change code; {timed}", regression=band == BEYOND)
-            out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, c, band=band))
+                better = _better(r.changes.get(v))
+                timed = {BEYOND: "better beyond the layout band: not a regression" if better else
+                         "time beyond the layout band",
+                         WITHIN: "time within the layout band: not a regression"}.get(
+                    band, "no layout band (the bench's `layouts`): not called a regression")
+                c = Cause("layout", f"the function measured did not change code; {timed}",
+                          regression=band == BEYOND and not better)
+            out.setdefault(_tkey(t), []).append(RowCause(v, dict(r.params), a, c, band=band,
+                                                         better=_better(r.changes.get(v))))
+
+
+def _better(change) -> bool:
+    """Is a timed change (stats.Change) an improvement? Its verdict says so in the metric's own
+    direction ("faster" is better, also for a rate)."""
+    return getattr(change, "verdict", None) == "faster"
 
 
 def _without_profile(names: list[str], measured: str | None) -> Cause:
@@ -354,7 +366,7 @@ def cause_texts(found: list[RowCause], fmt: str, *, detail: bool = True) -> list
         prefix = " ".join(where) + ": " if where else ""
         c = rc.cause
         if prefix and rc.attribution is not None:   # said again in the columns the prefix leaves
-            c = cause(rc.attribution, band=rc.band, width=LINE_WIDTH - len(prefix))
+            c = cause(rc.attribution, band=rc.band, width=LINE_WIDTH - len(prefix), better=rc.better)
         line = prefix + cause_line(c, fmt)
         limit = LINE_WIDTH + (4 if fmt == "md" else 0)
         out.append(line if len(line) <= limit else line[:limit - 3] + "...")
