@@ -11,6 +11,7 @@ from flagbench.series import Delta, Row, Series
 from flagbench.textsafe import md_cell, term_text
 
 WIDTH = 100
+DETAIL_INDENT = 14        # a commit's details stand under its subject
 FORMATS = export.choices("text", "md", "json", "html")
 _SHORT_METRICS = {"kernel_insns_per_iter": "k/it", "user_insns_per_iter": "u/it", "insns_per_iter": "i/it",
                   "insns_per_call": "i/call", "insns_per_byte": "i/B"}
@@ -83,7 +84,7 @@ def text(series: Series) -> str:
         why = _compared(r, previous, i == 0)
         if why:
             lines.append(f"{'':12}  ({why})"[:WIDTH])
-        lines += [_fit(f"{'':12}  {line}") for line in details(series, r)]
+        lines += [_fit(f"{'':{DETAIL_INDENT}}{line}") for line in details(series, r)]
         previous = r.commit.short
     lines += [""] + [part for line in _legend(series, left_out) for part in _wrap(term_text(line))]
     return "\n".join(line.rstrip() for line in lines) + "\n"
@@ -105,11 +106,15 @@ def details(series: Series, r: Row) -> list[str]:
         out.append("size: " + ", ".join(sizes) + (f" (+{more} more)" if more > 0 else ""))
     for k, v in d.counts.items():
         if v:
-            out.append(f"{_short_label(k)} {_num(v)}: {count_cause(series, k, d, r)}")
+            head = f"{_short_label(k)} {_num(v)}:"
+            why = count_cause(series, k, d, r, width=WIDTH - DETAIL_INDENT - 2)
+            # on its own line, under the count, where the two would not fit one
+            fits = DETAIL_INDENT + len(head) + 1 + len(why) <= WIDTH
+            out += [f"{head} {why}"] if fits else [head, f"  {why}"]
     return out
 
 
-def count_cause(series: Series, label: str, d: Delta, row: Row | None = None) -> str:
+def count_cause(series: Series, label: str, d: Delta, row: Row | None = None, width: int = WIDTH) -> str:
     """Why a count moved. With per-symbol counts of the row and the commit it is compared with (a
     guest's kernel), attribution's split: the changed functions that ran, and the rest against the
     base's A/A floor. Without them, what the series knows: the function the bench times changed
@@ -124,7 +129,7 @@ def count_cause(series: Series, label: str, d: Delta, row: Row | None = None) ->
                            floor=next((r.floors[label] for r in series.rows if label in r.floors), None),
                            total_old=old.counts.get(label),
                            total_new=row.counts.get(label))
-        return str(attr.cause_line(attr.cause(a))).removeprefix("cause: ")
+        return str(attr.cause_line(attr.cause(a, width=width + len("cause: ")))).removeprefix("cause: ")
     if fn and fn in d.functions:
         others = len(d.functions) - 1
         return f"direct: {term_text(fn)} (the bench's function) changed" + (f", {others} more" if others else "")
