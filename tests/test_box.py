@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -68,6 +69,7 @@ def test_box_start_ssh_config_doctor_stop(tmp_path):
         assert flagbench("box", "ssh-config", "--name", name).returncode == 2
     finally:
         kbox.stop(home)
+        shutil.rmtree(home, ignore_errors=True)     # its keys, initramfs and logs: not left in the cache
 
 
 def test_box_name_is_checked():
@@ -163,3 +165,4 @@ def test_box_start_lab_is_a_place_to_run_on_and_its_power_is_the_box(tmp_path):
             pass
     finally:
         flagbench("box", "stop", "--name", name)
+        shutil.rmtree(home, ignore_errors=True)
