@@ -10,7 +10,7 @@ of the rest beyond the floor. A step's value is the good end's total plus that d
 search and its threshold read it as they read a total.
 
 C subjects (micro benches): per-symbol counts from the exact profile of the harness linked with
-the build (profile_run.exact_profile: callgrind on x86_64, qemu + the plugin elsewhere, n and 2n
+the build (run/profiled.exact_profile: callgrind on x86_64, qemu + the plugin elsewhere, n and 2n
 iterations differenced); the A/A floor is the good end relinked FLOOR_RELINKS times with a
 padding object first (run/layout.py: nothing but addresses change), the largest count change.
 For most code that floor is 0 and the attributed change is the total; it differs when the
@@ -46,7 +46,7 @@ class Counted:
 
 def profiled(subject, build, name: str) -> Counted:
     """The bench's exact profile with the build (a UserError when the program cannot be profiled)."""
-    from flagbench.profile_run import exact_profile
+    from flagbench.run.profiled import exact_profile
     from flagbench.run.harness import MICRO_C, Program, link_with_build, program_dir
     bench = subject.bench
     where = program_dir(subject.workdir, "attributed", name, build.cell.target, build.cell.compiler)
