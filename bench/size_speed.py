@@ -27,12 +27,10 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,6 @@ is the layout commit, as before.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest

@@ -367,7 +367,6 @@ def test_kill_9_during_a_kernel_build_leaves_no_make_and_the_next_build_succeeds
     """kill -9 of flagbench while make compiles: make, sh, gcc and cc1 die with it (they ran on
     with ppid 1, and the next run's make in the same O= directory failed in fixdep)."""
     import shutil
-    import signal
     import time
     exp = tmp_path / "exp"
     exp.mkdir()

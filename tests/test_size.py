@@ -8,7 +8,6 @@ import collections
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -7,7 +7,6 @@ kernel path free of a Linux build.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 

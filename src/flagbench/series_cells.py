@@ -21,12 +21,16 @@ import re
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from flagbench import spec, subject as subjects, vcs
 from flagbench import series_store as ss
 from flagbench.errors import DiskFull, UserError
 from flagbench.provenance import CommitRecord
 from flagbench.textsafe import sayer
+
+if TYPE_CHECKING:             # series imports the table's reading of the store: only for the annotation
+    from flagbench.series import Series
 
 
 def commit_experiment(exp: spec.Experiment, template: spec.Variant, commits: list[vcs.Commit]):

@@ -8,7 +8,7 @@ import re
 from flagbench import attribution as attr
 from flagbench import export
 from flagbench.series import Delta, Row, Series
-from flagbench.textsafe import md_cell, term_text
+from flagbench.textsafe import term_text
 
 WIDTH = 100
 DETAIL_INDENT = 14        # a commit's details stand under its subject

@@ -84,7 +84,7 @@ class StartLock:
     def __init__(self, dir: Path):
         self.path = Path(dir) / LOCK
 
-    def __enter__(self) -> "_StartLock":
+    def __enter__(self) -> "StartLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(self.path, "a+")
         try:
