@@ -1,7 +1,7 @@
 """`flagbench run` as stages: spec -> build -> bench cells -> engine (store) -> report.
 
     spec.load            the experiment file, benches typed (benchspec.py)
-    _fleet               --host / `hosts`: one place per host (run/places.py), opened once,
+    open_fleet           --host / `hosts`: one place per host (run/places.py), opened once,
                          before anything builds, and handed down; the host's facts go into the
                          run's provenance. A kernel experiment's --host is a KexecHost
                          (hosts/kexec.py): the engine boots each variant there by kexec
@@ -82,7 +82,7 @@ def run(path: Path, opts: Options):
     chosen = [benchspec.with_samples(b, opts.samples) for b in chosen]
     notes = list(exp.notes)
     say = sayer("flagbench run: ", quiet=opts.quiet)
-    with _fleet(exp, opts, say) as fleet, Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
+    with open_fleet(exp, opts, say) as fleet, Store(opts.db) as store, store.writer(f"flagbench run {exp.path}"):
         kexec_host = next((h for h in fleet.hosts if h.boots), None) if fleet else None
         host = fleet.hosts[0] if fleet and len(fleet.hosts) == 1 else None
         exp = subjects.of(exp).with_host_config(host.dest if host else None, host)   # `config = "host"`
@@ -178,7 +178,7 @@ def check_symbols(exp, benches, builds) -> None:
 
 
 @contextmanager
-def _fleet(exp, opts: Options, say):
+def open_fleet(exp, opts: Options, say):
     """The run's ssh hosts (--host, else the experiment's `hosts`), connected before anything
     builds: a host that cannot be reached is one line naming it (exit 2). None without hosts."""
     dests = list(opts.hosts or exp.hosts)

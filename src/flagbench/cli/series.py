@@ -46,9 +46,8 @@ def register(sub):
 
 
 def run(args) -> int:
-    from flagbench import procs, spec, subject
+    from flagbench import procs
     from flagbench.errors import UserError
-    from flagbench.run.until import parse_budget
 
     if args.jobs is not None and args.jobs < 1:
         raise UserError("--jobs must be at least 1")
@@ -56,35 +55,16 @@ def run(args) -> int:
         from flagbench.cli.series_mail import series_from_mail
         return series_from_mail(args)
     procs.install()
-    if args.place:
-        from flagbench.hosts.lab_place import leased, places_for
-        from flagbench.textsafe import sayer
-        say = sayer("flagbench series: ", quiet=args.quiet)
-        exp = spec.load(Path(args.experiment))
-        with leased(args.place, wait_s=parse_budget(args.place_wait), say=say) as leases:
-            return _run(args, places_for(leases, subject.of(exp), say))
-    return _run(args)
-
-
-def _run(args, places=()) -> int:
-    from contextlib import nullcontext
-
-    from flagbench import pipeline, procs, spec
+    from flagbench.cli.fleet import opened
     from flagbench.series_cells import run_series
     from flagbench.series_table import render
-    from flagbench.textsafe import sayer
 
-    say = sayer("flagbench series: ", quiet=args.quiet)
-    fleet = nullcontext(None)
-    if args.host or places:
-        exp = spec.load(Path(args.experiment))
-        fleet = pipeline._fleet(exp, pipeline.Options(hosts=tuple(args.host), places=tuple(places)), say)
     try:
-        with fleet as opened:
+        with opened(args, "series") as fleet:
             series, status = run_series(args.experiment, args.range, db=args.db, variant=args.variant,
                                         target=args.target, compiler=args.compiler, jobs=args.jobs,
                                         progress=not args.quiet, asm=not args.no_asm, counts=not args.no_counts,
-                                        fresh=args.fresh, fleet=opened)
+                                        fresh=args.fresh, fleet=fleet)
     except procs.Terminated as e:
         print(f"flagbench series: {e}: stopped; run again to resume", file=sys.stderr)
         return e.exit_status

@@ -11,27 +11,10 @@ from flagbench.errors import UserError
 def _timed(args, measure_all):
     """MEASURE_ALL(fleet): with --host/--place, every version's patches timed there (each against
     the one before it, in paired rounds: series_cells), the places held for all of them."""
-    from contextlib import nullcontext
+    from flagbench.cli.fleet import opened
 
-    from flagbench import pipeline, spec
-    from flagbench.textsafe import sayer
-
-    if not (args.host or args.place):
-        return measure_all(None)
-    say = sayer("flagbench series: ", quiet=args.quiet)
-    exp = spec.load(args.experiment)
-    leases = nullcontext(())
-    if args.place:
-        from flagbench.hosts.lab_place import leased
-        from flagbench.run.until import parse_budget
-        leases = leased(args.place, wait_s=parse_budget(args.place_wait), say=say)
-    with leases as held:
-        places = ()
-        if args.place:
-            from flagbench.hosts.lab_place import places_for
-            places = places_for(held, exp, say)
-        with pipeline._fleet(exp, pipeline.Options(hosts=tuple(args.host), places=tuple(places)), say) as fleet:
-            return measure_all(fleet)
+    with opened(args, "series") as fleet:
+        return measure_all(fleet)
 
 
 def series_from_mail(args) -> int:

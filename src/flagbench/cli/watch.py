@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 
 UNITS = {"s": 1, "m": 60, "h": 3600}
 
@@ -58,6 +57,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from flagbench.errors import UserError
+    from flagbench.cli.fleet import opened
     from flagbench.watch import watch
     from flagbench.watch.loop import Options
 
@@ -80,27 +80,7 @@ def run(args) -> int:
 
     watch(Path(args.experiment), opts, db=Path(args.db), out=Path(args.out), interval=every,
           variant=args.variant, target=args.target, compiler=args.compiler, jobs=args.jobs, quiet=args.quiet,
-          tell=tell, place=(lambda: _fleet(args)) if args.host or args.place else None)
+          tell=tell, place=(lambda: opened(args, "watch")) if args.host or args.place else None)
     return 0
 
 
-@contextmanager
-def _fleet(args):
-    """The timing place, opened for the whole watch the way `series` opens it (pipeline's fleet:
-    an ssh host, or a labgrid place leased until the watch ends)."""
-    from pathlib import Path
-
-    from flagbench import pipeline, spec, subject
-    from flagbench.textsafe import sayer
-
-    say = sayer("flagbench watch: ", quiet=args.quiet)
-    exp = spec.load(Path(args.experiment))
-    if args.place:
-        from flagbench.hosts.lab_place import leased, places_for
-        from flagbench.run.until import parse_budget
-        with leased([args.place], wait_s=parse_budget(args.place_wait), say=say) as leases, \
-                pipeline._fleet(exp, pipeline.Options(places=tuple(places_for(leases, subject.of(exp), say))), say) as fleet:
-            yield fleet
-        return
-    with pipeline._fleet(exp, pipeline.Options(hosts=(args.host,)), say) as fleet:
-        yield fleet
