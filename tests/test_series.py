@@ -289,20 +289,36 @@ def test_kernel_series_names_the_commits_with_bloat_o_meter_deltas_and_counts(ke
 def test_kernel_bisection_on_counts_names_the_getppid_commit_beside_the_broken_one(kernel_repo, tmp_path):
     """Bisect base..series on the guest bench's kernel instructions: grown strncpy stays under the
     threshold, the commit that does not build is skipped, and since it sits right before the
-    getppid commit the answer is the two of them, as `git bisect` would say. (After the series
-    test of this module its builds are kept by tree: the steps boot and count, nothing rebuilds.)"""
+    getppid commit the answer is the two of them, as `git bisect` would say. By default the
+    threshold is on the attributed change (bisect/attributed.py: the guest's per-symbol counts,
+    the changed functions of the two vmlinux files, the base booted twice for the A/A floor), and
+    the getppid step's cause names __x64_sys_getppid; --on total bisects the total to the same
+    answer. (After the series test of this module its builds are kept by tree: the steps boot
+    and count, nothing rebuilds.)"""
     from flagbench.cli import demo_series
 
     exp = demo_series.experiment(CASE, kernel_repo)
     before = repo_state(kernel_repo)
-    done = flagbench("bisect", exp, "--good", "base", "--bad", "series", "--metric", "insns",
-                     "--threshold", "+5%", "--db", tmp_path / "fb.db", timeout=3600)
-    assert done.returncode == 1, done.stderr[-3000:]     # 1: no single first bad commit
-    assert repo_state(kernel_repo) == before
     broken, getppid = (git(kernel_repo, "rev-parse", "--short=12", ref).strip() for ref in ("series~1", "series"))
-    said = done.stdout + done.stderr
-    assert f"first bad commit is one of: {broken}, {getppid}" in said, said[-3000:]
-    assert f"{broken}" in done.stderr and "does not build" in done.stderr, done.stderr[-3000:]
+    for on in ((), ("--on", "total")):
+        done = flagbench("bisect", exp, "--good", "base", "--bad", "series", "--metric", "insns",
+                         "--threshold", "+5%", *on, "--db", tmp_path / f"fb{len(on)}.db", timeout=3600)
+        assert done.returncode == 1, done.stderr[-3000:]     # 1: no single first bad commit
+        assert repo_state(kernel_repo) == before
+        said = done.stdout + done.stderr
+        assert f"first bad commit is one of: {broken}, {getppid}" in said, said[-3000:]
+        assert f"{broken}" in done.stderr and "does not build" in done.stderr, done.stderr[-3000:]
+        if on:
+            assert "attributed" not in said, said[-3000:]
+            continue
+        assert "the threshold applies to the total" not in said, said[-3000:]
+        assert "A/A floor" in said and "booted twice" in said, said[-3000:]
+        lines = said.splitlines()
+        step = next(i for i, line in enumerate(lines) if re.search(rf"step \d+: {getppid} ", line))
+        assert ": attributed +" in lines[step] and lines[step].endswith(": bad"), lines[step]
+        cause = lines[step + 1]
+        assert re.search(r":   cause: direct: .*__x64_sys_getppid", cause), said[-3000:]
+        assert "threshold on the attributed change" in said, said[-3000:]
 
 
 def test_walk_rewrites_only_what_a_commit_changed(c_repo, tmp_path):

@@ -15,6 +15,11 @@ iterations differenced); the A/A floor is the good end relinked FLOOR_RELINKS ti
 padding object first (run/layout.py: nothing but addresses change), the largest count change.
 For most code that floor is 0 and the attributed change is the total; it differs when the
 counts do move with layout.
+
+Kernel subjects: per-symbol counts from the guest boot's row (its kernel profile per iteration),
+the changed functions from the good end's vmlinux (a kept copy: the walked O= directory moves on)
+against the step's; the A/A floor is the good end booted again with one extra ignored
+command-line word. The subject gives each (counted, floor, changed, kept): one path for both.
 """
 from __future__ import annotations
 
@@ -25,17 +30,13 @@ from flagbench.metrics import count
 
 FLOOR_RELINKS = 3
 ATTRIBUTED = count("attributed_insns_per_iter", label="attributed insns/iter")
-BENCH_KINDS = ("micro",)       # exact profiles are taken of micro benches (profile_experiment.py)
 
 
 def supports(subject) -> str | None:
     """None when the subject's steps can be attributed, else why not (the threshold then takes the total)."""
     if not getattr(subject, "attributes", False):
-        return "a kernel's steps are not attributed yet"
-    kind = getattr(subject.bench, "kind", None)
-    if kind not in BENCH_KINDS:
-        return f"bench {getattr(subject.bench, 'name', '?')} is a {kind} bench: exact profiles are of micro benches"
-    return None
+        return "this subject's steps are not attributed"
+    return subject.why_not_attributed()
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class Counted:
 
 
 def profiled(subject, build, name: str) -> Counted:
-    """The bench's exact profile with the build (a UserError when the program cannot be profiled)."""
+    """The bench's exact profile of micro bench with the build (a UserError when the program cannot
+    be profiled): CSubject.counted."""
     from flagbench.run.profiled import exact_profile
     from flagbench.run.harness import MICRO_C, Program, link_with_build, program_dir
     bench = subject.bench
@@ -56,46 +58,50 @@ def profiled(subject, build, name: str) -> Counted:
     return Counted(symbols, total)
 
 
+def relinked_floor(subject, build, counted: Counted) -> float:
+    """The largest change of the count when only layout changes: the good end relinked
+    FLOOR_RELINKS times, a padding object of 16..4096 bytes first (run/layout.py): CSubject.floor."""
+    from flagbench.run.layout import plan, relink
+    moved = []
+    for lay in plan(FLOOR_RELINKS, len(build.objects)):
+        relinked = relink(build, lay, subject.workdir)
+        moved.append(abs(profiled(subject, relinked, f"good@L{lay.index}").total - counted.total))
+    return max(moved)
+
+
 class GoodEnd:
-    """The good end's build, its exact profile and its A/A floor, each taken once."""
+    """The good end's build (a copy the subject keeps: a walked O= directory moves on), its
+    counts (subject.counted) and its A/A floor (subject.floor), each taken once."""
 
     def __init__(self, subject, build):
-        self.subject, self.build = subject, build
+        self.subject, self.build = subject, subject.kept(build)
         self._counted: Counted | None = None
         self._floor: float | None = None
 
     @property
     def counted(self) -> Counted:
         if self._counted is None:
-            self._counted = profiled(self.subject, self.build, "good")
+            self._counted = self.subject.counted(self.build, "good")
         return self._counted
 
     @property
     def floor(self) -> float:
-        """The largest change of the count when only layout changes: the good end relinked
-        FLOOR_RELINKS times, a padding object of 16..4096 bytes first (run/layout.py)."""
         if self._floor is None:
-            from flagbench.run.layout import plan, relink
-            moved = []
-            for lay in plan(FLOOR_RELINKS, len(self.build.objects)):
-                relinked = relink(self.build, lay, self.subject.workdir)
-                moved.append(abs(profiled(self.subject, relinked, f"good@L{lay.index}").total - self.counted.total))
-            self._floor = max(moved)
+            self._floor = self.subject.floor(self.build, self.counted)
         return self._floor
 
     def prepare(self) -> None:
-        """Profile and floor now, outside any step: their failures are the bisection's."""
+        """Counts and floor now, outside any step: their failures are the bisection's."""
         self.counted, self.floor   # noqa: B018 - taken for their side effect
 
 
 def attributed(good: GoodEnd, build) -> Attribution:
     """The step's count delta against the good end, split (see the module doc)."""
-    from flagbench.asm.compare import compare_object_sets
-    if build is good.build:
+    if good.subject.same_build(good.build, build):
         step, changed = good.counted, ()
     else:
-        step = profiled(good.subject, build, "step")
-        changed = changed_functions(compare_object_sets(list(good.build.objects), list(build.objects), rank=False))
+        step = good.subject.counted(build, "step")
+        changed = good.subject.changed(good.build, build)
     return attribute(good.counted.symbols, step.symbols, changed, floor=good.floor, total_old=good.counted.total,
                      total_new=step.total, unit="insns/iter", calls=1)
 
@@ -114,5 +120,5 @@ def step_cell(subject, good: GoodEnd, build):
              facts={"cause": line, "total": a.total_new, "floor": a.floor})
     cell = build.cell
     return BenchCell(subject.bench.name, cell.variant.name, cell.target, cell.compiler, counted=job,
-                     count_executor="callgrind" if cell.target == "x86_64" else "qemu-plugin",
+                     count_executor=subject.count_executor(cell),
                      counted_metric=ATTRIBUTED.name, provenance={"good": good.build.cell.variant.name})

@@ -110,22 +110,23 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
         f"steps; metric {metric.name} ({metric.unit}, {metric.better} is better); run {steps.run_id}")
     good_value = None
     good_end = None
+    if attributing:   # first: a kernel's walked O= directory holds only the last commit built
+        from flagbench.bisect.attributed import GoodEnd, step_cell
+        gb = subject.build(good)
+        if gb is None:
+            raise UserError(f"the good end {good_ref} ({good.short}) does not build: {subject.why}")
+        good_end = GoodEnd(subject, gb)
+        try:
+            good_end.prepare()   # its counts and floor: their failures are the bisection's, not a step's
+        except StepFailed as e:
+            raise UserError(f"the good end {good_ref} ({good.short}) does not run: {e}") from None
+        say(f"good {good.short}: A/A floor {good_end.floor:,.2f} {metric.unit} ({subject.floor_how}); "
+            "the threshold applies to the attributed change (--on total: the total)")
 
     def counted_cells(b):
         """The engine cells of a step on an exact metric: the total's, or the attributed one's."""
-        nonlocal good_end
         if not attributing:
             return subject.cells(b, opts.metric)
-        if good_end is None:
-            from flagbench.bisect.attributed import GoodEnd
-            gb = subject.build(good)
-            if gb is None:
-                raise UserError(f"the good end {good_ref} ({good.short}) does not build: {subject.why}")
-            good_end = GoodEnd(subject, gb)
-            good_end.prepare()   # its profile and floor: their failures are the bisection's, not a step's
-            say(f"good {good.short}: A/A floor {good_end.floor:,.2f} {metric.unit} (relinked, layout only); "
-                "the threshold applies to the attributed change (--on total: the total)")
-        from flagbench.bisect.attributed import step_cell
         return [step_cell(subject, good_end, b)]
 
     if exact:

@@ -80,6 +80,39 @@ class CSubject(Subject):
         cells = cells_for_bench(bench, [build], root=self.exp.root, workdir=self.workdir, notes=[])
         return [replace(c, timed=None) for c in cells if c.counted is not None]
 
+    # -- the attributed change (bisect/attributed.py) -------------------------------------------
+    floor_how = "relinked, layout only"
+
+    def why_not_attributed(self) -> str | None:
+        kind = getattr(self.bench, "kind", None)
+        if kind != "micro":
+            return f"bench {getattr(self.bench, 'name', '?')} is a {kind} bench: exact profiles are of micro benches"
+        return None
+
+    def kept(self, build):
+        return build              # objects are kept by content in the cache
+
+    def same_build(self, a, b) -> bool:
+        return a is b
+
+    def counted(self, build, name: str):
+        """(symbols, total) of instructions per iteration: the micro bench's exact profile."""
+        from flagbench.bisect.attributed import profiled
+        return profiled(self, build, name)
+
+    def floor(self, build, counted) -> float:
+        from flagbench.bisect.attributed import relinked_floor
+        return relinked_floor(self, build, counted)
+
+    def changed(self, good_build, build) -> tuple[str, ...]:
+        """The functions whose code differs between the two builds' objects (asm/compare.py)."""
+        from flagbench.asm.compare import compare_object_sets
+        from flagbench.attribution import changed_functions
+        return changed_functions(compare_object_sets(list(good_build.objects), list(build.objects), rank=False))
+
+    def count_executor(self, cell) -> str:
+        return "callgrind" if cell.target == "x86_64" else "qemu-plugin"
+
     def time_cell(self, good_build, build, threshold, opts, progress, keep: dict | None = None):
         """One engine cell whose counted job is a timed step (bisect/timed.decide: paired rounds of
         the good end and the build until the interval decides); it emits the ratio build/good with

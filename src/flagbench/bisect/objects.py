@@ -165,11 +165,15 @@ class GuestMeter:
         self.settings = boot.BootSettings(timeout=guest.BOOT_SECONDS + sum(r.budget for r in rows))
         self.boots = 0
 
-    def measure(self, vmlinux: Path, system_map: Path):
+    def measure(self, vmlinux: Path, system_map: Path, append: tuple[str, ...] = ()):
+        """APPEND: extra kernel command-line words (an A/A boot's ignored one)."""
+        from dataclasses import replace
+
         from flagbench.run.guest import boot, guest
         self.boots += 1
+        settings = replace(self.settings, append=(*self.settings.append, *append)) if append else self.settings
         r = boot.boot(self.t, vmlinux, self.initrd, workdir=self.workdir / f"boot-{self.boots}",
-                      settings=self.settings, system_map=system_map)
+                      settings=settings, system_map=system_map)
         row = guest.parse_console(r.console, r.regions, self.rows)[self.row.tag]
         if row.failure or not row.iterations:
             from flagbench.errors import StepFailed
