@@ -457,11 +457,11 @@ def test_trailing_padding_cut_from_the_end_is_the_lines_popped(body):
 
 @pytest.fixture(scope="module")
 def long_object(tmp_path_factory) -> Path:
-    """An x86_64 object of one function of two million instructions (7 MB): both of a pair of it
+    """An x86_64 object of one function of four million instructions (14 MB): both of a pair of it
     take the two-process path (`compare.PARALLEL_BYTES`), and objdump runs for seconds."""
     d = tmp_path_factory.mktemp("long")
     src = d / "long.s"
-    src.write_text(".text\n.globl f\n.type f,@function\nf:\n.rept 500000\n"
+    src.write_text(".text\n.globl f\n.type f,@function\nf:\n.rept 1000000\n"
                    "mov 8(%rdi),%rax\nadd %rax,%rbx\nlea 16(%rsi),%rcx\ninc %rdx\n.endr\nret\n.size f, .-f\n")
     out = d / "long.o"
     subprocess.run(["as", "-o", str(out), str(src)], check=True, capture_output=True)

@@ -64,9 +64,19 @@ def git(repo: Path, *args: str) -> str:
 
 
 def repo_state(repo: Path) -> tuple:
-    """Everything flagbench must leave alone in the user's repository (read without writing it:
-    a plain `git status` refreshes the index of a repository made a second ago, racily clean)."""
-    return (git(repo, "--no-optional-locks", "status", "--porcelain", "--untracked-files=all"),
+    """Everything flagbench must leave alone in the user's repository, read without writing it:
+    the work tree against HEAD and the index (compared by content: `git status` refreshes a copy
+    of the index, not the repository's; a stat-dirty entry is not a change), and the index file
+    itself byte for byte."""
+    import shutil
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        index = Path(tmp) / "index"
+        shutil.copyfile(repo / ".git" / "index", index)
+        status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=all"],
+                                capture_output=True, text=True, check=True,
+                                env={**os.environ, "GIT_INDEX_FILE": str(index)}).stdout
+    return (status,
             (repo / ".git" / "index").read_bytes(),
             git(repo, "stash", "list"), git(repo, "for-each-ref"), git(repo, "rev-parse", "HEAD"),
             git(repo, "worktree", "list", "--porcelain"), sorted(os.listdir(repo / ".git")))

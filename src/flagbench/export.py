@@ -10,9 +10,6 @@ is made safe in it; a verb names the formats it writes (`choices`) and dispatche
 >>> safe("md", "a|b<script>"), safe("text", "bell\\x07")
 ('a\\\\|b\\\\<script>', 'bell\\\\x07')
 """
-from __future__ import annotations
-
-from flagbench.errors import UserError
 
 TYPE_CHECKING = False   # typing, textsafe and html are imported on first use: `size` must start fast
 if TYPE_CHECKING:
@@ -42,7 +39,7 @@ def _html_escape(text: str) -> str:
 class Format:   # a plain class, not a dataclass (another import at start-up)
     __slots__ = ("name", "what", "safe")
 
-    def __init__(self, name: str, what: str, safe: Callable[[str], str]):
+    def __init__(self, name: str, what: str, safe: "Callable[[str], str]"):
         self.name = name
         self.what = what                  # for --help
         self.safe = safe                  # outside text as it may appear in this format
@@ -75,8 +72,9 @@ def safe(fmt: str, text: str) -> str:
     return FORMATS[fmt].safe(text)
 
 
-def render(fmt: str, renderers: Mapping[str, Callable[[], str]]) -> str:
+def render(fmt: str, renderers: "Mapping[str, Callable[[], str]]") -> str:
     """The output of the renderer for FMT; a format the verb does not write is bad input."""
     if fmt not in renderers:
+        from flagbench.errors import UserError   # not at start-up: `size` imports no errors unless one is raised
         raise UserError(f"--format {fmt}: this writes {', '.join(renderers)}")
     return renderers[fmt]()

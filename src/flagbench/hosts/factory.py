@@ -80,6 +80,13 @@ def box_place(box, *, kexec: bool = False, say: Say = lambda s: None):
     return host
 
 
+def box_connection(box):
+    """flagbench's ssh client to the box (run/guest/box.py) through the box's own ssh config, not
+    opened: what its boot wait, its commands and its place use."""
+    from flagbench.hosts.ssh import Connection
+    return Connection(box.alias, ssh=box.ssh)
+
+
 def _through(host, conn) -> None:
     """HOST reaches its machine through CONN (a KexecHost's kexec too)."""
     host.conn = conn

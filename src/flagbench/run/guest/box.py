@@ -104,8 +104,8 @@ class Box:
 
     def connection(self):
         """flagbench's ssh client to the box through its own config (hosts/ssh.py), not opened."""
-        from flagbench.hosts.ssh import Connection
-        return Connection(self.alias, ssh=self.ssh)
+        from flagbench.hosts.factory import box_connection
+        return box_connection(self)
 
     def run(self, *words: str, timeout: float = 60):
         """A command on the box (an ssh.Done: returncode, stdout, stderr) through a Connection of
