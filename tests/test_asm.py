@@ -485,7 +485,10 @@ def test_a_signal_to_asm_leaves_neither_its_child_nor_an_objdump(long_object, si
     """The new side's disassembly runs in a forked child, each side with its objdump: a signal to
     flagbench (a kill -9 too) ends all four, not only flagbench (a process pool's worker ran on)."""
     p = subprocess.Popen([sys.executable, "-m", "flagbench", "asm", str(long_object), str(long_object)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         # Ctrl-C as in a terminal: a pytest-xdist worker ignores SIGINT, and an ignored
+                         # SIGINT is inherited (a background job's): flagbench rightly keeps ignoring it
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         while len(_running_on(long_object)) < 4:   # flagbench, its child, two objdumps
             assert p.poll() is None, p.stderr.read()

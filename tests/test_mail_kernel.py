@@ -75,8 +75,9 @@ def test_a_kernel_series_from_mail_builds_in_the_repositorys_tree_and_v2_rebuild
     # the clone's commits are built in the repository's walked checkout and O= directory
     assert source.vcs.origin(clone) == kernel_repo
     tip = source.vcs.resolve(kernel_repo, "series")
-    (odir,) = [o for home in (cache_dir() / "kernel" / "trees").glob("git-*") for o in home.glob("out/git/*")
-               if o.is_dir() and source.git_tree(tip, o.name).home == home]   # not its .lock and .owner
+    odirs = [o for home in (cache_dir() / "kernel" / "trees").glob("git-*") for o in home.glob("out/git/*")
+             if o.is_dir() and source.git_tree(tip, o.name).home == home]   # not its .lock and .owner
+    odir = min(odirs, key=lambda o: len(o.name))   # the cell's own, not an object bisection's (NAME--SHA)
     src = odir.parent.parent.parent / "src"
     at_tip = source.vcs.holds(src) == rows[4]["tree"]    # (unless another test walked it since)
     objects = {name: (odir / name).stat().st_mtime_ns for name in ("lib/string.o", "kernel/sys.o", "fs/open.o")}
