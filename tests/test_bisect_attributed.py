@@ -12,6 +12,7 @@ is the layout commit, as before.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -117,6 +118,24 @@ def test_the_attributed_change_names_the_measured_function_s_commit_not_the_layo
     direct = _step(done.stderr, shas[DIRECT])
     assert direct.endswith(": bad") and "cause: direct: loop +" in lines[lines.index(direct) + 1], direct
     assert all(len(ln) <= 100 for ln in done.stdout.splitlines())
+
+    # again into the same store: every step is stored, so nothing is profiled, the good end
+    # included (its profile and relinked floor: a kernel's good end boots twice). A valgrind
+    # that fails stands first in PATH: a profile taken now would end the bisection.
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "valgrind").write_text(f"#!/bin/sh\ntouch {tmp_path / 'profiled'}\nexit 1\n")
+    (shim / "valgrind").chmod(0o755)
+    again = flagbench("bisect", exp, "--good", "good", "--bad", "main", "--db", tmp_path / "a.db", cache=cache,
+                      env={"PATH": f"{shim}:{os.environ['PATH']}"})
+    assert again.returncode == 0, again.stderr
+    assert not (tmp_path / "profiled").exists(), again.stderr
+    first_bad = next(ln for ln in done.stdout.splitlines() if ln.startswith("first bad commit"))
+    assert first_bad in again.stdout.splitlines(), again.stdout
+    assert ": 0 steps measured now, the rest stored" in again.stdout, again.stdout
+    steps = [ln for ln in done.stderr.splitlines() if ln.startswith(("flagbench bisect: step", "flagbench bisect:   cause"))]
+    assert [ln for ln in again.stderr.splitlines() if ln in steps] == steps, again.stderr   # causes and totals kept
+    assert floor in again.stderr.splitlines()   # the floor, said from the stored good step
 
     # on the total, as before: the layout commit
     done = flagbench("bisect", exp, "--good", "good", "--bad", "main", "--on", "total", "--db", tmp_path / "t.db",

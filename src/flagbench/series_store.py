@@ -152,8 +152,9 @@ class Evidence:
 
 # what a cell's provenance keeps for the table: a build's files, a size or asm comparison's
 # lines, and a guest's per-symbol kernel counts and A/A floor (causes.PROFILE_KEY, FLOOR_KEY)
-_FACTS_KEPT = ("files", "size_file", "against", "functions", "sizes", "detail", "verdict",
-               "kernel_profile_per_iter", "aa_noise_floor_kernel_per_iter")
+_FACTS_KEPT = ("files", "size_file", "against", "functions", "sizes", "kernel_profile_per_iter",
+               "aa_noise_floor_kernel_per_iter",
+               "detail", "verdict", "decided", "cause", "total", "floor")   # a bisection step's: bisect/stored.FACTS
 
 
 def evidence(store: Store, run_id: int) -> Evidence:

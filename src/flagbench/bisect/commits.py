@@ -116,23 +116,26 @@ def bisect(subject, good_ref: str, bad_ref: str, opts: Options, say: Callable[[s
         if gb is None:
             raise UserError(f"the good end {good_ref} ({good.short}) does not build: {subject.why}")
         good_end = GoodEnd(subject, gb)
+
+    def counted_cells(b):
+        """The engine cells of a step on an exact metric: the total's, or the attributed one's.
+        Called only for a step the store lacks: a rerun whose steps are stored never profiles
+        the good end again (a kernel's: two boots)."""
+        if not attributing:
+            return subject.cells(b, opts.metric)
         try:
             good_end.prepare()   # its counts and floor: their failures are the bisection's, not a step's
         except StepFailed as e:
             raise UserError(f"the good end {good_ref} ({good.short}) does not run: {e}") from None
-        say(f"good {good.short}: A/A floor {good_end.floor:,.2f} {metric.unit} ({subject.floor_how}); "
-            "the threshold applies to the attributed change (--on total: the total)")
-
-    def counted_cells(b):
-        """The engine cells of a step on an exact metric: the total's, or the attributed one's."""
-        if not attributing:
-            return subject.cells(b, opts.metric)
         return [step_cell(subject, good_end, b)]
 
     if exact:
-        good_value, why, _ = steps.value(good, counted_cells)
+        good_value, why, facts = steps.value(good, counted_cells)
         if good_value is None:
             raise UserError(f"the good end {good_ref} ({good.short}): {why}")
+        if attributing and isinstance(facts.get("floor"), (int, float)):
+            say(f"good {good.short}: A/A floor {facts['floor']:,.2f} {metric.unit} ({subject.floor_how}); "
+                "the threshold applies to the attributed change (--on total: the total)")
         if not good_value:
             raise UserError(f"the good end {good_ref} measures 0 {metric.unit}: no change relative to it")
         say(f"good {good.short}: {_describe(metric, good_value)}")
