@@ -13,7 +13,12 @@ kexec and dropbear-bin's dropbear with the shared libraries and loader `ldd` nam
 dropbearkey host key and a client key made for this box. Networking is qemu's user net
 forwarding 127.0.0.1:PORT (a free port) to the box's port 22: nothing else is reachable either
 way. `-cpu max` gives TCG's RDRAND, and random.trust_cpu=on lets the crng (and so dropbear)
-start at once after every kexec.
+start at once after every kexec. Its clock is the TSC, whatever the load here: under TCG the
+guest's TSC is this machine's, so the box is told its rate (tsc_early_khz=, measured by
+host_tsc.py: no calibration against the emulated PIT, which failed under load) and to trust it
+(tsc=reliable: the clocksource watchdog's reference is jiffies, whose ticks come late under
+load). Without them, booted on a busy machine, the box kept time with refined-jiffies in 2 of 3
+boots (clock reads in 4 ms steps; a timed bench there read "ns 0").
 
 Like a Debian host, the box keeps its kernel and initramfs as /boot/vmlinuz-RELEASE and
 /boot/initrd.img-RELEASE (copied in once it answers: an initramfs cannot hold itself).
@@ -46,12 +51,13 @@ from flagbench import procs
 from flagbench.build import cache_dir
 from flagbench.errors import UserError
 from flagbench.run.guest import initramfs as cpio
+from flagbench.run.guest.host_tsc import tsc_khz
 # its state on disk (state.json, start.lock, its qemu): box_state.py; named here as before
 from flagbench.run.guest.box_state import QEMU, STATE, BoxStateError, read_state, starting, stop, unfinished  # noqa: F401
 from flagbench.run.guest.box_state import StartLock as _StartLock, qemu_alive as _qemu_alive
 from flagbench.run.guest.box_state import start_time_of as _start_time, write_state as _write_state
 
-CMDLINE = "console=ttyS0 random.trust_cpu=on panic=-1"
+CMDLINE = "console=ttyS0 random.trust_cpu=on tsc=reliable panic=-1"
 BOOT_WAIT_S = 180
 PROGRAMS = {"/usr/sbin/kexec": "usr/sbin/kexec", "/usr/sbin/dropbear": "usr/sbin/dropbear"}
 HERE = Path(__file__).resolve().parent
@@ -247,10 +253,11 @@ def ssh_config(dir: Path, alias: str, port: int) -> str:
             "  LogLevel ERROR\n  ConnectTimeout 10\n")
 
 
-def qemu_argv(image: Path, initrd: Path, port: int, console: Path) -> list[str]:
+def qemu_argv(image: Path, initrd: Path, port: int, console: Path, tsc_khz: int | None = None) -> list[str]:
+    append = CMDLINE + (f" tsc_early_khz={tsc_khz}" if tsc_khz else "")
     return [QEMU, "-M", "pc", "-m", "512M", "-cpu", "max", "-smp", "1", "-nodefaults", "-display", "none",
             "-no-reboot", "-serial", f"file:{console}", "-kernel", str(image), "-initrd", str(initrd),
-            "-append", CMDLINE, "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
+            "-append", append, "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
             "-device", "virtio-net-pci,netdev=n0"]
 
 
@@ -312,7 +319,8 @@ def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> 
     # outlives `box start` (the point), and no flagbench ends it (a plain Popen'd qemu was
     # killed as an orphan by the first program run after it: Connection's ssh -O check)
     with open(dir / "qemu.log", "wb") as log:
-        proc = procs.detached(qemu_argv(build.image, initrd, port, console), stdout=log, stderr=log, cwd=dir)
+        argv = qemu_argv(build.image, initrd, port, console, tsc_khz(cache_dir() / "box"))
+        proc = procs.detached(argv, stdout=log, stderr=log, cwd=dir)
     state = {"pid": proc.pid, "start_time": _start_time(proc.pid), "port": port, "alias": alias,
              "kernel": str(build.image), "identity": build.identity, "ready": False}
     _write_state(dir, state)
