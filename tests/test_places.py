@@ -182,3 +182,37 @@ def test_only_hosts_open_ssh_connections():
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "Connection":
                 opened.append(f"{path.relative_to(src)}:{node.lineno}")
     assert opened == []
+
+
+def test_a_host_whose_clock_moves_in_ticks_is_refused_for_timing(tmp_path):
+    """A host on a tick-counting clocksource (jiffies: a TSC its kernel marked unstable, as the
+    qemu box's did under load before it booted with tsc=reliable) reads a timed call as whole
+    ticks or 0: the run stops at its open, one line naming the host and the clocksource; the
+    same host on a TSC is taken."""
+    import pytest
+
+    from flagbench import pipeline, spec
+    from flagbench.errors import UserError
+
+    (tmp_path / "x.c").write_text("unsigned long x(unsigned long n) { return n; }\n")
+    (tmp_path / "experiment.toml").write_text(
+        f'sources = ["x.c"]\ntargets = ["{LOCAL.machine()}"]\n[variants]\na = {{}}\n'
+        '[[bench]]\nname = "x"\nkind = "micro"\nfunction = "x"\nmetrics = ["time"]\n')
+    exp = spec.load(tmp_path)
+
+    class Host(FakeBoard):
+        boots = False
+
+        def __init__(self, clocksource: str):
+            super().__init__(name=f"on-{clocksource}")
+            self.dest = self.name
+            self.facts = {"machine": LOCAL.machine(), "clocksource": clocksource, "cpus": 1}
+
+    said: list[str] = []
+    with pytest.raises(UserError) as refused:
+        with pipeline.open_fleet(exp, pipeline.Options(places=[Host("refined-jiffies")]), said.append):
+            pass
+    assert str(refused.value).startswith("host on-refined-jiffies: its clocksource is refined-jiffies: "), refused.value
+    assert str(refused.value).endswith(": not a host to time on")
+    with pipeline.open_fleet(exp, pipeline.Options(places=[Host("tsc")]), said.append) as fleet:
+        assert [h.name for h in fleet.hosts] == ["on-tsc"]

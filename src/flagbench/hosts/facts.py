@@ -2,7 +2,8 @@
 
 `read_facts(conn)` runs one POSIX sh script there (uname, /proc, /sys; perf if present) and
 returns plain data stored with every run: machine, cpu model and count, kernel, frequency
-governor, turbo/boost, SMT, isolated CPUs, ASLR, load, perf and which events it counts.
+governor, turbo/boost, SMT, isolated CPUs, ASLR, the clocksource, load, perf and which events
+it counts.
 `noise(facts)` lists what would make timings noisy there, each with the command that fixes
 it, the way `pyperf system show` does; `flagbench doctor --host` prints both.
 """
@@ -27,6 +28,8 @@ echo "cpus=$(getconf _NPROCESSORS_ONLN 2>/dev/null || grep -c '^processor' /proc
 [ -r $s/smt/active ] && echo "smt=$(cat $s/smt/active)"
 echo "isolated=$(cat $s/isolated 2>/dev/null)"
 echo "aslr=$(cat /proc/sys/kernel/randomize_va_space 2>/dev/null)"
+c=/sys/devices/system/clocksource/clocksource0/current_clocksource
+[ -r $c ] && echo "clocksource=$(cat $c)"
 echo "perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)"
 echo "load=$(cat /proc/loadavg 2>/dev/null)"
 command -v taskset >/dev/null 2>&1 && echo "taskset=$(command -v taskset)"
@@ -121,10 +124,34 @@ def noise(facts: dict) -> list[tuple[str, str]]:
         out.append(("no isolated CPU", "boot with isolcpus=N nohz_full=N rcu_nocbs=N, then run with --cpu N"))
     if facts.get("aslr") not in (None, "", "0"):
         out.append(("address space layout randomization is on", "echo 0 > /proc/sys/kernel/randomize_va_space"))
+    if clock_problem(facts):
+        out.append((clock_problem(facts), "boot it with a TSC it trusts (tsc=reliable where the TSC is "
+                    "sound, as under qemu TCG), or time on another host"))
     load = facts.get("loadavg")
     if load and facts.get("cpus") and load[0] > 0.5:
         out.append((f"the host is busy: load {load[0]:.2f}", "stop what else runs there"))
     return out
+
+
+# Clocksources that advance once a timer tick: a clock read there moves in steps of 1/HZ (1 to
+# 10 ms), so a timed call of 20 ms reads as one, two or more ticks, or none at all.
+TICK_CLOCKSOURCES = ("jiffies", "refined-jiffies")
+
+
+def clock_problem(facts: dict) -> str | None:
+    """Why times taken on the host would be worthless, or None: a tick-counting clocksource.
+
+    >>> clock_problem({"clocksource": "tsc"}) is None, clock_problem({}) is None
+    (True, True)
+    >>> clock_problem({"clocksource": "refined-jiffies"}).split(":")[0]
+    'its clocksource is refined-jiffies'
+    """
+    source = facts.get("clocksource")
+    if source not in TICK_CLOCKSOURCES:
+        return None
+    return (f"its clocksource is {source}: clock reads move once a timer tick (1-10 ms), so a timed "
+            "call reads as whole ticks or 0 (a TSC marked unstable? dmesg says; under qemu "
+            "TCG boot with tsc=reliable)")
 
 
 def perf_problem(facts: dict) -> str | None:
