@@ -92,6 +92,16 @@ class Series:
     place: str = ""                   # where commits were timed ("": not timed)
     measured: dict[str, str] = field(default_factory=dict)   # bench -> the function a micro bench times
 
+    def row(self, short: str) -> Row | None:
+        """The row of the commit whose short sha is SHORT (what `Row.compared_with` names)."""
+        if len(getattr(self, "_by_short", ())) != len(self.rows):   # made once; again if rows were added
+            self._by_short = {r.commit.short: r for r in self.rows}
+        return self._by_short.get(short)
+
+    def floor(self, label: str) -> float | None:
+        """LABEL's A/A floor: the first row that measured one (the series' first commit)."""
+        return next((r.floors[label] for r in self.rows if label in r.floors), None)
+
 
 def load(store, run_id: int) -> Series:
     """A stored series run as its table shows it: read from the store alone, nothing built."""

@@ -123,10 +123,10 @@ def count_cause(series: Series, label: str, d: Delta, row: Row | None = None, wi
     fn = series.measured.get(label.rpartition(" ")[0])
     if d.changed is None:
         return "unknown: asm not compared (--no-asm)"
-    old = next((o for o in series.rows if row is not None and o.commit.short == row.compared_with), None)
+    old = series.row(row.compared_with) if row is not None else None
     if old is not None and label in old.profiles and label in row.profiles:
         a = attr.attribute(old.profiles[label], row.profiles[label], d.functions,
-                           floor=next((r.floors[label] for r in series.rows if label in r.floors), None),
+                           floor=series.floor(label),
                            total_old=old.counts.get(label),
                            total_new=row.counts.get(label))
         return str(attr.cause_line(attr.cause(a, width=width + len("cause: ")))).removeprefix("cause: ")

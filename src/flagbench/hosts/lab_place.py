@@ -54,7 +54,8 @@ def leased(specs: Sequence[str], *, wait_s: float = WAIT_S,
         yield leases
 
 
-def places_for(leases: Sequence[Lease], exp, say: Callable[[str], None]) -> list:
-    """The run's places for the held LEASES: hosts/factory.py's lab_places."""
+def places_for(leases: Sequence[Lease], subject, say: Callable[[str], None]) -> list:
+    """The run's places for the held LEASES, for SUBJECT (subject.py: whether they boot its
+    kernels): hosts/factory.py's lab_places."""
     from flagbench.hosts.factory import lab_places
-    return lab_places(leases, exp, say)
+    return lab_places(leases, subject, say)
