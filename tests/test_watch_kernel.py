@@ -16,6 +16,7 @@ must be judged against the floor, not reported.
 """
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -76,6 +77,21 @@ def test_kernel_watch_names_the_getppid_commit_with_its_cause_and_objects(kernel
     assert f"commit: {getppid}" in text and f"parent: {grown}" in text
     assert "objects carrying it: kernel/sys.o " in text, text
     assert all(len(x) < 100 for x in text.splitlines() if not x.startswith(("  flagbench", "Subject")))
+
+    # each object checkout's build (its own O=, started from the walked one's: kbuild/seed.py) is
+    # the walked build of its commit, symbol for symbol (bloat-o-meter's rules: nothing moved)
+    from flagbench.build import cache_dir
+    trees = cache_dir() / "kernel" / "trees"
+    kept = {json.loads(f.read_text())["commit"]["tree"]: f.parent for f in trees.glob("git-*/builds/*/flagbench-cell.json")}
+    for sha in (grown, getppid):
+        (odir,) = trees.glob(f"git-*/out/git/*--{sha[:12]}")
+        record = json.loads((odir / "flagbench-cell.json").read_text())
+        walked = kept[git(kernel_repo, "rev-parse", f"{sha}^{{tree}}").strip()]
+        assert record["ok"], record
+        bom = flagbench("size", "--format=bom", walked / "vmlinux", odir / "vmlinux")
+        assert bom.returncode == 0 and "up/down: 0/0 (0)" in bom.stdout, (odir, walked, bom.stdout[-2000:])
+        if record.get("seeded_from"):    # built in this run: only what the commits' difference touches
+            assert record["compiled"] < 50, record
 
     # a restart measures nothing again (no boot, no relink)
     again = flagbench("watch", exp, "--branch", "series", "--once", "--objects", "--db", tmp_path / "w.db",

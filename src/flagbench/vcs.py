@@ -233,6 +233,14 @@ def _recover_lock(index: Path) -> None:
     lock.unlink(missing_ok=True)
 
 
+def changed_paths(repo: Path, a: str, b: str) -> list[str] | None:
+    """The paths whose content differs between trees (or commits) A and B of REPO; None when git
+    cannot say (an object it does not have)."""
+    done = _git(Path(repo), "diff-tree", "-r", "--name-only", "--no-renames", a, b,
+                env=_env(GIT_DIR=str(_git_dir(Path(repo)))), timeout=600)
+    return None if done.failure else done.stdout.splitlines()
+
+
 def walk(commit: Commit, dest: Path) -> list[str]:
     """Move DEST, a checkout flagbench owns (made here on first use), to the commit's tree,
     writing only the files that differ; their paths are returned. The private index lives
@@ -247,10 +255,6 @@ def walk(commit: Commit, dest: Path) -> list[str]:
     if before is None:
         index.unlink(missing_ok=True)          # unknown content: read-tree rewrites every file
     _read_tree(commit.repo, commit.tree, dest, index, f"{commit.ref} ({commit.short})")
-    changed = []
-    if before is not None:
-        done = _git(dest, "diff-tree", "-r", "--name-only", "--no-renames", before, commit.tree,
-                    env=_env(GIT_DIR=str(_git_dir(commit.repo))), timeout=600)
-        changed = done.stdout.splitlines() if not done.failure else []
+    changed = (changed_paths(commit.repo, before, commit.tree) or []) if before is not None else []
     (dest / MARKER).write_text(json.dumps({"tree": commit.tree, "commit": commit.sha}))
     return changed

@@ -13,6 +13,15 @@ copied in (the sibling is left as it was), and then, when the trees differ:
 What is left for make: those targets, what links them, and the build identity (init/version.o
 and the boot image), instead of every object through ccache (each hit still costs a compiler
 start, fixdep and objtool: minutes for a tinyconfig on two cores).
+
+A git checkout (a commit's own checkout, as `bisect --objects` and `watch --objects` make, or a
+walk's first build) starts likewise from another checkout of the same repository built in the
+same configuration: the files that differ are the two commits' trees' difference (git
+diff-tree), and, the checkout's files being newer than any copied target (written when it was
+checked out), every file copied is made newer than them; stale targets are deleted as above.
+Only when the difference is C sources and headers: a Kconfig, Makefile or script change is
+left to a whole build, whose own checks follow it. In the kernel watch of the tests, each
+object checkout then compiled 2 files, not 931 (2.5 minutes of two cores each, cold).
 """
 from __future__ import annotations
 
@@ -22,23 +31,27 @@ import os
 import re
 from pathlib import Path
 
-from flagbench import procs
+from flagbench import procs, vcs
 from flagbench.cache import try_locked
 
 KEY = "seed_key"                 # in a cell's flagbench-cell.json: what a sibling must match
 SRC = "seed_src"                 # ... the tree it was built from
 CHANGED = "seed_changed"         # ... the files that tree's patches touch
+TREE = "seed_tree"               # ... the git tree its checkout held (a git checkout's)
+SOURCES = (".c", ".h", ".S")     # a git difference seeds only when it is all these
 # flagbench's own files in an O= directory: the cell's, never a sibling's
 OWN = {"flagbench-cell.json", "flagbench-make.log", "flagbench-ccache.log", "flagbench-distcc.log", ".config"}
 
 
 def key(p) -> str | None:
     """What decides every byte make would write for the cell but its O=, the tree's path and
-    what its patches changed; None when the cell cannot be seeded (a user's tree, a git walk)."""
-    if p.tree.base_identity is None or p.snapshot is not None:
+    what its patches (or its commit) changed; None when the cell cannot be seeded (a user's tree)."""
+    commit = p.tree.commit
+    base = f"git:{vcs.origin(commit.repo)}" if commit is not None else p.tree.base_identity
+    if base is None:
         return None
     src = str(p.tree.src)
-    inputs = {"base": p.tree.base_identity, "tools": p.tools,
+    inputs = {"base": base, "tools": p.tools,
               "make": [a.replace(src, "<src>") for a in p.make if not a.startswith("O=")],
               "config": hashlib.sha256((p.odir / ".config").read_bytes()).hexdigest()}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
@@ -46,12 +59,14 @@ def key(p) -> str | None:
 
 def recorded(p, wanted: str | None) -> dict:
     """What a finished build of P records for the cells that may start from it."""
-    return {KEY: wanted, SRC: str(p.tree.src), CHANGED: list(p.tree.changed)}
+    commit = p.tree.commit
+    return {KEY: wanted, SRC: str(p.tree.src), CHANGED: list(p.tree.changed),
+            TREE: commit.tree if commit is not None else None}
 
 
-def find(p, wanted: str | None, trees: Path, read_json) -> tuple[Path, dict] | None:
+def find(p, wanted: str | None, trees: Path, read_json) -> tuple[Path, dict, list[str]] | None:
     """The finished sibling with the same key whose tree differs from P's in the fewest files:
-    (its O= directory, its record), or None."""
+    (its O= directory, its record, the files that differ), or None."""
     if wanted is None:
         return None
     best = None
@@ -62,13 +77,26 @@ def find(p, wanted: str | None, trees: Path, read_json) -> tuple[Path, dict] | N
         data = read_json(cell_file)
         if not (data.get("ok") and data.get(KEY) == wanted and (sibling / "vmlinux").is_file()):
             continue
-        differ = len(set(data.get(CHANGED) or ()) | set(p.tree.changed)) if data.get(SRC) != str(p.tree.src) else 0
-        if best is None or (differ, str(sibling)) < best[0]:
-            best = ((differ, str(sibling)), sibling, data)
-    return (best[1], best[2]) if best else None
+        differ = _differing(p, data)
+        if differ is not None and (best is None or (len(differ), str(sibling)) < best[0]):
+            best = ((len(differ), str(sibling)), sibling, data, differ)
+    return best[1:] if best else None
 
 
-def copy_from(sibling: Path, record: dict, p) -> bool:
+def _differing(p, record: dict) -> list[str] | None:
+    """The files (relative to the tree) in which P's tree and the sibling's differ; None when
+    the sibling cannot seed P (a git difference that is not all C sources and headers)."""
+    commit = p.tree.commit
+    if commit is None:
+        same = record.get(SRC) == str(p.tree.src)
+        return [] if same else sorted(set(record.get(CHANGED) or ()) | set(p.tree.changed))
+    if not isinstance(record.get(TREE), str):
+        return None
+    differ = vcs.changed_paths(commit.repo, record[TREE], commit.tree)   # a clone holds its origin's trees too
+    return differ if differ is not None and all(f.endswith(SOURCES) for f in differ) else None
+
+
+def copy_from(sibling: Path, record: dict, differ: list[str], p) -> bool:
     """SIBLING's build copied into P's O= (times kept: make sees it up to date), made this tree's
     as the module doc says. False when another process holds the sibling (it may be building
     there): then make builds it all."""
@@ -86,7 +114,7 @@ def copy_from(sibling: Path, record: dict, p) -> bool:
     differing: list[bytes] = []
     if their_src != our_src:
         rewrites.append((their_src.encode(), our_src.encode()))
-        differing = [f"{our_src}/{rel}".encode() for rel in sorted(set(record.get(CHANGED) or ()) | set(p.tree.changed))]
+        differing = [f"{our_src}/{rel}".encode() for rel in differ]
     stale = re.compile(b"(?:" + b"|".join(map(re.escape, differing)) + rb")(?=[\s\\:)]|$)") if differing else None
     for path in _saved_commands(p.odir):
         data = path.read_bytes()
@@ -99,7 +127,21 @@ def copy_from(sibling: Path, record: dict, p) -> bool:
             was = path.stat()
             path.write_bytes(new)
             os.utime(path, ns=(was.st_atime_ns, was.st_mtime_ns))
+    if p.tree.commit is not None:   # every source file was written at checkout: newer than any target
+        _touch_all(p.odir)
     return True
+
+
+def _touch_all(odir: Path) -> None:
+    """Every file under ODIR given the time now (in one order: none newer than another)."""
+    now = None
+    for dirpath, _, files in os.walk(odir):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if now is None:
+                os.utime(path, follow_symlinks=False)
+                now = os.lstat(path).st_mtime_ns
+            os.utime(path, ns=(now, now), follow_symlinks=False)
 
 
 def _saved_commands(odir: Path):
