@@ -289,7 +289,7 @@ def qemu_board(tmp_path: Path, lab, place: str = "qb"):
     with the box's initramfs; its NetworkService is qemu's forwarded ssh port. (LG_ENV, ssh)"""
     import yaml
     from sshd_util import free_port
-    from flagbench.run.guest.box import CMDLINE, QEMU, _host_key_line, make_initramfs
+    from flagbench.run.guest.box import QEMU, _host_key_line, kernel_cmdline, make_initramfs
     from flagbench.run.guest.box import kernel as box_kernel
 
     kernel = box_kernel()
@@ -305,7 +305,7 @@ def qemu_board(tmp_path: Path, lab, place: str = "qb"):
     lab.export(f"exp-{place}", {place: {"NetworkService": {"address": "127.0.0.1", "port": port, "username": "root"}}})
     lab.place(place, f"exp-{place}/{place}/*", arch="x86_64", boot="image")
     qemu = {"qemu_bin": "qemu", "machine": "pc", "cpu": "max", "memory": "512M", "kernel": "kernel",
-            "boot_args": CMDLINE, "extra_args": f"-nodefaults -smp 1 -no-reboot -initrd {initrd} -netdev "
+            "boot_args": kernel_cmdline(), "extra_args": f"-nodefaults -smp 1 -no-reboot -initrd {initrd} -netdev "
                                                 f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22 -device virtio-net-pci,netdev=n0"}
     env = {"targets": {place: {"resources": {"RemotePlace": {"name": place}}, "drivers": {"QEMUDriver": qemu}}},
            "tools": {"qemu": subprocess.run(["which", QEMU], capture_output=True, text=True).stdout.strip()},

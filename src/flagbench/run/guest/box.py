@@ -253,8 +253,14 @@ def ssh_config(dir: Path, alias: str, port: int) -> str:
             "  LogLevel ERROR\n  ConnectTimeout 10\n")
 
 
-def qemu_argv(image: Path, initrd: Path, port: int, console: Path, tsc_khz: int | None = None) -> list[str]:
-    append = CMDLINE + (f" tsc_early_khz={tsc_khz}" if tsc_khz else "")
+def kernel_cmdline() -> str:
+    """The box's kernel command line: CMDLINE and this machine's TSC rate (see the module doc);
+    a board of the box's kernel that labgrid's QEMUDriver boots takes it too."""
+    khz = tsc_khz(cache_dir() / "box")
+    return CMDLINE + (f" tsc_early_khz={khz}" if khz else "")
+
+
+def qemu_argv(image: Path, initrd: Path, port: int, console: Path, append: str = CMDLINE) -> list[str]:
     return [QEMU, "-M", "pc", "-m", "512M", "-cpu", "max", "-smp", "1", "-nodefaults", "-display", "none",
             "-no-reboot", "-serial", f"file:{console}", "-kernel", str(image), "-initrd", str(initrd),
             "-append", append, "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{port}-:22",
@@ -319,7 +325,7 @@ def _boot(dir: Path, alias: str, say: Callable[[str], None], progress: bool) -> 
     # outlives `box start` (the point), and no flagbench ends it (a plain Popen'd qemu was
     # killed as an orphan by the first program run after it: Connection's ssh -O check)
     with open(dir / "qemu.log", "wb") as log:
-        argv = qemu_argv(build.image, initrd, port, console, tsc_khz(cache_dir() / "box"))
+        argv = qemu_argv(build.image, initrd, port, console, kernel_cmdline())
         proc = procs.detached(argv, stdout=log, stderr=log, cwd=dir)
     state = {"pid": proc.pid, "start_time": _start_time(proc.pid), "port": port, "alias": alias,
              "kernel": str(build.image), "identity": build.identity, "ready": False}
