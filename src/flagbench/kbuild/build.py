@@ -397,8 +397,9 @@ def _compile(p: _Plan, jobs: int, bars, task, escape) -> KernelBuild:
             bars.console.print(f"[red]{p.cell.key} failed:[/]\n{escape(chr(10).join(shown))}", highlight=False)
         else:
             bars.update(task, total=max(compiled, 1), completed=max(compiled, 1), now=f"{compiled} compiled")
+        seeds = seed.recorded(p, seed_key) if ok else seed.recorded_failure(p, seed_key, p.last)
         data = {**p.last, "stamp": p.stamp if ok else None, "ok": ok, "error": error, "seconds": seconds,
-                "compiled": compiled, "tools": p.tools, **seed.recorded(p, seed_key if ok else None),
+                "compiled": compiled, "tools": p.tools, **seeds,
                 "seeded_from": str(seeded) if seeded else None,
                 "objects": max(compiled, p.last.get("objects") or 0) if ok else p.last.get("objects")}
         _write_json(p.odir / CELL_FILE, data)

@@ -20,8 +20,11 @@ same configuration: the files that differ are the two commits' trees' difference
 diff-tree), and, the checkout's files being newer than any copied target (written when it was
 checked out), every file copied is made newer than them; stale targets are deleted as above.
 Only when the difference is C sources and headers: a Kconfig, Makefile or script change is
-left to a whole build, whose own checks follow it. In the kernel watch of the tests, each
-object checkout then compiled 2 files, not 931 (2.5 minutes of two cores each, cold).
+left to a whole build, whose own checks follow it. A walk's make that failed (a commit that
+does not build) still seeds: Kbuild deletes a target whose command failed (.DELETE_ON_ERROR),
+and what make did not reach is at most the files of the walks since its last good build
+(recorded as stale, rebuilt like the difference). In the kernel watch of the tests, each object
+checkout then compiled 7 files, not 931 (2.5 minutes of two cores each, cold).
 """
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ KEY = "seed_key"                 # in a cell's flagbench-cell.json: what a sibli
 SRC = "seed_src"                 # ... the tree it was built from
 CHANGED = "seed_changed"         # ... the files that tree's patches touch
 TREE = "seed_tree"               # ... the git tree its checkout held (a git checkout's)
+STALE = "seed_stale"             # ... after a failed make there: files whose targets may be older
 SOURCES = (".c", ".h", ".S")     # a git difference seeds only when it is all these
 # flagbench's own files in an O= directory: the cell's, never a sibling's
 OWN = {"flagbench-cell.json", "flagbench-make.log", "flagbench-ccache.log", "flagbench-distcc.log", ".config"}
@@ -61,7 +65,22 @@ def recorded(p, wanted: str | None) -> dict:
     """What a finished build of P records for the cells that may start from it."""
     commit = p.tree.commit
     return {KEY: wanted, SRC: str(p.tree.src), CHANGED: list(p.tree.changed),
-            TREE: commit.tree if commit is not None else None}
+            TREE: commit.tree if commit is not None else None, STALE: []}
+
+
+def recorded_failure(p, wanted: str | None, last: dict) -> dict:
+    """What a git walk's failed make records (LAST: the build before it there): still a seed,
+    its stale files those of the walks since the last good build; none for another tree, for
+    a first build, or a difference git cannot name."""
+    commit = p.tree.commit
+    before = last.get(TREE)
+    unknown = {KEY: None, STALE: None}   # and none after it until a good build: what is stale is not known
+    if commit is None or wanted is None or not isinstance(before, str) or not isinstance(last.get(STALE), list):
+        return unknown
+    walked = vcs.changed_paths(commit.repo, before, commit.tree)
+    if walked is None:
+        return unknown
+    return {**recorded(p, wanted), STALE: sorted(set(last[STALE]) | set(walked))}
 
 
 def find(p, wanted: str | None, trees: Path, read_json) -> tuple[Path, dict, list[str]] | None:
@@ -75,7 +94,7 @@ def find(p, wanted: str | None, trees: Path, read_json) -> tuple[Path, dict, lis
         if sibling == p.odir:
             continue
         data = read_json(cell_file)
-        if not (data.get("ok") and data.get(KEY) == wanted and (sibling / "vmlinux").is_file()):
+        if not (data.get(KEY) == wanted and (data.get("ok") or data.get(STALE)) and (sibling / "vmlinux").is_file()):
             continue
         differ = _differing(p, data)
         if differ is not None and (best is None or (len(differ), str(sibling)) < best[0]):
@@ -93,7 +112,10 @@ def _differing(p, record: dict) -> list[str] | None:
     if not isinstance(record.get(TREE), str):
         return None
     differ = vcs.changed_paths(commit.repo, record[TREE], commit.tree)   # a clone holds its origin's trees too
-    return differ if differ is not None and all(f.endswith(SOURCES) for f in differ) else None
+    if differ is None:
+        return None
+    differ = sorted(set(differ) | set(record.get(STALE) or ()))
+    return differ if all(f.endswith(SOURCES) for f in differ) else None
 
 
 def copy_from(sibling: Path, record: dict, differ: list[str], p) -> bool:
