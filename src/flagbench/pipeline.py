@@ -199,8 +199,9 @@ def open_fleet(exp, opts: Options, say):
                 raise UserError(f"host {host.dest}: --cpu {opts.cpu}: " + (
                     "no taskset there" if not f.get("taskset") else f"it has {f.get('cpus')} CPUs"))
             takes = [t for t in exp.targets if t == host.machine()]
-            if takes and clock_problem(f):
-                raise UserError(f"host {host.dest}: {clock_problem(f)}: not a host to time on")
+            clock = clock_problem(f) if takes else None
+            if clock:
+                raise UserError(f"host {host.dest}: {clock}: not a host to time on")
             say(f"host {host.name}: {f.get('machine')}, {f.get('cpu') or '?'} x {f.get('cpus') or '?'}, "
                 f"kernel {f.get('kernel')}; times {', '.join(takes) or 'none'} of the targets "
                 f"{', '.join(exp.targets)}; perf: {perf_problem(f) or 'counts ' + ', '.join(f['perf_events'])}")

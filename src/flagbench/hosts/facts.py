@@ -124,8 +124,9 @@ def noise(facts: dict) -> list[tuple[str, str]]:
         out.append(("no isolated CPU", "boot with isolcpus=N nohz_full=N rcu_nocbs=N, then run with --cpu N"))
     if facts.get("aslr") not in (None, "", "0"):
         out.append(("address space layout randomization is on", "echo 0 > /proc/sys/kernel/randomize_va_space"))
-    if clock_problem(facts):
-        out.append((clock_problem(facts), "boot it with a TSC it trusts (tsc=reliable where the TSC is "
+    clock = clock_problem(facts)
+    if clock:
+        out.append((clock, "boot it with a TSC it trusts (tsc=reliable where the TSC is "
                     "sound, as under qemu TCG), or time on another host"))
     load = facts.get("loadavg")
     if load and facts.get("cpus") and load[0] > 0.5:
