@@ -24,10 +24,11 @@ deps:
 venv: $(VENV)/.installed
 
 # setup.py builds the C extensions (src/flagbench/elf/_symtab.c and the files it links,
-# src/flagbench/asm/_normalise.c and _mix.c, with _padding.h): a change to one re-installs.
-$(VENV)/.installed: pyproject.toml setup.py src/flagbench/elf/_symtab.c src/flagbench/elf/_summary.c src/flagbench/elf/_summary.h \
-		src/flagbench/elf/_scan.c src/flagbench/elf/_holes.c src/flagbench/elf/_module.c src/flagbench/elf/_rows.c src/flagbench/elf/_elf.h src/flagbench/asm/_normalise.c \
-		src/flagbench/asm/_mix.c src/flagbench/asm/_padding.h
+# src/flagbench/asm/_normalise.c and _mix.c, with _padding.h), and pip writes bin/flagbench's
+# first line for the venv: a change to one re-installs.
+$(VENV)/.installed: pyproject.toml setup.py bin/flagbench src/flagbench/elf/_symtab.c src/flagbench/elf/_summary.c src/flagbench/elf/_summary.h \
+		src/flagbench/elf/_scan.c src/flagbench/elf/_holes.c src/flagbench/elf/_module.c src/flagbench/elf/_rows.c src/flagbench/elf/_scratch.c \
+		src/flagbench/elf/_elf.h src/flagbench/asm/_normalise.c src/flagbench/asm/_mix.c src/flagbench/asm/_padding.h
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,lab]'

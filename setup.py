@@ -9,7 +9,8 @@ FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
 
 setup(ext_modules=[Extension("flagbench.elf._symtab", ["src/flagbench/elf/_symtab.c", "src/flagbench/elf/_summary.c",
                                                       "src/flagbench/elf/_scan.c", "src/flagbench/elf/_holes.c",
-                                                      "src/flagbench/elf/_module.c", "src/flagbench/elf/_rows.c"],
+                                                      "src/flagbench/elf/_module.c", "src/flagbench/elf/_rows.c",
+                                                      "src/flagbench/elf/_scratch.c"],
                              depends=["src/flagbench/elf/_summary.h", "src/flagbench/elf/_elf.h"],
                              extra_compile_args=FLAGS),
                    Extension("flagbench.asm._normalise", ["src/flagbench/asm/_normalise.c"],

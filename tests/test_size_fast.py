@@ -68,6 +68,22 @@ def pairs(tmp_path_factory):
                             *(str(o) for _, o, _ in out[1:2])], check=True)
             archives.append(arch)
         out.append((f"archive-{fmt}", *archives))
+    # A large member, then a small one: the C reader's arrays for the second lie where the first's
+    # were (its scratch rewinds between members), and its footprints must not carry the first's gaps.
+    big = tmp / "big.c"
+    big.write_text("".join(f"int big_{i}(int x) {{ return x * {i} + {i % 7}; }}\n" for i in range(60)))
+    big_o = tmp / "big.o"
+    subprocess.run(["gcc", "-O2", "-falign-functions=64", "-c", str(big), "-o", str(big_o)], check=True)
+    archives = []
+    for side, k in (("old", 1), ("new", 1000)):
+        small = tmp / f"small-{side}.c"
+        small.write_text(f"int g1(int x) {{ return x * 3 + {k}; }}\nint g2(int y) {{ return y * {k} - 2; }}\n")
+        small_o = tmp / f"small-{side}.o"
+        subprocess.run(["gcc", "-O2", "-c", str(small), "-o", str(small_o)], check=True)
+        arch = tmp / f"members-{side}.a"
+        subprocess.run(["ar", "rcs", str(arch), str(big_o), str(small_o)], check=True)
+        archives.append(arch)
+    out.append(("archive-members", *archives))
     for kind, flags in (("static", ["-static"]), ("shared", ["-shared", "-fPIC"])):
         made = []
         for side, k in (("old", 3), ("new", 9)):

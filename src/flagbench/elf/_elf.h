@@ -64,6 +64,19 @@ struct listing {
 	unsigned long long covered, padding;
 };
 
+/* _scratch.c: a side's arrays, on its own pages (huge ones where the kernel gives them). */
+struct scratch {
+	uint8_t *map, *base, *next, *end, *last;	/* last: the newest array */
+	size_t maplen;
+	Py_ssize_t live;	/* arrays not yet freed: at 0 the scratch rewinds */
+};
+extern __thread struct scratch *scratch_of_thread;
+int scratch_open(struct scratch *s, size_t bytes);
+void scratch_close(struct scratch *s);
+void *scratch_malloc(size_t n);
+void *scratch_calloc(size_t n, size_t size);
+void scratch_free(void *p);
+
 /*
  * P (N bytes of fresh memory, about to be filled) with its pages present, asked for in one call
  * (MADV_POPULATE_WRITE, Linux 5.14) instead of taken one fault at a time: a vmlinux's symbol

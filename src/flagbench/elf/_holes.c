@@ -255,8 +255,8 @@ static int holes_alloc(struct holes *h, Py_ssize_t nscan, Py_ssize_t shnum)
 {
 	Py_ssize_t i;
 
-	h->scan = PyMem_RawCalloc(nscan + 1, sizeof(*h->scan));
-	h->slot = PyMem_RawMalloc(sizeof(*h->slot) * (shnum + 1));
+	h->scan = scratch_calloc(nscan + 1, sizeof(*h->scan));
+	h->slot = scratch_malloc(sizeof(*h->slot) * (shnum + 1));
 	if (!h->scan || !h->slot)
 		return -1;
 	for (i = 0; i < shnum; i++)
@@ -312,12 +312,12 @@ static void holes_free(struct holes *h)
 	for (i = 0; h->of && i < h->nscan; i++)
 		if (h->of[i].view.obj)
 			PyBuffer_Release(&h->of[i].view);
-	PyMem_RawFree(h->scan);
-	PyMem_RawFree(h->slot);
-	PyMem_RawFree(h->spans);
-	PyMem_RawFree(h->bounds);
-	PyMem_RawFree(h->of);
-	PyMem_RawFree(h->gaps);
+	scratch_free(h->scan);
+	scratch_free(h->slot);
+	scratch_free(h->spans);
+	scratch_free(h->bounds);
+	scratch_free(h->of);
+	scratch_free(h->gaps);
 }
 
 /*
@@ -365,8 +365,8 @@ static const char *mark_name(const struct elf *e, const struct holes *h, Py_ssiz
 static int marks_alloc(struct holes *h, const struct listing *l)
 {
 	if (!h->spans)
-		h->spans = prefaulted(PyMem_RawMalloc(sizeof(*h->spans) * (l->n + 1)), sizeof(*h->spans) * (l->n + 1));
-	if (!h->bounds)
+		h->spans = prefaulted(scratch_malloc(sizeof(*h->spans) * (l->n + 1)), sizeof(*h->spans) * (l->n + 1));
+	if (!h->bounds)	/* room for every symbol, seldom more than a page of it used: not the scratch's (huge) pages */
 		h->bounds = PyMem_RawMalloc(sizeof(*h->bounds) * (l->n + 1));
 	h->nspans = h->nbounds = 0;
 	return h->spans && h->bounds ? 0 : -1;
@@ -409,14 +409,14 @@ static int sort_marks(const struct elf *e, struct holes *h)
 	Py_ssize_t k, slot;
 	struct mark *tmp;
 
-	if (marks_alloc(h, l) < 0 || !(tmp = prefaulted(PyMem_RawMalloc(sizeof(*tmp) * (l->n + 1)), sizeof(*tmp) * (l->n + 1))))
+	if (marks_alloc(h, l) < 0 || !(tmp = prefaulted(scratch_malloc(sizeof(*tmp) * (l->n + 1)), sizeof(*tmp) * (l->n + 1))))
 		return -1;
 	for (k = 0; k < l->n; k++)
 		if (l->sec[k] >= 0 && l->sec[k] < e->shnum && (slot = h->slot[l->sec[k]]) >= 0)
 			add_mark(e, h, k, slot);
 	sort_by_address(h->spans, tmp, h->nspans, 0);
 	sort_by_address(h->bounds, tmp, h->nbounds, 0);
-	PyMem_RawFree(tmp);
+	scratch_free(tmp);
 	return 0;
 }
 
@@ -506,8 +506,8 @@ static int find_holes(struct holes *h)
 {
 	Py_ssize_t s, i = 0, j = 0, at = 0;
 
-	h->of = PyMem_RawCalloc(h->nscan + 1, sizeof(*h->of));
-	h->gaps = prefaulted(PyMem_RawMalloc(sizeof(*h->gaps) * (h->nspans + h->nscan + 1)),
+	h->of = scratch_calloc(h->nscan + 1, sizeof(*h->of));
+	h->gaps = prefaulted(scratch_malloc(sizeof(*h->gaps) * (h->nspans + h->nscan + 1)),
 				  sizeof(*h->gaps) * (h->nspans + h->nscan + 1));
 	if (!h->of || !h->gaps)
 		return -1;
@@ -587,7 +587,7 @@ static int joined_is_padding(struct holes *h, Py_ssize_t s, const struct gap *fi
 			bytes_of(o->bytes, o->nbytes, h->scan[s].base, g[i].start, g[i].end, &size);
 			total += size;
 		}
-	if (!(blob = PyMem_RawMalloc(total + 1)))
+	if (!(blob = scratch_malloc(total + 1)))
 		return -1;
 	for (i = 0, total = 0; i < o->ngaps; i++)
 		if (!g[i].marked) {
@@ -596,7 +596,7 @@ static int joined_is_padding(struct holes *h, Py_ssize_t s, const struct gap *fi
 			total += size;
 		}
 	all = is_padding(&h->pad, blob, total);
-	PyMem_RawFree(blob);
+	scratch_free(blob);
 	return all;
 }
 

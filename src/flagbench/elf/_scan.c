@@ -83,6 +83,7 @@ struct side {
 	size_t cap[5];
 	char *longnames;
 	size_t nlongnames;
+	struct scratch scratch;	/* the members' arrays (_scratch.c) */
 	const uint8_t *map;	/* the whole file, mapped when a linked x86-64 member's code is read */
 };
 
@@ -475,9 +476,8 @@ static int archive_member(struct side *s, uint64_t *pos, int *first)
 }
 
 /* elf.files.open_input and size.symbols.read_side: S->ok when the whole file was read. */
-static void *read_side(void *arg)
+static void read_file(struct side *s)
 {
-	struct side *s = arg;
 	uint8_t head[64];
 	struct stat st;
 	size_t got;
@@ -487,28 +487,46 @@ static void *read_side(void *arg)
 
 	s->fd = open(s->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (s->fd < 0)
-		return NULL;
+		return;
 	if (fstat(s->fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0)
-		return NULL;
+		return;
 	s->end = (uint64_t)st.st_size;
+	/* room for the largest member's arrays (a few hundred bytes a symbol): at worst, malloc's */
+	scratch_open(&s->scratch, s->end < (64 << 20) ? (size_t)s->end * 16 + (4 << 20) : (size_t)1 << 30);
 	got = get(s->fd, head, sizeof(head), 0);
 	if (got >= 8 && memcmp(head, "!<arch>\n", 8) == 0) {
 		while (pos < s->end)
 			if (archive_member(s, &pos, &first) < 0)
-				return NULL;
+				return;
 		if (first)
-			return NULL;	/* no ELF member */
+			return;	/* no ELF member */
 	} else if (got >= 4 && memcmp(head, "\x7f" "ELF", 4) == 0) {
 		if (elf_member(s, head, got, 0, s->end, &m) < 0)
-			return NULL;
+			return;
 		s->machine = m.machine;
 		s->is64 = m.is64;
 		if (read_member(s, &m) < 0)
-			return NULL;
+			return;
 	} else {
-		return NULL;
+		return;
 	}
 	s->ok = s->found;	/* no symbol table anywhere: Python's reader says so */
+}
+
+/*
+ * read_file(ARG) on its thread, its arrays on the side's scratch (_scratch.c). The scratch and
+ * the file's mapping go when it returns, on this thread: the two sides unmap at once, not one
+ * after the other once both are read (a vmlinux's mapping has some thousand pages to let go).
+ */
+static void *read_side(void *arg)
+{
+	struct side *s = arg;
+
+	read_file(s);
+	scratch_close(&s->scratch);
+	if (s->map)
+		munmap((void *)s->map, s->end);
+	s->map = NULL;
 	return NULL;
 }
 
@@ -516,6 +534,7 @@ static void side_free(struct side *s)
 {
 	Py_ssize_t i;
 
+	scratch_close(&s->scratch);
 	if (s->fd >= 0)
 		close(s->fd);
 	for (i = 0; i < 5; i++)

@@ -300,14 +300,14 @@ static uint32_t span_bytes_alike(const struct span *s, Py_ssize_t n)
  */
 static void sort_spans(struct span *spans, Py_ssize_t n)
 {
-	struct span *tmp = prefaulted(PyMem_RawMalloc(sizeof(*spans) * (n + 1)), sizeof(*spans) * (n + 1));
+	struct span *tmp = prefaulted(scratch_malloc(sizeof(*spans) * (n + 1)), sizeof(*spans) * (n + 1));
 
 	if (!tmp) {
 		qsort(spans, n, sizeof(*spans), span_order);
 		return;
 	}
 	radix_spans(spans, tmp, n, span_bytes_alike(spans, n));
-	PyMem_RawFree(tmp);
+	scratch_free(tmp);
 }
 
 /* With SPANS also room for the spans of code that gaps() sorts. */
@@ -316,14 +316,14 @@ int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
 	Py_ssize_t m = e->nsyms + 1;
 
 	memset(l, 0, sizeof(*l));
-	l->codes = PyMem_RawMalloc(e->shnum + 1);
-	l->letter = PyMem_RawMalloc(m);
-	l->size = prefaulted(PyMem_RawMalloc(sizeof(*l->size) * m), sizeof(*l->size) * m);
-	l->value = prefaulted(PyMem_RawMalloc(sizeof(*l->value) * m), sizeof(*l->value) * m);
-	l->gap = prefaulted(PyMem_RawCalloc(m, sizeof(*l->gap)), sizeof(*l->gap) * m);
-	l->sec = prefaulted(PyMem_RawMalloc(sizeof(*l->sec) * m), sizeof(*l->sec) * m);
-	l->name = prefaulted(PyMem_RawMalloc(sizeof(*l->name) * m), sizeof(*l->name) * m);
-	l->spans = spans ? prefaulted(PyMem_RawMalloc(sizeof(*l->spans) * m), sizeof(*l->spans) * m) : NULL;
+	l->codes = scratch_malloc(e->shnum + 1);
+	l->letter = scratch_malloc(m);
+	l->size = prefaulted(scratch_malloc(sizeof(*l->size) * m), sizeof(*l->size) * m);
+	l->value = prefaulted(scratch_malloc(sizeof(*l->value) * m), sizeof(*l->value) * m);
+	l->gap = prefaulted(scratch_calloc(m, sizeof(*l->gap)), sizeof(*l->gap) * m);
+	l->sec = prefaulted(scratch_malloc(sizeof(*l->sec) * m), sizeof(*l->sec) * m);
+	l->name = prefaulted(scratch_malloc(sizeof(*l->name) * m), sizeof(*l->name) * m);
+	l->spans = spans ? prefaulted(scratch_malloc(sizeof(*l->spans) * m), sizeof(*l->spans) * m) : NULL;
 	if (!l->codes || !l->letter || !l->size || !l->value || !l->gap || !l->sec || !l->name || (spans && !l->spans)) {
 		if (!e->nogil)
 			PyErr_NoMemory();
@@ -335,14 +335,14 @@ int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
 
 void listing_free(struct listing *l)
 {
-	PyMem_RawFree(l->codes);
-	PyMem_RawFree(l->letter);
-	PyMem_RawFree(l->size);
-	PyMem_RawFree(l->value);
-	PyMem_RawFree(l->gap);
-	PyMem_RawFree(l->sec);
-	PyMem_RawFree(l->name);
-	PyMem_RawFree(l->spans);
+	scratch_free(l->codes);
+	scratch_free(l->letter);
+	scratch_free(l->size);
+	scratch_free(l->value);
+	scratch_free(l->gap);
+	scratch_free(l->sec);
+	scratch_free(l->name);
+	scratch_free(l->spans);
 }
 
 /* Where the code of listed symbol N (value V, SIZE bytes, in section SEC) lies, for gaps(). */
