@@ -9,7 +9,9 @@ the rate, it does not calibrate at all.
 
 The rate is measured here: a small C program reads the TSC and CLOCK_MONOTONIC_RAW around a
 100 ms sleep (a read delayed by the scheduler moves the result by microseconds in 100 ms:
-parts in 10^5), three times, and prints the median in kHz. Built once into the cache.
+parts in 10^5), three times, and prints the median in kHz. Built once into the cache; the rate
+is kept there for this boot of this machine (its TSC rate does not change while it runs), so a
+box's second start does not wait 0.3 s for it again.
 """
 from __future__ import annotations
 
@@ -59,6 +61,44 @@ def tsc_khz(cache: Path) -> int | None:
     then calibrates as before)."""
     if platform.machine() != "x86_64":
         return None
+    boot = boot_id()
+    kept = cache / f"tsc-khz.{boot}" if boot else None
+    if kept is not None:
+        try:
+            khz = _rate(kept.read_text())
+            if khz:
+                return khz
+        except OSError:
+            pass
+    khz = _measure(cache)
+    if khz and kept is not None:
+        for old in cache.glob("tsc-khz.*"):    # earlier boots' (not another start's file being written)
+            if old != kept and not old.name.endswith(".tmp"):
+                old.unlink(missing_ok=True)
+        tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(f"{khz}\n")
+            tmp.replace(kept)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+    return khz
+
+
+def boot_id() -> str | None:
+    """This boot of this machine (the kernel's random boot id), or None where it is not known."""
+    try:
+        text = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+    return text if text and all(c in "0123456789abcdef-" for c in text) else None
+
+
+def _rate(text: str) -> int | None:
+    khz = int(text) if text.strip().isdigit() else 0
+    return khz if 100_000 <= khz <= 20_000_000 else None    # 100 MHz .. 20 GHz, else not a TSC rate
+
+
+def _measure(cache: Path) -> int | None:
     exe = cache / f"tsc-khz-{hashlib.sha256(PROBE_C.encode()).hexdigest()[:12]}"
     try:
         if not exe.exists():
@@ -70,5 +110,4 @@ def tsc_khz(cache: Path) -> int | None:
         out = subprocess.run([str(exe)], capture_output=True, text=True, check=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    khz = int(out) if out.strip().isdigit() else 0
-    return khz if 100_000 <= khz <= 20_000_000 else None    # 100 MHz .. 20 GHz, else not a TSC rate
+    return _rate(out)
