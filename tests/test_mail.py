@@ -407,6 +407,16 @@ def test_stdin_is_a_series_too(repo, boxes, cache):
     assert "stdin can be read once" in said
 
 
+def test_v1_against_v2_in_a_format_it_has_not_is_refused_before_measuring(repo, boxes, tmp_path):
+    """v1 against v2 is text, md or json: --format html (a single series' format) is one line and
+    exit 2 before anything is built, where it printed the Markdown."""
+    cache = tmp_path / "cache"
+    said = one_line_exit_2(series(repo / "exp", "--mbox", boxes["v1"], "--mbox", boxes["v2"], "--format", "html",
+                                  cache=cache))
+    assert "--format html: v1 against v2 is written as text, md, json" in said
+    assert not cache.exists() or not any(cache.rglob("*.o"))
+
+
 def test_a_base_commit_the_repository_lacks_needs_base(repo, boxes, cache):
     text = boxes["v1"].read_text()
     real = git(repo, "rev-parse", "base").strip()

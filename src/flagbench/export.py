@@ -52,6 +52,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("csv", "one row per table row, for a spreadsheet", _csv_cell),
     Format("html", "one self-contained page with plots (inline SVG, nothing fetched)", _html_escape),
     Format("bom", "byte for byte what the kernel's scripts/bloat-o-meter prints", _term_text),
+    Format("b4", "b4 review's check JSON (a check command's output)", lambda text: text),
+    Format("patchwork", "the check a CI posts to patchwork, as JSON", lambda text: text),
+    Format("checkpatch", "checkpatch's lines, which b4 am/prep --check reads", _term_text),
 )}
 
 

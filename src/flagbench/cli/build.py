@@ -8,22 +8,26 @@ does, and each cell says how many went where.
 """
 from __future__ import annotations
 
+from flagbench.export import choices, described
+
+FORMATS = choices("text", "json")
+
 
 def register(sub):
     p = sub.add_parser("build", help="compile an experiment's variants for its targets and compilers",
                        description=__doc__.split("\n\n")[1].replace("\n", " "))
     p.add_argument("experiment", help="experiment directory (with experiment.toml) or .toml file")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiler jobs (default 2)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=FORMATS, default="text", help=f"{described(FORMATS)} (default text)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr, one line per cell")
     p.add_argument("--host", metavar="DEST", help="the ssh host whose kernel config `config = \"host\"` takes")
     return p
 
 
 def run(args) -> int:
-    import json
+    import sys
 
-    from flagbench import build, pipeline, procs, spec, subject as subjects
+    from flagbench import build, export, pipeline, procs, spec, subject as subjects
     from flagbench.errors import UserError
     from flagbench.textsafe import sayer
 
@@ -40,31 +44,37 @@ def run(args) -> int:
     builds = build.build(exp, jobs=args.jobs, progress=say, notes=notes) if exp.sources else []
     if subject.kind == "c":   # objects without the benches' functions are wrong (a kernel's benches boot)
         pipeline.check_symbols(exp, exp.benches, builds)
-    if args.format == "json":
-        from flagbench.kbuild.build import as_json
-        cells = [as_json(k) for k in kernels] + [_c_cell(b, kind=bool(kernels)) for b in builds]
-        print(json.dumps({"experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
-                          "cells": cells}, indent=2))
-    else:
-        _print_kernels(kernels, args.quiet)
-        width = max(len(b.cell.key) for b in builds) if builds else 0
-        for b in builds:
-            state = "cached" if b.cached else "built"
-            print(f"{b.cell.key:<{width}}  {state:<6}  {b.dir}" + ("  (C sources)" if kernels else ""))
-            if args.quiet:   # one line per cell: what was built and where
-                continue
-            print(f"{'':<{width}}  objects {' '.join(o.name for o in b.objects)}")
-            print(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
-            for tool, version in b.tools.items():
-                print(f"{'':<{width}}  tool    {tool}: {version}")
-            if b.ccache:
-                print(f"{'':<{width}}  {b.ccache.line()}")
-            if b.distcc:
-                print(f"{'':<{width}}  {b.distcc.line()}")
-        from flagbench.textsafe import term_text
-        for note in notes if not args.quiet else ():
-            print(f"note: {term_text(note)}")
+    sys.stdout.write(export.render(args.format, {
+        "text": lambda: _text(kernels, builds, notes, args.quiet),
+        "json": lambda: _json(exp, notes, kernels, builds)}))
     return 0 if all(k.ok for k in kernels) else 1
+
+
+def _json(exp, notes: list, kernels, builds) -> str:
+    import json
+
+    from flagbench.kbuild.build import as_json
+    cells = [as_json(k) for k in kernels] + [_c_cell(b, kind=bool(kernels)) for b in builds]
+    return json.dumps({"experiment": exp.name, "path": str(exp.path), "hash": exp.hash, "notes": notes,
+                       "cells": cells}, indent=2) + "\n"
+
+
+def _text(kernels, builds, notes: list, quiet: bool) -> str:
+    """The cells, a block each (with -q a line each), then the notes."""
+    from flagbench.textsafe import term_text
+    out = _kernel_lines(kernels, quiet)
+    width = max(len(b.cell.key) for b in builds) if builds else 0
+    for b in builds:
+        state = "cached" if b.cached else "built"
+        out.append(f"{b.cell.key:<{width}}  {state:<6}  {b.dir}" + ("  (C sources)" if kernels else ""))
+        if quiet:   # one line per cell: what was built and where
+            continue
+        out.append(f"{'':<{width}}  objects {' '.join(o.name for o in b.objects)}")
+        out.append(f"{'':<{width}}  cflags  {' '.join(b.cflags)}")
+        out.extend(f"{'':<{width}}  tool    {tool}: {version}" for tool, version in b.tools.items())
+        out.extend(f"{'':<{width}}  {usage.line()}" for usage in (b.ccache, b.distcc) if usage)
+    out.extend(f"note: {term_text(note)}" for note in notes if not quiet)
+    return "".join(f"{line}\n" for line in out)
 
 
 def _c_cell(b, kind: bool) -> dict:
@@ -75,30 +85,31 @@ def _c_cell(b, kind: bool) -> dict:
             "ccache": b.ccache.as_dict() if b.ccache else None, "distcc": b.distcc.as_dict() if b.distcc else None}
 
 
-def _print_kernels(kernels, quiet: bool = False) -> None:
+def _kernel_lines(kernels, quiet: bool = False) -> list[str]:
     """Kernel cells and their artifacts, one block each (a failed one shows its error lines)."""
     from flagbench.textsafe import term_text
-    width = max((len(k.cell.key) for k in kernels), default=0)
+    width, out = max((len(k.cell.key) for k in kernels), default=0), []
     for k in kernels:
         if not k.ok or k.cached:
             state = "FAILED" if not k.ok else "cached"
         else:
             seeded = f", from {k.seeded_from.parent.name}/{k.seeded_from.name}" if k.seeded_from else ""
             state = f"built in {k.seconds:.0f} s ({k.compiled} compiled{seeded})"
-        print(f"{k.cell.key:<{width}}  {state}  {k.dir}")
+        out.append(f"{k.cell.key:<{width}}  {state}  {k.dir}")
         if quiet and k.ok:
             continue
         if k.ok:
-            print(f"{'':<{width}}  vmlinux {k.vmlinux}" + (f"  image {k.image}" if k.image else ""))
+            out.append(f"{'':<{width}}  vmlinux {k.vmlinux}" + (f"  image {k.image}" if k.image else ""))
             if k.modules:
-                print(f"{'':<{width}}  modules {len(k.modules)}")
+                out.append(f"{'':<{width}}  modules {len(k.modules)}")
         else:
             for line in (k.error or "").splitlines():   # the compiler's lines: text, not escapes
-                print(f"{'':<{width}}  {term_text(line)}")
-        print(f"{'':<{width}}  tree {term_text(k.tree)}")   # a commit's subject is in it
+                out.append(f"{'':<{width}}  {term_text(line)}")
+        out.append(f"{'':<{width}}  tree {term_text(k.tree)}")   # a commit's subject is in it
         if k.ccache:
-            print(f"{'':<{width}}  {k.ccache.line()}")
+            out.append(f"{'':<{width}}  {k.ccache.line()}")
         if k.distcc:
-            print(f"{'':<{width}}  {k.distcc.line()}")
+            out.append(f"{'':<{width}}  {k.distcc.line()}")
         for tool, version in k.tools.items():
-            print(f"{'':<{width}}  tool    {tool}: {version}")
+            out.append(f"{'':<{width}}  tool    {tool}: {version}")
+    return out

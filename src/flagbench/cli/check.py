@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flagbench.export import choices, described
+
+FORMATS = choices("b4", "patchwork", "checkpatch")
+
 
 def register(sub):
     p = sub.add_parser(
@@ -13,9 +17,7 @@ def register(sub):
         "b4's check JSON (status from the experiment's [check] budgets) or, with --format patchwork, the "
         "check a CI posts to patchwork. Nothing is posted anywhere.")
     p.add_argument("experiment", help="the experiment (directory or .toml)")
-    p.add_argument("--format", choices=("b4", "patchwork", "checkpatch"), default="b4",
-                   help="b4 (b4 review's JSON, default), patchwork (a CI's check), checkpatch (lines for "
-                   "b4 am/prep --check)")
+    p.add_argument("--format", choices=FORMATS, default="b4", help=f"{described(FORMATS)} (default b4)")
     p.add_argument("--base", metavar="REF", help="the base when the mail names no base-commit:")
     p.add_argument("--url", default="", help="the url the check points at (a report you publish)")
     p.add_argument("--context", help="patchwork's context (default flagbench-EXPERIMENT)")
@@ -78,12 +80,11 @@ def _print(args, check, verdict) -> int:
     import json
     import sys
 
-    from flagbench import spec
+    from flagbench import export, spec
 
-    if args.format == "checkpatch":
-        sys.stdout.write(check.checkpatch_lines(verdict))
-        return 1 if verdict.status == "fail" else 0
-    out = (check.patchwork(spec.load(args.experiment).name, verdict, args.url, args.context)
-           if args.format == "patchwork" else check.b4_json(verdict, args.url))
-    sys.stdout.write(json.dumps(out, indent=1) + "\n")
+    sys.stdout.write(export.render(args.format, {
+        "b4": lambda: json.dumps(check.b4_json(verdict, args.url), indent=1) + "\n",
+        "patchwork": lambda: json.dumps(check.patchwork(spec.load(args.experiment).name, verdict, args.url,
+                                                        args.context), indent=1) + "\n",
+        "checkpatch": lambda: check.checkpatch_lines(verdict)}))
     return 1 if verdict.status == "fail" else 0

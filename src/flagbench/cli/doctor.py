@@ -5,36 +5,43 @@ take kexec runs of kernel experiments (root, kexec, kexec_load_disabled, lockdow
 command that fixes each)."""
 from __future__ import annotations
 
+from flagbench.export import choices, described
+
+FORMATS = choices("text", "json")
+
 
 def register(sub):
     p = sub.add_parser("doctor", help="list compilers, disassemblers and runners per target")
     p.add_argument("--host", action="append", metavar="DEST", default=[],
                    help="check this ssh host instead (repeatable; FLAGBENCH_SSH replaces the ssh command)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=FORMATS, default="text", help=f"{described(FORMATS)} (default text)")
     return p
 
 
 def run(args) -> int:
     import json
+    import sys
 
-    from flagbench import toolchains
+    from flagbench import export, toolchains
 
     if args.host:
         return _hosts(args.host, args.format)
-
     rows = toolchains.doctor_rows()
-    if args.format == "json":
-        print(json.dumps(rows, indent=2))
-        return 0
-    print(f"{'target':<12} {'gcc':<24} {'clang':<9} {'objdump':<26} {'runner':<18} install")
+    sys.stdout.write(export.render(args.format, {"text": lambda: _tools_text(rows),
+                                                 "json": lambda: json.dumps(rows, indent=2) + "\n"}))
+    return 0
+
+
+def _tools_text(rows: list[dict]) -> str:
+    out = [f"{'target':<12} {'gcc':<24} {'clang':<9} {'objdump':<26} {'runner':<18} install"]
     for r in rows:
         cells = []
         for key, width in (("gcc", 24), ("clang", 9), ("objdump", 26), ("runner", 18)):
             tool = r["tools"].get(key)
             text = "-" if tool is None else (tool if r["present"][key] else f"({tool} missing)")
             cells.append(f"{text:<{width}}")
-        print(f"{r['target']:<12} " + " ".join(cells) + " " + (" ".join(r["install"]) or "ok"))
-    return 0
+        out.append(f"{r['target']:<12} " + " ".join(cells) + " " + (" ".join(r["install"]) or "ok"))
+    return "".join(f"{line}\n" for line in out)
 
 
 def _hosts(dests: list[str], fmt: str) -> int:
@@ -70,35 +77,45 @@ def _hosts(dests: list[str], fmt: str) -> int:
                         "kexec": _kexec(host.conn, kexec)})
         finally:
             host.close()
-    if fmt == "json":
-        print(json.dumps(out, indent=2))
-        return status
-    for r in out:
+    from flagbench import export
+    if fmt == "text":     # the hosts that could not be reached: said on stderr, as errors are
+        for r in out:
+            if not r["reachable"]:
+                print(f"flagbench doctor: {r['error']}", file=sys.stderr)
+    sys.stdout.write(export.render(fmt, {"text": lambda: _hosts_text(out),
+                                         "json": lambda: json.dumps(out, indent=2) + "\n"}))
+    return status
+
+
+def _hosts_text(hosts: list[dict]) -> str:
+    """A block per host reached: what it is, whether it can take kexec runs, what makes it noisy."""
+    out = []
+    for r in hosts:
         if not r["reachable"]:
-            print(f"flagbench doctor: {r['error']}", file=sys.stderr)
             continue
         f = r["facts"]
-        print(f"{r['host']}: reachable ({r['connect_s']:.2f} s to connect); hostname {hostname(f.get('hostname'))}")
-        print(f"  machine   {f.get('machine')}: takes {', '.join(r['takes']) or 'none of the targets'} "
-              f"programs; cannot run {', '.join(r['cannot'])}")
-        print(f"  cpu       {f.get('cpu') or '?'} x {f.get('cpus') or '?'}; kernel {f.get('kernel')}")
-        print(f"  taskset   {f.get('taskset') or 'missing: --cpu cannot pin there (install util-linux)'}")
-        print(f"  perf      {r['perf'] or 'counts ' + ', '.join(f['perf_events'])}; "
-              f"perf_event_paranoid = {f.get('perf_event_paranoid') or '?'}")
-        print(f"  governor  {f.get('governor') or '? (no cpufreq)'}; isolated CPUs {f.get('isolated') or 'none'}; "
-              f"load {' '.join(map(str, f.get('loadavg') or ['?']))}")
+        out.append(f"{r['host']}: reachable ({r['connect_s']:.2f} s to connect); "
+                   f"hostname {hostname(f.get('hostname'))}")
+        out.append(f"  machine   {f.get('machine')}: takes {', '.join(r['takes']) or 'none of the targets'} "
+                   f"programs; cannot run {', '.join(r['cannot'])}")
+        out.append(f"  cpu       {f.get('cpu') or '?'} x {f.get('cpus') or '?'}; kernel {f.get('kernel')}")
+        out.append(f"  taskset   {f.get('taskset') or 'missing: --cpu cannot pin there (install util-linux)'}")
+        out.append(f"  perf      {r['perf'] or 'counts ' + ', '.join(f['perf_events'])}; "
+                   f"perf_event_paranoid = {f.get('perf_event_paranoid') or '?'}")
+        out.append(f"  governor  {f.get('governor') or '? (no cpufreq)'}; isolated CPUs {f.get('isolated') or 'none'}; "
+                   f"load {' '.join(map(str, f.get('loadavg') or ['?']))}")
         k = r["kexec"]
-        print("  kexec     " + (f"ready: kernel experiments can run there (kernel {k['release']}, "
-                                 f"{k['image']} to come back to)" if k["ready"] else
-                                 "not ready: " + "; ".join(k["refusal"])))
+        out.append("  kexec     " + (f"ready: kernel experiments can run there (kernel {k['release']}, "
+                                      f"{k['image']} to come back to)" if k["ready"] else
+                                      "not ready: " + "; ".join(k["refusal"])))
         if r["noise"]:
-            print("  noise:")
+            out.append("  noise:")
             width = max(len(n["what"]) for n in r["noise"])
             for n in r["noise"]:
-                print(f"    {n['what']:<{width}}  fix: {n['fix']}")
+                out.append(f"    {n['what']:<{width}}  fix: {n['fix']}")
         else:
-            print("  noise: nothing found")
-    return status
+            out.append("  noise: nothing found")
+    return "".join(f"{line}\n" for line in out)
 
 
 def hostname(name: str | None) -> str:

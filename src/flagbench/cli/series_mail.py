@@ -32,6 +32,10 @@ def series_from_mail(args) -> int:
         raise UserError("--mbox at most twice: v1 and v2 of a series")
     if args.mbox.count("-") > 1:
         raise UserError("--mbox -: stdin can be read once")
+    if len(args.mbox) == 2:
+        from flagbench.mail.match import VERSION_FORMATS
+        if args.format not in VERSION_FORMATS:
+            raise UserError(f"--format {args.format}: v1 against v2 is written as {', '.join(VERSION_FORMATS)}")
     mails = [parse.load(m) for m in args.mbox]     # all of them read (and refused) before any build
     kw = dict(base=args.base, variant=args.variant, target=args.target, compiler=args.compiler,
               jobs=args.jobs, progress=not args.quiet, asm=not args.no_asm, counts=not args.no_counts,

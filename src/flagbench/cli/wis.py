@@ -6,6 +6,9 @@ import shlex
 import sys
 
 from flagbench.errors import UserError
+from flagbench.export import choices, described
+
+FORMATS = choices("text", "json")
 
 
 def register(sub):
@@ -23,7 +26,7 @@ def register(sub):
     p.add_argument("--cflags", default="", help="extra compiler flags as one string; "
                    "write --cflags=-O3 when it is a single flag")
     p.add_argument("--compiler", default="gcc", help="host compiler (default gcc)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=FORMATS, default="text", help=f"{described(FORMATS)} (default text)")
     return p
 
 
@@ -71,32 +74,33 @@ def run(args) -> int:
     except procs.Terminated as e:
         print(f"flagbench wis: {e}: stopped", file=sys.stderr)
         return e.exit_status
-    if args.format == "json":
-        json.dump({"testcase": args.testcase, "duration": args.duration, "warmup": args.warmup,
-                   "interval": args.interval, "cflags": cflags, "compiler": args.compiler,
-                   "results": results}, sys.stdout, indent=2)
-        print()
-    else:
-        print_table(results)
+    from flagbench import export
+    sys.stdout.write(export.render(args.format, {
+        "text": lambda: table(results),
+        "json": lambda: json.dumps({"testcase": args.testcase, "duration": args.duration, "warmup": args.warmup,
+                                    "interval": args.interval, "cflags": cflags, "compiler": args.compiler,
+                                    "results": results}, indent=2) + "\n"}))
     return 1 if any(r["failure"] for r in results) else 0
 
 
-def print_table(results: list[dict]) -> None:
+def table(results: list[dict]) -> str:
+    """The text format: the testcase's own description (its text escaped), then a row per cell."""
+    from flagbench.export import safe
     description = next((r["description"] for r in results if r["description"]), None)
-    if description:
-        print(description)
-    print(f"{'mode':<10} {'tasks':>5} {'per_second':>14} {'per task':>12} {'scaling':>8} "
-          f"{'samples':>7} {'spread':>7}")
+    out = [safe("text", description)] if description else []
+    out.append(f"{'mode':<10} {'tasks':>5} {'per_second':>14} {'per task':>12} {'scaling':>8} "
+               f"{'samples':>7} {'spread':>7}")
     one_task = {r["mode"]: r["per_second"] for r in results if r["tasks"] == 1 and r["per_second"]}
     for r in results:
         if r["failure"]:
-            print(f"{r['mode']:<10} {r['tasks']:>5} FAILED: {r['failure']}")
+            out.append(f"{r['mode']:<10} {r['tasks']:>5} FAILED: {safe('text', r['failure'])}")
             continue
         rate, samples = r["per_second"], r["samples"]
         base = one_task.get(r["mode"])
         scaling = f"x{rate / base:.2f}" if base else "-"
-        print(f"{r['mode']:<10} {r['tasks']:>5} {rate:>14,.0f} {rate / r['tasks']:>12,.0f} "
-              f"{scaling:>8} {len(samples):>7} {_spread(samples):>7}")
+        out.append(f"{r['mode']:<10} {r['tasks']:>5} {rate:>14,.0f} {rate / r['tasks']:>12,.0f} "
+                   f"{scaling:>8} {len(samples):>7} {_spread(samples):>7}")
+    return "".join(f"{line}\n" for line in out)
 
 
 def _spread(samples: list[float]) -> str:

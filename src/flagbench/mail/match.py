@@ -14,6 +14,7 @@ from flagbench.series import Row
 from flagbench.textsafe import md_cell, md_code
 
 WIDTH = 100
+VERSION_FORMATS = ("text", "md", "json")     # render_versions
 _PAIR = re.compile(r"^\s*(\d+|-):\s+(\S+)\s+([=!<>])\s+(\d+|-):\s+(\S+)\s+(.*)$")
 SAYS = {"=": "same diff", "!": "diff changed", "~": "paired by subject"}
 
@@ -230,7 +231,9 @@ def as_json(v: Versions) -> dict:
 
 
 def render_versions(v: Versions, fmt: str) -> str:
-    if fmt == "json":
-        import json
-        return json.dumps(as_json(v), indent=1) + "\n"
-    return markdown(v)
+    """v1 against v2 in FMT (VERSION_FORMATS: the text format is the Markdown, which reads as text)."""
+    import json
+
+    from flagbench import export
+    return export.render(fmt, {"text": lambda: markdown(v), "md": lambda: markdown(v),
+                               "json": lambda: json.dumps(as_json(v), indent=1) + "\n"})
