@@ -416,6 +416,38 @@ def test_an_exception_in_a_job_fails_its_cell_and_says_why(tmp_path, lanes):
     assert "ZeroDivisionError" in console.file.getvalue()
 
 
+def test_a_signal_between_taking_a_lanes_result_and_storing_it_ends_the_run(tmp_path, monkeypatch):
+    """SIGTERM (procs.Terminated, a KeyboardInterrupt) raised in the storing thread after it took
+    a lane's result: the run ends, interrupted, and its lanes with it. It once waited for ever:
+    the lane for that store, the storing thread for the lane to end (a labgrid run under load)."""
+    import threading
+
+    from flagbench import procs
+    from flagbench.run import engine
+    real = engine._Runner._record
+    calls = []
+
+    def record(self, st, values, reason):
+        calls.append(st.key)
+        if len(calls) == 2:     # the first stored; the signal comes as the second is taken
+            raise procs.Terminated(signal.SIGTERM)
+        return real(self, st, values, reason)
+    monkeypatch.setattr(engine._Runner, "_record", record)
+    cells = [BenchCell(bench="b", variant=v, target="x86_64", compiler="gcc", params={"host": lane},
+                       timed=lambda emit: emit("t", 1.0, "ns"), samples=50, warmup=0, place=_at(lane), timed_metric="t")
+             for lane in ("box1", "box2") for v in ("A", "B")]
+    out = []
+    with Store(tmp_path / "fb.db") as store:
+        worker = threading.Thread(target=lambda: out.append(run_cells(store, cells, experiment="e", experiment_hash="h",
+                                                                      seed=3, console=quiet())), daemon=True)
+        worker.start()
+        worker.join(60)
+        assert not worker.is_alive(), "the run waits for ever after the signal"
+        stored = len(store.samples(out[0].run_id))
+    assert out[0].status == 128 + signal.SIGTERM and stored == 1
+    assert not [t for t in threading.enumerate() if t.name.endswith("(lane)")]
+
+
 def test_a_lane_that_dies_fails_its_cells_and_says_why(tmp_path, monkeypatch):
     """An exception in a lane's own loop (not in a job): the lane's unfinished cells fail with it."""
     from flagbench.run import noise

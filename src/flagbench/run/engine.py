@@ -355,17 +355,23 @@ class _Runner:
         results: queue.Queue = queue.Queue()
         stop = threading.Event()
 
-        def take(st: _State) -> None:   # the cell's next job, stored by this (the main) thread
+        def handed(st: _State, outcome: tuple) -> None:
+            """OUTCOME of ST's next job to this (the main) thread; back once it is stored, or
+            once this thread stopped taking results: a signal may come between its taking an
+            outcome and storing it, and the lane must not wait for that store for ever."""
             recorded = threading.Event()
-            results.put((st, len(st.jobs), self._work(st), recorded))
-            recorded.wait()
+            results.put((st, len(st.jobs), outcome, recorded))
+            while not recorded.wait(0.2):
+                if stop.is_set():
+                    return
+
+        def take(st: _State) -> None:   # the cell's next job, stored by this (the main) thread
+            handed(st, self._work(st))
 
         def lose(states: list[_State], reason: str) -> None:   # the place failed them all
             for st in states:
                 if st.jobs:
-                    recorded = threading.Event()
-                    results.put((st, len(st.jobs), ([], reason), recorded))
-                    recorded.wait()
+                    handed(st, ([], reason))
 
         def lane(states: list[_State], seed: int, name: str) -> None:
             rng = random.Random(seed)
