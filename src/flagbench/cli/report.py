@@ -107,19 +107,19 @@ def _experiment_page(args) -> str:
     """The page `flagbench demo` writes for a case, for any experiment."""
     from argparse import Namespace
 
+    from flagbench import export
     from flagbench.cli.demo import gather, plain
     from flagbench.errors import UserError
     from flagbench.report.case import case_blocks
     from flagbench.report.doc import Html, Markdown
 
-    if args.format not in ("text", "md", "html"):
+    if args.format not in ("text", "md", "html"):    # before the experiment is measured
         raise UserError(f"{args.run_ref}: an experiment's page is text, md or html, not {args.format}")
     case, _ = gather(Path(args.run_ref), Namespace(db=args.db, samples=None, fresh=False, full=True,
                                                    until=None, budget=600.0))
     section, _ = case_blocks(case)
-    if args.format == "html":
-        return Html().render(section, f"flagbench: {case.name}")
-    return plain(section) if args.format == "text" else Markdown().render(section)
+    return export.render(args.format, {"text": lambda: plain(section), "md": lambda: Markdown().render(section),
+                                       "html": lambda: Html().render(section, f"flagbench: {case.name}")})
 
 
 def _write(args, text: str) -> int:
