@@ -64,7 +64,7 @@ def bisect_objects(exp, variants, *, metric: str, bench: str | None, share: floa
     a, b = two_variants(exp, variants)
     start = time.monotonic()
     from flagbench import subject
-    search_in = {"c": _c, "kernel": _kernel}[subject.of(exp).kind]   # objects linked, or a vmlinux relinked
+    search_in = {"c": _linked_objects, "kernel": _relinked_vmlinux}[subject.of(exp).kind]
     out = search_in(exp, a, b, metric, bench, share, workdir, say, jobs)
     out.seconds = time.monotonic() - start
     return out
@@ -77,7 +77,8 @@ def _narrow(candidates, value, value_a: float, share: float, say, unit: str) -> 
     return search.narrow(candidates, lambda s: value(s) - value_a, share=share, on_mix=on_mix)
 
 
-def _c(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcome:
+def _linked_objects(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcome:
+    """A C experiment: its objects of A and B mixed and linked, the bench measured on each mix."""
     from flagbench import subject
     from flagbench.bisect.cobjects import CMixer, differing
 
@@ -100,7 +101,8 @@ def _c(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcom
     return ObjectOutcome(a, b, mixer.what, value_a, value_b, candidates, len(candidates) + len(same), narrowed, 0.0)
 
 
-def _kernel(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcome:
+def _relinked_vmlinux(exp, a, b, metric, bench_name, share, workdir, say, jobs) -> ObjectOutcome:
+    """A kernel experiment: vmlinux relinked from A's and B's objects mixed, measured on each mix."""
     from flagbench import subject
     from flagbench.bisect.cobjects import code_bytes
     from flagbench.bisect.kobjects import KernelMixer, differing
