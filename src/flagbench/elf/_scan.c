@@ -534,7 +534,6 @@ static void side_free(struct side *s)
 {
 	Py_ssize_t i;
 
-	scratch_close(&s->scratch);
 	if (s->fd >= 0)
 		close(s->fd);
 	for (i = 0; i < 5; i++)
@@ -543,9 +542,7 @@ static void side_free(struct side *s)
 		free(s->own[i].name);
 	free(s->own);
 	free(s->linked);
-	free(s->longnames);
-	if (s->map)
-		munmap((void *)s->map, s->end);
+	free(s->longnames);	/* (the mapping and the scratch went with read_side) */
 }
 
 /* (machine, is64, sections, (text, rodata, data, bss), covered, padding, (stub, ... stubs), linked) */

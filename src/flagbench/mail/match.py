@@ -14,7 +14,6 @@ from flagbench.series import Row
 from flagbench.textsafe import md_cell, md_code
 
 WIDTH = 100
-VERSION_FORMATS = ("text", "md", "json")     # render_versions
 _PAIR = re.compile(r"^\s*(\d+|-):\s+(\S+)\s+([=!<>])\s+(\d+|-):\s+(\S+)\s+(.*)$")
 SAYS = {"=": "same diff", "!": "diff changed", "~": "paired by subject"}
 
@@ -230,10 +229,16 @@ def as_json(v: Versions) -> dict:
             "dropped": [v.old.mail.patches[i].label for i in v.dropped], "notes": v.notes}
 
 
-def render_versions(v: Versions, fmt: str) -> str:
-    """v1 against v2 in FMT (VERSION_FORMATS: the text format is the Markdown, which reads as text)."""
+def _json(v: Versions) -> str:
     import json
+    return json.dumps(as_json(v), indent=1) + "\n"
 
+
+# v1 against v2 by format (the text format is the Markdown, which reads as text)
+VERSION_RENDERERS = {"text": markdown, "md": markdown, "json": _json}
+VERSION_FORMATS = tuple(VERSION_RENDERERS)
+
+
+def render_versions(v: Versions, fmt: str) -> str:
     from flagbench import export
-    return export.render(fmt, {"text": lambda: markdown(v), "md": lambda: markdown(v),
-                               "json": lambda: json.dumps(as_json(v), indent=1) + "\n"})
+    return export.render(fmt, {name: (lambda r=r: r(v)) for name, r in VERSION_RENDERERS.items()})
