@@ -16,8 +16,9 @@ nm, or flagbench's forked reader), and checks that bom printed the same bytes as
 its console script (`flagbench`, next to this Python), with its bytecode cached as an install
 leaves it (PYTHONDONTWRITEBYTECODE is dropped from the environment, so the warm-up run writes
 the .pyc files; otherwise every run would compile the modules again, ~15 ms).
-With --base TREE (another flagbench checkout, its C extensions built in place: `git archive REV
-| tar -x -C TREE && cd TREE && python setup.py build_ext --inplace`) that tree's flagbench runs in
+With --base TREE (another flagbench checkout, its C extensions built in place by a Python that
+has setuptools, which flagbench's venv does not keep: `git archive REV | tar -x -C TREE &&
+python3 -m venv /tmp/bv && cd TREE && /tmp/bv/bin/python setup.py build_ext --inplace`) that tree's flagbench runs in
 the same rounds, through its own bin/flagbench, so a change is measured against its base in one run.
 The oracle is the 6.1 copy with upstream's weak-symbol types patched in
 (the same change flagbench implements), so the outputs must be identical.
