@@ -496,6 +496,27 @@ def test_a_damaged_file_with_a_bad_machine_field_is_one_line(tmp_path):
     one_line_error(asm, "bad.o")
 
 
+def test_archive_members_that_outgrow_a_huge_page_layout_match_bloat_o_meter(tmp_path):
+    """Two members of 8,200 symbols each: the first's table (over 512 KB of arrays) is laid out on
+    huge pages (_summary.c map_arrays), the second's names outgrow all three arrays, which move to
+    malloc (array_realloc), the slot table rehashed. Every row must still be bloat-o-meter's."""
+    archives = []
+    for side in ("old", "new"):
+        members = []
+        for m in ("a", "b"):
+            src = tmp_path / f"{m}-{side}.c"
+            src.write_text("".join(f"int {m}_{i}[{1 + i % 3 + (4 if side == 'new' and i % 10 == 0 else 0)}];\n"
+                                   for i in range(8200)))
+            members.append(str(cc(tmp_path, "x86_64", "gcc", src, tmp_path / f"{m}-{side}.o")))
+        archive = tmp_path / f"{side}.a"
+        subprocess.run(["ar", "rcs", str(archive), *members], check=True)
+        archives.append(archive)
+    got = flagbench("--format=bom", *archives)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == oracle(tmp_path, *archives, current=True)
+    assert "add/remove: 0/0 grow/shrink: 1640/0 " in got.stdout   # every tenth of both members'
+
+
 def test_names_in_another_order_added_and_removed_match_bloat_o_meter(tmp_path):
     """The C table pairs OLD's names with NEW's by position first (two builds of one tree list
     them in one order): here NEW lists them backwards, drops some, adds others and grows a few,

@@ -71,6 +71,7 @@ struct scratch {
 	Py_ssize_t live;	/* arrays not yet freed: at 0 the scratch rewinds */
 };
 extern __thread struct scratch *scratch_of_thread;
+uint8_t *huge_pages(size_t bytes, uint8_t **map, size_t *maplen);
 int scratch_open(struct scratch *s, size_t bytes);
 void scratch_close(struct scratch *s);
 void *scratch_malloc(size_t n);

@@ -26,23 +26,37 @@
 
 __thread struct scratch *scratch_of_thread;
 
+/*
+ * BYTES of zeroed memory (rounded up to whole huge pages) on huge pages where the kernel gives
+ * them: its start, 2 MB-aligned; *MAP and *MAPLEN are what to munmap. NULL when it cannot be mapped.
+ */
+uint8_t *huge_pages(size_t bytes, uint8_t **map, size_t *maplen)
+{
+	size_t len = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+	uint8_t *p, *base;
+
+	if (len < bytes)
+		return NULL;
+	p = mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	base = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+#ifdef MADV_HUGEPAGE
+	madvise(base, len, MADV_HUGEPAGE);	/* EINVAL where THP is not built in: 4 KB pages then */
+#endif
+	*map = p;
+	*maplen = len + HUGE_PAGE;
+	return base;
+}
+
 /* A reservation of BYTES for this thread's arrays, until scratch_close; 0, or -1 (then none). */
 int scratch_open(struct scratch *s, size_t bytes)
 {
-	uint8_t *p = mmap(NULL, bytes + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-			  -1, 0);
-
 	memset(s, 0, sizeof(*s));
-	if (p == MAP_FAILED)
+	if (!(s->base = huge_pages(bytes, &s->map, &s->maplen)))
 		return -1;
-	s->map = p;
-	s->maplen = bytes + HUGE_PAGE;
-	s->base = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
 	s->next = s->base;
 	s->end = s->base + bytes;
-#ifdef MADV_HUGEPAGE
-	madvise(s->base, bytes, MADV_HUGEPAGE);	/* EINVAL where THP is not built in: 4 KB pages then */
-#endif
 	scratch_of_thread = s;
 	return 0;
 }

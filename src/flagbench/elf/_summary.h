@@ -45,6 +45,8 @@ typedef struct {
 	Py_ssize_t n, cap;
 	Py_ssize_t *slots;		/* open addressing: entry index + 1, 0 empty */
 	Py_ssize_t nslots;
+	uint8_t *map;			/* the three arrays' first home, on huge pages (map_arrays) */
+	size_t maplen;
 	unsigned long long skipped;
 	/* bytes of the names holding ".cold" (the text format's `.cold symbols` row), summed as they
 	 * are added, on the reading threads: a pass over both tables after them was a twentieth of
