@@ -174,6 +174,22 @@ def test_command_without_the_parser_prints_what_the_parser_path_prints(pairs):
             assert quick[0] == parsed[0] == 0 and quick == parsed, (label, fmt_args)
 
 
+def test_one_allowed_cpu_or_many_the_pair_reads_alike(pairs):
+    """The second side's thread starts off the CPU the first runs on (`_scan.c` start_elsewhere)
+    when the process may use another: with one CPU allowed (taskset) there is none to give it,
+    and both runs print what the in-process run prints."""
+    import os
+    import sys
+    label, old, new = pairs[0]
+    want = run_verb(["size", str(old), str(new)])
+    assert want[0] == 0, want
+    cpus = sorted(os.sched_getaffinity(0))
+    for allowed in ({cpus[0]}, set(cpus)):
+        got = subprocess.run(["taskset", "-c", ",".join(map(str, sorted(allowed))), sys.executable, "-m",
+                              "flagbench", "size", str(old), str(new)], capture_output=True, text=True)
+        assert (got.returncode, got.stdout, got.stderr) == want, (label, allowed)
+
+
 # What `flagbench size OLD NEW` has no need of on its quick path (C reader, C tables): each of these
 # was once imported there, and Python's start-up with the imports is most of the command's time.
 NOT_IMPORTED = ("argparse", "re", "dataclasses", "enum", "typing", "collections", "__future__", "importlib.util",
