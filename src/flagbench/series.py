@@ -93,10 +93,9 @@ class Series:
     measured: dict[str, str] = field(default_factory=dict)   # bench -> the function a micro bench times
 
     def row(self, short: str) -> Row | None:
-        """The row of the commit whose short sha is SHORT (what `Row.compared_with` names)."""
-        if len(getattr(self, "_by_short", ())) != len(self.rows):   # made once; again if rows were added
-            self._by_short = {r.commit.short: r for r in self.rows}
-        return self._by_short.get(short)
+        """The row of the commit whose short sha is SHORT (what `Row.compared_with` names). A scan,
+        not a cached index: rows are added and replaced while a series runs, and are a few dozen."""
+        return next((r for r in self.rows if r.commit.short == short), None)
 
     def floor(self, label: str) -> float | None:
         """LABEL's A/A floor: the first row that measured one (the series' first commit)."""
