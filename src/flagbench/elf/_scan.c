@@ -531,19 +531,20 @@ static void *read_side(void *arg)
 	return NULL;
 }
 
-/*
- * FN(ARG) on a new thread kept off the CPU the caller runs on (*ALL: the CPUs this thread may
- * use, to give back to it with allowed_everywhere; ALL->count 0 where it was not pinned). Why: a
- * scheduler may put a new thread beside its parent until load balancing moves it (this VM's packs
- * vCPUs: 32 of 60 runs of `flagbench size` started the other side 1.5-3.8 ms late, and the two
- * sides took turns on one CPU; pinned, 0 of 60, and the pair was read in 4.3 ms, not 5.6). 0, or
- * -1 when no thread could be started.
- */
+/* The CPUs the calling thread may use; COUNT 0 when start_elsewhere pinned nothing. */
 struct cpus {
 	cpu_set_t set;
 	int count;
 };
 
+/*
+ * FN(ARG) on a new thread kept off the CPU the caller runs on (*ALL: what to give it back with
+ * allowed_everywhere). Why: a scheduler may put a new thread beside its parent until load
+ * balancing moves it. This VM's kernel packs vCPUs (sched_vcpu_pack=15 on its command line): in
+ * 32 of 60 runs of `flagbench size` the other side's thread started 1.5-3.8 ms late and the two
+ * sides took turns on one CPU; pinned, in 0 of 60, and the pair was read in 4.3 ms, not 5.6
+ * (medians). 0, or -1 when no thread could be started.
+ */
 static int start_elsewhere(pthread_t *thread, void *(*fn)(void *), void *arg, struct cpus *all)
 {
 	pthread_attr_t attr;
@@ -565,7 +566,9 @@ static int start_elsewhere(pthread_t *thread, void *(*fn)(void *), void *arg, st
 	return ok ? 0 : -1;
 }
 
-/* THREAD may run anywhere again: once this side is read, it can finish here if the others are busy. */
+/* THREAD may run anywhere again: once this side is read, it can finish here if the others are
+ * busy. (One that has ended already has no thread id: glibc then asks this for the caller, whose
+ * CPUs are these already.) */
 static void allowed_everywhere(pthread_t thread, const struct cpus *all)
 {
 	if (all->count)
