@@ -11,7 +11,7 @@ missing from Debian's llvm-14-dev and llvm-15-dev (`apt-get install -y --no-inst
 llvm-14-dev llvm-15-dev`) by an `ar -M` script that adds every libLLVM*.a.
 
 Runs are interleaved (oracle, flagbench text, flagbench bom, oracle, ...); it prints the medians,
-each format's ratio and each tool's peak RSS (ru_maxrss of the largest process it ran: python,
+each format's ratio (with the 95 % interval of the ratio from the runs paired by round) and each tool's peak RSS (ru_maxrss of the largest process it ran: python,
 nm, or flagbench's forked reader), and checks that bom printed the same bytes as the oracle. flagbench runs as users run it, through
 its console script (`flagbench`, next to this Python), with its bytecode cached as an install
 leaves it (PYTHONDONTWRITEBYTECODE is dropped from the environment, so the warm-up run writes
@@ -121,14 +121,26 @@ def bench(name: str, old: Path, new: Path, runs: int, oracle: Path, base: Path |
     print(f"{name}: {old} vs {new}, {runs} interleaved runs each")
     for k in tools:
         ratio = "" if k == "bloat-o-meter" else (f"  {med['bloat-o-meter'] / med[k]:.2f}x faster "
+                                                 f"{_interval(times[k], times['bloat-o-meter'])}"
                                                  f"(CPU {cpu['bloat-o-meter'] / cpu[k]:.2f}x; goal >= 10)")
         print(f"  {k:14s} median {med[k]:.3f} s  (min {min(times[k]):.3f}, max {max(times[k]):.3f}), "
               f"CPU {cpu[k]:.3f} s, peak RSS {rss[k] / 1024:.0f} MB{ratio}")
     print(f"  bom output identical to bloat-o-meter's: {'yes' if same else 'NO'}")
     if base:
         for fmt in ("text", "bom"):
-            print(f"  {fmt}: this tree takes {med['flagbench ' + fmt] / med['base ' + fmt]:.3f} of base's median time"
-                  f" (output {'identical' if outputs['flagbench ' + fmt] == outputs['base ' + fmt] else 'DIFFERENT'})")
+            print(f"  {fmt}: this tree takes {med['flagbench ' + fmt] / med['base ' + fmt]:.3f} of base's median time "
+                  f"{_interval(times['base ' + fmt], times['flagbench ' + fmt], 3)}"
+                  f"(output {'identical' if outputs['flagbench ' + fmt] == outputs['base ' + fmt] else 'DIFFERENT'})")
+
+
+def _interval(old: list[float], new: list[float], digits: int = 2) -> str:
+    """new/old from the runs paired by round (they were interleaved, so a round's two runs saw the
+    same machine): the Hodges-Lehmann estimate and its 95 % interval, flagbench's own statistics
+    (`stats.ranks`); it need not equal the ratio of the medians printed before it."""
+    from flagbench.stats.ranks import paired_ratio_interval
+    found = paired_ratio_interval(old, new)
+    return "" if found is None else (f"(paired {found[0]:.{digits}f}, 95 % {found[1]:.{digits}f}-"
+                                     f"{found[2]:.{digits}f}) ")
 
 
 def main() -> None:
