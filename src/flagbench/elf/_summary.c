@@ -204,11 +204,6 @@ static inline int make_room(Summary *s, Py_ssize_t n, Py_ssize_t names)
 }
 
 /*
- * Room in SUMMARY for N more names of NAMES bytes in all, made at once (the table doubling
- * from 1024 rehashed and copied a vmlinux's 30,000 names five times). Needs no GIL: 0, or -1
- * when out of memory.
- */
-/*
  * The first reservation of an empty S, when it is of many names (a vmlinux's, not an archive's
  * first member's): its three arrays laid out in one mapping on huge pages, made present at once.
  * Populating a tinyconfig vmlinux's (1.2 MB a side) in 4 KB pages took 0.7-1.4 ms a thread
@@ -240,6 +235,11 @@ static void map_arrays(Summary *s, Py_ssize_t n, Py_ssize_t names)
 	prefaulted(base, total);
 }
 
+/*
+ * Room in SUMMARY for N more names of NAMES bytes in all, made at once (the table doubling
+ * from 1024 rehashed and copied a vmlinux's 30,000 names five times). Needs no GIL: 0, or -1
+ * when out of memory.
+ */
 int summary_reserve(PyObject *summary, Py_ssize_t n, Py_ssize_t names)
 {
 	Summary *s = (Summary *)summary;
