@@ -67,6 +67,7 @@ struct listing {
 /* _scratch.c: a side's arrays, on its own pages (huge ones where the kernel gives them). */
 struct scratch {
 	uint8_t *map, *base, *next, *end, *last;	/* last: the newest array */
+	uint8_t *populated;	/* its pages up to here are present */
 	size_t maplen;
 	Py_ssize_t live;	/* arrays not yet freed: at 0 the scratch rewinds */
 };
@@ -74,7 +75,7 @@ extern __thread struct scratch *scratch_of_thread;
 uint8_t *huge_pages(size_t bytes, uint8_t **map, size_t *maplen);
 int scratch_open(struct scratch *s, size_t bytes);
 void scratch_close(struct scratch *s);
-void *scratch_malloc(size_t n);
+void *scratch_malloc(size_t n);	/* its pages present, as prefaulted() makes them */
 void *scratch_calloc(size_t n, size_t size);
 void scratch_free(void *p);
 

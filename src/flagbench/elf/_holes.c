@@ -365,7 +365,7 @@ static const char *mark_name(const struct elf *e, const struct holes *h, Py_ssiz
 static int marks_alloc(struct holes *h, const struct listing *l)
 {
 	if (!h->spans)
-		h->spans = prefaulted(scratch_malloc(sizeof(*h->spans) * (l->n + 1)), sizeof(*h->spans) * (l->n + 1));
+		h->spans = scratch_malloc(sizeof(*h->spans) * (l->n + 1));
 	if (!h->bounds)	/* room for every symbol, seldom more than a page of it used: not the scratch's (huge) pages */
 		h->bounds = PyMem_RawMalloc(sizeof(*h->bounds) * (l->n + 1));
 	h->nspans = h->nbounds = 0;
@@ -409,7 +409,7 @@ static int sort_marks(const struct elf *e, struct holes *h)
 	Py_ssize_t k, slot;
 	struct mark *tmp;
 
-	if (marks_alloc(h, l) < 0 || !(tmp = prefaulted(scratch_malloc(sizeof(*tmp) * (l->n + 1)), sizeof(*tmp) * (l->n + 1))))
+	if (marks_alloc(h, l) < 0 || !(tmp = scratch_malloc(sizeof(*tmp) * (l->n + 1))))
 		return -1;
 	for (k = 0; k < l->n; k++)
 		if (l->sec[k] >= 0 && l->sec[k] < e->shnum && (slot = h->slot[l->sec[k]]) >= 0)
@@ -507,8 +507,7 @@ static int find_holes(struct holes *h)
 	Py_ssize_t s, i = 0, j = 0, at = 0;
 
 	h->of = scratch_calloc(h->nscan + 1, sizeof(*h->of));
-	h->gaps = prefaulted(scratch_malloc(sizeof(*h->gaps) * (h->nspans + h->nscan + 1)),
-				  sizeof(*h->gaps) * (h->nspans + h->nscan + 1));
+	h->gaps = scratch_malloc(sizeof(*h->gaps) * (h->nspans + h->nscan + 1));
 	if (!h->of || !h->gaps)
 		return -1;
 	for (s = 0; s < h->nscan; s++) {

@@ -55,7 +55,7 @@ int scratch_open(struct scratch *s, size_t bytes)
 	memset(s, 0, sizeof(*s));
 	if (!(s->base = huge_pages(bytes, &s->map, &s->maplen)))
 		return -1;
-	s->next = s->base;
+	s->next = s->populated = s->base;
 	s->end = s->base + bytes;
 	scratch_of_thread = s;
 	return 0;
@@ -75,16 +75,28 @@ static int inside(const struct scratch *s, const void *p)
 	return s && (const uint8_t *)p >= s->base && (const uint8_t *)p < s->end;
 }
 
+/*
+ * N bytes for an array about to be filled, its pages present (the callers' arrays are filled
+ * at once): from the scratch, whose pages are made present a huge page at a time as the arrays
+ * first reach them (one madvise for a vmlinux's side, not one an array), else PyMem's.
+ */
 void *scratch_malloc(size_t n)
 {
 	struct scratch *s = scratch_of_thread;
 	size_t room = n ? (n + ALIGN - 1) & ~(size_t)(ALIGN - 1) : ALIGN;
+	uint8_t *to;
 
 	if (!s || room < n || room > (size_t)(s->end - s->next))
-		return PyMem_RawMalloc(n);
+		return prefaulted(PyMem_RawMalloc(n), n);
 	s->last = s->next;
 	s->next += room;
 	s->live++;
+	if (s->next > s->populated) {
+		to = s->base + ((size_t)(s->next - s->base) + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+		to = to < s->end ? to : s->end;
+		prefaulted(s->populated, (size_t)(to - s->populated));
+		s->populated = to;
+	}
 	return s->last;
 }
 
@@ -93,7 +105,7 @@ void *scratch_calloc(size_t n, size_t size)
 	void *p;
 
 	if (!scratch_of_thread)
-		return PyMem_RawCalloc(n, size);
+		return prefaulted(PyMem_RawCalloc(n, size), n * size);
 	if (size && n > SIZE_MAX / size)
 		return NULL;
 	if ((p = scratch_malloc(n * size)))

@@ -300,7 +300,7 @@ static uint32_t span_bytes_alike(const struct span *s, Py_ssize_t n)
  */
 static void sort_spans(struct span *spans, Py_ssize_t n)
 {
-	struct span *tmp = prefaulted(scratch_malloc(sizeof(*spans) * (n + 1)), sizeof(*spans) * (n + 1));
+	struct span *tmp = scratch_malloc(sizeof(*spans) * (n + 1));
 
 	if (!tmp) {
 		qsort(spans, n, sizeof(*spans), span_order);
@@ -318,12 +318,12 @@ int listing_alloc(struct listing *l, const struct elf *e, int full, int spans)
 	memset(l, 0, sizeof(*l));
 	l->codes = scratch_malloc(e->shnum + 1);
 	l->letter = scratch_malloc(m);
-	l->size = prefaulted(scratch_malloc(sizeof(*l->size) * m), sizeof(*l->size) * m);
-	l->value = prefaulted(scratch_malloc(sizeof(*l->value) * m), sizeof(*l->value) * m);
-	l->gap = prefaulted(scratch_calloc(m, sizeof(*l->gap)), sizeof(*l->gap) * m);
-	l->sec = prefaulted(scratch_malloc(sizeof(*l->sec) * m), sizeof(*l->sec) * m);
-	l->name = prefaulted(scratch_malloc(sizeof(*l->name) * m), sizeof(*l->name) * m);
-	l->spans = spans ? prefaulted(scratch_malloc(sizeof(*l->spans) * m), sizeof(*l->spans) * m) : NULL;
+	l->size = scratch_malloc(sizeof(*l->size) * m);
+	l->value = scratch_malloc(sizeof(*l->value) * m);
+	l->gap = scratch_calloc(m, sizeof(*l->gap));
+	l->sec = scratch_malloc(sizeof(*l->sec) * m);
+	l->name = scratch_malloc(sizeof(*l->name) * m);
+	l->spans = spans ? scratch_malloc(sizeof(*l->spans) * m) : NULL;
 	if (!l->codes || !l->letter || !l->size || !l->value || !l->gap || !l->sec || !l->name || (spans && !l->spans)) {
 		if (!e->nogil)
 			PyErr_NoMemory();
