@@ -113,13 +113,15 @@ def _experiment_page(args) -> str:
     from flagbench.report.case import case_blocks
     from flagbench.report.doc import Html, Markdown
 
-    if args.format not in ("text", "md", "html"):    # before the experiment is measured
-        raise UserError(f"{args.run_ref}: an experiment's page is text, md or html, not {args.format}")
+    pages = {"text": lambda section, name: plain(section), "md": lambda section, name: Markdown().render(section),
+             "html": lambda section, name: Html().render(section, f"flagbench: {name}")}
+    if args.format not in pages:    # before the experiment is measured
+        *first, last = pages
+        raise UserError(f"{args.run_ref}: an experiment's page is {', '.join(first)} or {last}, not {args.format}")
     case, _ = gather(Path(args.run_ref), Namespace(db=args.db, samples=None, fresh=False, full=True,
                                                    until=None, budget=600.0))
     section, _ = case_blocks(case)
-    return export.render(args.format, {"text": lambda: plain(section), "md": lambda: Markdown().render(section),
-                                       "html": lambda: Html().render(section, f"flagbench: {case.name}")})
+    return export.render(args.format, {fmt: (lambda page=page: page(section, case.name)) for fmt, page in pages.items()})
 
 
 def _write(args, text: str) -> int:
