@@ -23,18 +23,16 @@ deps:
 
 venv: $(VENV)/.installed
 
-# setup.py builds the C extensions (src/flagbench/elf/_symtab.c and the files it links,
-# src/flagbench/asm/_normalise.c and _mix.c, with _padding.h), and pip writes bin/flagbench's
-# first line for the venv: a change to one re-installs.
-$(VENV)/.installed: Makefile pyproject.toml setup.py bin/flagbench src/flagbench/elf/_symtab.c src/flagbench/elf/_summary.c src/flagbench/elf/_summary.h \
-		src/flagbench/elf/_scan.c src/flagbench/elf/_holes.c src/flagbench/elf/_module.c src/flagbench/elf/_rows.c src/flagbench/elf/_scratch.c \
-		src/flagbench/elf/_elf.h src/flagbench/asm/_normalise.c src/flagbench/asm/_mix.c src/flagbench/asm/_padding.h
+# setup.py builds the C extensions (every _*.c and _*.h of src/flagbench/elf and asm), and pip
+# writes bin/flagbench's first line for the venv: a change to one re-installs.
+EXTENSION_SOURCES = $(wildcard src/flagbench/elf/_*.[ch] src/flagbench/asm/_*.[ch])
+$(VENV)/.installed: Makefile pyproject.toml setup.py bin/flagbench $(EXTENSION_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test,lab]'
 	@# setuptools only builds flagbench, in pip's own isolated environment; left in the venv (3.11's
 	@# venv puts it there), its distutils-precedence.pth imports a module at every Python start:
-	@# 2 % of `flagbench size`'s main thread on a tinyconfig pair (callgrind, docs/figures.md).
+	@# 3 % of `flagbench size`'s main thread on a tinyconfig pair (callgrind, docs/figures.md).
 	$(BIN)/pip uninstall -q -y setuptools
 	touch $@
 
